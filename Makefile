@@ -1,0 +1,48 @@
+# The two commands a newcomer needs: `make run` starts the host, `make test` runs every test.
+# Both create .venv and install what is missing on a fresh clone (Debian 12, Python 3.11).
+
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+RUN_STAMP := $(VENV)/.run-installed
+TEST_STAMP := $(VENV)/.test-installed
+PYTEST_ARGS ?=
+
+.PHONY: run test test-fast lint format bench clean system-deps
+
+$(PY):
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+
+$(RUN_STAMP): requirements.txt | $(PY)
+	$(PY) -m pip install --quiet -r requirements.txt
+	touch $@
+
+$(TEST_STAMP): requirements.txt requirements-test.txt | $(PY)
+	$(PY) -m pip install --quiet -r requirements-test.txt
+	touch $@ $(RUN_STAMP)
+
+# Debian packages the tests drive for real (installed only when missing; needs root or sudo).
+system-deps:
+	@./scripts/system-deps.sh
+
+run: $(RUN_STAMP)
+	$(PY) manage.py runhost
+
+test: $(TEST_STAMP) system-deps
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+# Everything but the end-to-end tests that start the real host.
+test-fast: $(TEST_STAMP)
+	$(PY) -m pytest -m "not e2e" $(PYTEST_ARGS)
+
+lint: $(TEST_STAMP)
+	$(PY) -m ruff check .
+	$(PY) -m ruff format --check .
+
+format: $(TEST_STAMP)
+	$(PY) -m ruff format .
+	$(PY) -m ruff check --fix .
+
+clean:
+	rm -rf $(VENV)

@@ -1,0 +1,3 @@
+"""Admin API routes of the `hooks` app (mounted at /api/)."""
+
+urlpatterns: list = []

@@ -1,0 +1,94 @@
+"""Platform routes of both APIs: health, host identity, CSRF tokens, first-run credentials."""
+
+from __future__ import annotations
+
+from drf_spectacular.utils import extend_schema
+from rest_framework.response import Response
+
+from hostmgmt import services
+from hostmgmt.api.base import AdminAPIView, MgmtAPIView, OpenMgmtAPIView, json_object
+from hostmgmt.api.errors import ApiError
+from hostmgmt.auth import credentials
+from hostmgmt.auth import csrf as csrf_rules
+from hostmgmt.auth.admin import AdminPrincipal
+
+
+class V1HealthView(OpenMgmtAPIView):
+    """Liveness; the one management route that needs no token."""
+
+    def get(self, request):
+        return Response(services.health())
+
+
+class V1HostView(MgmtAPIView):
+    def get(self, request):
+        return Response(services.host_info())
+
+
+class AdminHealthView(AdminAPIView):
+    authentication_classes: list = []
+    permission_classes: list = []
+
+    def get(self, request):
+        return Response(services.health())
+
+
+class ConfigLocaleView(AdminAPIView):
+    authentication_classes: list = []
+    permission_classes: list = []
+
+    def get(self, request):
+        from hostmgmt.config import store
+
+        return Response({"status": True, "locale": store.read_raw().get("locale", "en")})
+
+
+class CsrfTokenView(AdminAPIView):
+    """Any authenticated caller may mint a token for its own client id."""
+
+    scopes = {"GET": None}
+
+    def get(self, request):
+        principal: AdminPrincipal = request.user
+        return Response({"csrf_token": csrf_rules.mint(principal.client_id)})
+
+
+class PasswordView(AdminAPIView):
+    """Set or change the admin credentials; unauthenticated until the first credentials exist."""
+
+    def initial(self, request, *args, **kwargs):
+        self.first_run = not credentials.credentials_exist()
+        super().initial(request, *args, **kwargs)
+
+    def check_permissions(self, request):
+        if self.first_run:
+            # Unauthenticated on first run, but still CSRF-checked for browsers.
+            reason = csrf_rules.check(request, request.META.get("REMOTE_ADDR", ""))
+            if reason:
+                raise ApiError(403, reason)
+            return
+        super().check_permissions(request)
+
+    @extend_schema(request=None, responses=None)
+    def post(self, request):
+        body = json_object(request)
+        fields = ("currentUsername", "currentPassword", "newUsername", "newPassword")
+        values = {f: body.get(f, "") for f in (*fields, "confirmNewPassword")}
+        if any(not isinstance(v, str) for v in values.values()):
+            raise ApiError(400, "credential fields must be strings")
+        new_username = values["newUsername"] or values["currentUsername"]
+        if not new_username:
+            raise ApiError(400, "invalid username")
+        if not values["newPassword"]:
+            raise ApiError(400, "new password must not be empty")
+        if values["newPassword"] != values["confirmNewPassword"]:
+            raise ApiError(400, "password mismatch")
+        if not self.first_run:
+            user = credentials.verify(values["currentUsername"], values["currentPassword"])
+            if user is None:
+                raise ApiError(400, "invalid current credentials")
+        try:
+            credentials.set_credentials(new_username, values["newPassword"])
+        except credentials.CredentialError as exc:
+            raise ApiError(400, str(exc)) from None
+        return Response({"status": True, "status_code": 200})

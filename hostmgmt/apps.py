@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class HostmgmtConfig(AppConfig):
+    name = "hostmgmt"
+    verbose_name = "Host"

@@ -1,0 +1,79 @@
+"""ASGI entry point served by daphne: the body-size guard in front of Django."""
+
+from __future__ import annotations
+
+import json
+import os
+
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "hostmgmt.settings")
+
+from django.core.asgi import get_asgi_application  # noqa: E402
+
+django_app = get_asgi_application()
+
+from django.conf import settings  # noqa: E402
+
+from hostmgmt.api.errors import error_body  # noqa: E402
+
+
+class BodyLimit:
+    """Answer 413 to bodies over the limit: by Content-Length before reading any of it, and
+    for chunked bodies as soon as the running count passes the limit."""
+
+    def __init__(self, app, limit: int):
+        self.app = app
+        self.limit = limit
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        for name, value in scope.get("headers", []):
+            if name == b"content-length":
+                try:
+                    length = int(value)
+                except ValueError:
+                    return await self._reply(scope, send, 400, "invalid Content-Length")
+                if length > self.limit:
+                    return await self._reply(scope, send, 413, "request body too large")
+        seen = 0
+        too_large = False
+
+        async def limited_receive():
+            nonlocal seen, too_large
+            message = await receive()
+            if message["type"] == "http.request":
+                seen += len(message.get("body", b""))
+                if seen > self.limit:
+                    too_large = True
+                    raise BodyTooLarge()
+            return message
+
+        try:
+            return await self.app(scope, limited_receive, send)
+        except BodyTooLarge:
+            return await self._reply(scope, send, 413, "request body too large")
+
+    @staticmethod
+    async def _reply(scope, send, status: int, message: str):
+        body = json.dumps(error_body(scope.get("path", ""), status, message)).encode()
+        await send(
+            {
+                "type": "http.response.start",
+                "status": status,
+                "headers": [
+                    (b"content-type", b"application/json"),
+                    (b"content-length", str(len(body)).encode()),
+                    (b"x-frame-options", b"DENY"),
+                    (b"content-security-policy", b"frame-ancestors 'none'"),
+                    (b"strict-transport-security", b"max-age=31536000"),
+                ],
+            }
+        )
+        await send({"type": "http.response.body", "body": body})
+
+
+class BodyTooLarge(Exception):
+    pass
+
+
+application = BodyLimit(django_app, settings.MAX_REQUEST_BODY)

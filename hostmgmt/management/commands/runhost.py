@@ -1,0 +1,24 @@
+"""`manage.py runhost`: start the whole host (see hostmgmt.supervisor.main)."""
+
+from django.core.management.base import BaseCommand, CommandError
+
+from hostmgmt.supervisor.main import StartupError, Supervisor
+
+
+class Command(BaseCommand):
+    help = "Start the streaming host: web UI and APIs over TLS, Celery worker, Redis, planes."
+
+    def add_arguments(self, parser):
+        parser.add_argument(
+            "--no-mgmt-token",
+            action="store_true",
+            help="serve the management API without a token (loopback binds only)",
+        )
+
+    def handle(self, *args, **options):
+        supervisor = Supervisor(no_mgmt_token=options["no_mgmt_token"])
+        try:
+            supervisor.prepare()
+        except (StartupError, ValueError) as exc:
+            raise CommandError(str(exc)) from None
+        raise SystemExit(supervisor.run())

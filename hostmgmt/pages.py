@@ -1,0 +1,47 @@
+"""Web pages of the platform: the first-run welcome form and the console's landing page."""
+
+from __future__ import annotations
+
+from django.contrib.auth import login
+from django.http import HttpResponseRedirect
+from django.shortcuts import render
+from django.views.decorators.csrf import csrf_protect
+from django.views.decorators.http import require_http_methods
+
+from hostmgmt import services
+from hostmgmt.auth import credentials
+
+
+@csrf_protect
+@require_http_methods(["GET", "POST"])
+def welcome(request):
+    """Set the first admin credentials. Gone (redirect home) once they exist."""
+    if credentials.credentials_exist():
+        return HttpResponseRedirect("/")
+    error = ""
+    username = ""
+    if request.method == "POST":
+        username = request.POST.get("username", "").strip()
+        password = request.POST.get("password", "")
+        confirm = request.POST.get("confirm", "")
+        if password != confirm:
+            error = "The two passwords do not match."
+        else:
+            try:
+                credentials.set_credentials(username, password)
+            except credentials.CredentialError as exc:
+                error = str(exc).capitalize() + "."
+            else:
+                user = credentials.admin_user()
+                login(request, user, backend="django.contrib.auth.backends.ModelBackend")
+                return HttpResponseRedirect("/")
+    status = 400 if error else 200
+    return render(
+        request, "welcome.html", {"error": error, "username": username or "admin"}, status=status
+    )
+
+
+def home(request):
+    if not credentials.credentials_exist():
+        return HttpResponseRedirect("/welcome")
+    return render(request, "home.html", {"host": services.host_info(), "health": services.health()})

@@ -1,0 +1,73 @@
+"""Every port the host opens, derived from the one base port (config key `port`, env HOST_PORT).
+
+Offsets follow the GameStream layout Moonlight clients expect, so two hosts with different
+bases run side by side.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+DEFAULT_BASE_PORT = 47989
+# The lowest and highest base that keep every derived port inside 1..65535.
+MIN_BASE_PORT = 1029
+MAX_BASE_PORT = 65514
+
+
+@dataclass(frozen=True)
+class PortMap:
+    base: int
+
+    @property
+    def http(self) -> int:  # nvhttp, plain
+        return self.base
+
+    @property
+    def https(self) -> int:  # nvhttp, client-certificate pinned
+        return self.base - 5
+
+    @property
+    def mgmt(self) -> int:  # web UI, admin API and management API (TLS)
+        return self.base + 1
+
+    @property
+    def video(self) -> int:
+        return self.base + 9
+
+    @property
+    def control(self) -> int:
+        return self.base + 10
+
+    @property
+    def audio(self) -> int:
+        return self.base + 11
+
+    @property
+    def rtsp(self) -> int:
+        return self.base + 21
+
+    def as_dict(self) -> dict[str, int]:
+        return {
+            "mgmt": self.mgmt,
+            "http": self.http,
+            "https": self.https,
+            "rtsp": self.rtsp,
+            "video": self.video,
+            "control": self.control,
+            "audio": self.audio,
+        }
+
+    def tcp_ports(self) -> list[int]:
+        return [self.https, self.http, self.mgmt, self.rtsp]
+
+    def udp_ports(self) -> list[int]:
+        return [self.video, self.control, self.audio]
+
+
+def validate_base_port(port: int) -> int:
+    if not MIN_BASE_PORT <= port <= MAX_BASE_PORT:
+        raise ValueError(f"base port must be {MIN_BASE_PORT} to {MAX_BASE_PORT}, got {port}")
+    return port
+
+
+__all__ = ["DEFAULT_BASE_PORT", "PortMap", "validate_base_port", "asdict"]

@@ -1,0 +1,202 @@
+"""Settings for the streaming host.
+
+Everything the host owns lives in the state directory (HOST_STATE_DIR). Every value has a
+working default so a fresh clone runs with no configuration at all.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+from pathlib import Path
+
+from hostmgmt.lib.env import env_bool, env_int, env_str
+from hostmgmt.lib.statedir import DB_FILE, LOG_DIR, REDIS_SOCKET, ensure_state_dir
+from hostmgmt.ports import DEFAULT_BASE_PORT, PortMap
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+STATE_DIR = ensure_state_dir()
+
+# ---------------------------------------------------------------------------------------------
+# Host network identity
+HOST_PORT = env_int("HOST_PORT", DEFAULT_BASE_PORT)
+HOST_BIND = env_str("HOST_BIND", "127.0.0.1")
+PORTS = PortMap(HOST_PORT)
+# `runhost --no-mgmt-token` sets this for its children: v1 then answers without auth.
+HOST_NO_MGMT_TOKEN = env_bool("HOST_NO_MGMT_TOKEN", False)
+# Seconds since the epoch when the supervisor started; health reports uptime from it.
+HOST_STARTED_AT = float(env_str("HOST_STARTED_AT", "0") or 0)
+
+# ---------------------------------------------------------------------------------------------
+# Django core
+# The secret only signs Django sessions and the console's CSRF cookie; it is kept in the state
+# dir so sessions survive a restart.
+_secret_file = STATE_DIR / "django-secret"
+if not _secret_file.exists():
+    from hostmgmt.lib.files import atomic_write
+
+    atomic_write(_secret_file, secrets.token_hex(32))
+SECRET_KEY = _secret_file.read_text().strip()
+DEBUG = env_bool("HOST_DEBUG", False)
+ALLOWED_HOSTS = ["*"]  # the host answers on whatever name the LAN knows it by
+
+INSTALLED_APPS = [
+    "daphne",
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "rest_framework",
+    "drf_spectacular",
+    "drf_spectacular_sidecar",
+    "channels",
+    "hostmgmt",
+    "hooks",
+    "library",
+    "pairing",
+    "streaming",
+]
+
+MIDDLEWARE = [
+    "hostmgmt.middleware.SecurityHeadersMiddleware",
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "hostmgmt.middleware.OriginClassMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "hostmgmt.urls"
+ASGI_APPLICATION = "hostmgmt.asgi.application"
+WSGI_APPLICATION = None
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+DATABASES = {
+    "default": {
+        "ENGINE": "django.db.backends.sqlite3",
+        "NAME": STATE_DIR / DB_FILE,
+        # Several processes (daphne, Celery workers) write: wait for the lock instead of failing,
+        # take it up front, and let readers run beside the writer.
+        "OPTIONS": {
+            "timeout": 20,
+            "transaction_mode": "IMMEDIATE",
+            "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+        },
+    }
+}
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+AUTH_PASSWORD_VALIDATORS: list[dict] = []
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+STATIC_ROOT = STATE_DIR / "static-collected"
+
+# The console is served over TLS only.
+SESSION_COOKIE_SECURE = True
+SESSION_COOKIE_HTTPONLY = True
+SESSION_COOKIE_SAMESITE = "Strict"
+CSRF_COOKIE_SECURE = True
+CSRF_COOKIE_SAMESITE = "Strict"
+X_FRAME_OPTIONS = "DENY"
+SECURE_CONTENT_TYPE_NOSNIFF = True
+SECURE_REFERRER_POLICY = "same-origin"
+
+# Admin API request bodies above this are refused with 413 before they are read.
+MAX_REQUEST_BODY = 1024 * 1024
+DATA_UPLOAD_MAX_MEMORY_SIZE = MAX_REQUEST_BODY
+
+# ---------------------------------------------------------------------------------------------
+# Redis and Celery. Without REDIS_URL the supervisor starts a private Redis on a unix socket.
+REDIS_URL = env_str("REDIS_URL", "") or f"unix://{STATE_DIR / REDIS_SOCKET}"
+
+
+def _celery_broker(url: str) -> str:
+    if url.startswith("unix://"):
+        return "redis+socket://" + url[len("unix://") :]
+    return url
+
+
+CELERY_BROKER_URL = _celery_broker(REDIS_URL)
+CELERY_RESULT_BACKEND = None
+CELERY_TASK_IGNORE_RESULT = True
+CELERY_TASK_SERIALIZER = "json"
+CELERY_ACCEPT_CONTENT = ["json"]
+CELERY_WORKER_HIJACK_ROOT_LOGGER = False
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+CELERY_WORKER_CONCURRENCY = env_int("HOST_WORKER_CONCURRENCY", 4)
+
+# ---------------------------------------------------------------------------------------------
+# Django REST framework: both APIs set their own authentication on their base views.
+REST_FRAMEWORK = {
+    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    "DEFAULT_AUTHENTICATION_CLASSES": [],
+    "DEFAULT_PERMISSION_CLASSES": [],
+    "UNAUTHENTICATED_USER": None,
+    "EXCEPTION_HANDLER": "hostmgmt.api.errors.exception_handler",
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+}
+
+SPECTACULAR_SETTINGS = {
+    "TITLE": "Streaming host APIs",
+    "DESCRIPTION": (
+        "Management API under /api/v1 (bearer management token) and admin web API under /api "
+        "(HTTP Basic admin credentials or scoped bearer tokens, CSRF for browser writes)."
+    ),
+    "VERSION": "0.23.0",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+    "COMPONENT_SPLIT_REQUEST": True,
+}
+
+# ---------------------------------------------------------------------------------------------
+# Logging: every process of the host appends to one file in the state dir and to stderr.
+LOG_FILE = STATE_DIR / LOG_DIR / "host.log"
+LOG_FILE.parent.mkdir(mode=0o700, exist_ok=True)
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {
+        "line": {"format": "%(asctime)s %(levelname)s %(process)d %(name)s: %(message)s"},
+    },
+    "handlers": {
+        "stderr": {"class": "logging.StreamHandler", "formatter": "line"},
+        "file": {
+            "class": "logging.handlers.WatchedFileHandler",
+            "filename": str(LOG_FILE),
+            "formatter": "line",
+        },
+    },
+    "root": {"handlers": ["stderr", "file"], "level": os.environ.get("HOST_LOG_LEVEL", "INFO")},
+    "loggers": {
+        # Request lines can carry query strings; the host logs its own events instead.
+        "django.request": {"level": "ERROR"},
+        "daphne.access": {"level": "WARNING", "propagate": False},
+    },
+}

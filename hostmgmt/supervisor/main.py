@@ -1,0 +1,245 @@
+"""The supervisor behind `manage.py runhost`: prepares the state dir, starts and watches every
+process of the host, and stops them all cleanly.
+
+SIGTERM / SIGINT stop the host; SIGHUP restarts it (the supervisor re-executes itself on the
+same ports).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import logging
+import os
+import signal
+import socket
+import sys
+import time
+from pathlib import Path
+
+from django.conf import settings
+from django.core.management import call_command
+
+from hostmgmt import identity
+from hostmgmt.auth import tokens
+from hostmgmt.lib.statedir import REDIS_SOCKET, state_dir
+from hostmgmt.ports import PortMap, validate_base_port
+from hostmgmt.supervisor import lifecycle, redis_server
+from hostmgmt.supervisor.children import Child
+
+log = logging.getLogger("hostmgmt.supervisor")
+
+STOP_GRACE_S = 10.0
+
+
+class StartupError(RuntimeError):
+    """The host cannot start; the message tells the operator why and what to change."""
+
+
+def is_loopback(bind: str) -> bool:
+    if bind == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(bind).is_loopback
+    except ValueError:
+        return False
+
+
+def _escape_endpoint(value: str) -> str:
+    """Twisted endpoint strings separate fields with ':'; escape it (and '\\') in values."""
+    return value.replace("\\", "\\\\").replace(":", "\\:").replace("=", "\\=")
+
+
+def check_ports_free(bind: str, ports: PortMap) -> None:
+    family = socket.AF_INET6 if ":" in bind else socket.AF_INET
+    busy = []
+    for kind, numbers in (
+        (socket.SOCK_STREAM, ports.tcp_ports()),
+        (socket.SOCK_DGRAM, ports.udp_ports()),
+    ):
+        for number in numbers:
+            with socket.socket(family, kind) as sock:
+                if kind == socket.SOCK_STREAM:
+                    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                try:
+                    sock.bind((bind, number))
+                except OSError:
+                    busy.append(number)
+    if busy:
+        raise StartupError(
+            f"ports {', '.join(map(str, busy))} on {bind} are in use; stop the other host or set "
+            "HOST_PORT to another base port"
+        )
+
+
+class Supervisor:
+    def __init__(self, *, no_mgmt_token: bool = False):
+        self.no_mgmt_token = no_mgmt_token
+        self.bind = settings.HOST_BIND
+        self.ports = settings.PORTS
+        self.children: list[Child] = []
+        self.redis: Child | None = None
+        self._stop = False
+        self._restart = False
+        self.started_at = time.time()
+
+    # -- preparation ----------------------------------------------------------------------
+    def prepare(self) -> None:
+        validate_base_port(self.ports.base)
+        if self.no_mgmt_token and not is_loopback(self.bind):
+            raise StartupError(
+                f"refusing to start without a management token on non-loopback bind {self.bind}; "
+                "drop --no-mgmt-token or bind 127.0.0.1"
+            )
+        if not self.no_mgmt_token:
+            try:
+                tokens.ensure_token(tokens.MGMT)
+            except tokens.TokenError as exc:
+                raise StartupError(str(exc)) from None
+        elif os.environ.get(tokens.MGMT.env_name):
+            raise StartupError("--no-mgmt-token conflicts with HOST_MGMT_TOKEN in the environment")
+        try:
+            tokens.ensure_token(tokens.PLUGIN)
+        except tokens.TokenError as exc:
+            raise StartupError(str(exc)) from None
+        call_command("migrate", interactive=False, verbosity=0)
+        identity.ensure_identity()
+        identity.ensure_tls()
+        check_ports_free(self.bind, self.ports)
+
+    def child_env(self) -> dict[str, str]:
+        env = dict(os.environ)
+        env.update(
+            {
+                "DJANGO_SETTINGS_MODULE": "hostmgmt.settings",
+                "HOST_STATE_DIR": str(state_dir()),
+                "HOST_PORT": str(self.ports.base),
+                "HOST_BIND": self.bind,
+                "REDIS_URL": settings.REDIS_URL,
+                "HOST_STARTED_AT": str(self.started_at),
+                "HOST_NO_MGMT_TOKEN": "1" if self.no_mgmt_token else "0",
+                "HOST_SUPERVISOR_PID": str(os.getpid()),
+                "PYTHONUNBUFFERED": "1",
+            }
+        )
+        return env
+
+    def child_specs(self) -> list[Child]:
+        """Every long-lived process of the host besides Redis. Planes add theirs here."""
+        env = self.child_env()
+        py = sys.executable
+        manage = str(Path(settings.BASE_DIR) / "manage.py")
+        cert, key = identity.cert_path(), identity.key_path()
+        endpoint = (
+            f"ssl:{self.ports.mgmt}:interface={_escape_endpoint(self.bind)}"
+            f":privateKey={_escape_endpoint(str(key))}:certKey={_escape_endpoint(str(cert))}"
+        )
+        concurrency = str(settings.CELERY_WORKER_CONCURRENCY)
+        specs = [
+            Child("daphne", [py, "-m", "daphne", "-e", endpoint, "hostmgmt.asgi:application"], env),
+            Child(
+                "celery",
+                [
+                    py,
+                    "-m",
+                    "celery",
+                    "-A",
+                    "hostmgmt",
+                    "worker",
+                    "--loglevel",
+                    "INFO",
+                    "--concurrency",
+                    concurrency,
+                    "--hostname",
+                    f"host-{self.ports.base}@%h",
+                    "--without-gossip",
+                    "--without-mingle",
+                    "--without-heartbeat",
+                ],
+                env,
+            ),  # fmt: skip
+        ]
+        del manage  # reserved for plane listeners started as management commands
+        return specs
+
+    # -- running ----------------------------------------------------------------------------
+    def start_redis(self) -> None:
+        if os.environ.get("REDIS_URL"):
+            redis_server.wait_ready(settings.REDIS_URL)
+            return
+        sock = state_dir() / REDIS_SOCKET
+        if sock.exists():
+            sock.unlink()
+        self.redis = Child(
+            "redis", redis_server.redis_argv(sock, state_dir() / "redis"), dict(os.environ)
+        )
+        self.redis.start()
+        redis_server.wait_ready(settings.REDIS_URL)
+
+    def wait_web_ready(self, timeout: float = 30.0) -> bool:
+        deadline = time.monotonic() + timeout
+        host = self.bind if self.bind not in ("0.0.0.0", "::") else "127.0.0.1"
+        while time.monotonic() < deadline and not self._stop:
+            try:
+                with socket.create_connection((host, self.ports.mgmt), timeout=0.5):
+                    return True
+            except OSError:
+                time.sleep(0.1)
+        return False
+
+    def run(self) -> int:
+        signal.signal(signal.SIGTERM, self._on_stop)
+        signal.signal(signal.SIGINT, self._on_stop)
+        signal.signal(signal.SIGHUP, self._on_restart)
+        self.start_redis()
+        self.children = self.child_specs()
+        for child in self.children:
+            child.start()
+        if self.wait_web_ready():
+            shown = self.bind if self.bind not in ("0.0.0.0", "::") else "127.0.0.1"
+            shown = f"[{shown}]" if ":" in shown else shown
+            token_note = (
+                "no management token (--no-mgmt-token)"
+                if self.no_mgmt_token
+                else f"management token in {tokens.MGMT.path}"
+            )
+            log.info("Console: https://%s:%d/ ; %s", shown, self.ports.mgmt, token_note)
+            lifecycle.announce_started()
+        while not self._stop:
+            for child in self.children:
+                child.check()
+            if self.redis:
+                self.redis.check()
+            time.sleep(0.25)
+        self.shutdown()
+        if self._restart:
+            log.info("restarting")
+            os.execv(sys.executable, [sys.executable, *sys.argv])
+        return 0
+
+    def shutdown(self) -> None:
+        lifecycle.announce_stopping()
+        deadline = time.monotonic() + STOP_GRACE_S
+        for child in self.children:
+            child.terminate()
+        for child in self.children:
+            child.wait(deadline)
+        if self.redis:
+            self.redis.terminate()
+            self.redis.wait(time.monotonic() + 5)
+        log.info("host stopped")
+
+    def _on_stop(self, signum, frame) -> None:
+        self._stop = True
+
+    def _on_restart(self, signum, frame) -> None:
+        self._restart = True
+        self._stop = True
+
+
+def request_restart() -> None:
+    """Ask the supervisor (from any child) to re-execute the host."""
+    os.kill(int(os.environ["HOST_SUPERVISOR_PID"]), signal.SIGHUP)
+
+
+def request_shutdown() -> None:
+    os.kill(int(os.environ["HOST_SUPERVISOR_PID"]), signal.SIGTERM)

@@ -1,0 +1,39 @@
+"""URL map: the two APIs, their docs, the Django admin and the web pages."""
+
+from django.contrib import admin
+from django.urls import include, path
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+
+from hostmgmt import pages
+from hostmgmt.api import error_views
+
+v1_patterns = [
+    path("", include("hostmgmt.api.urls_v1")),
+    path("", include("hooks.api.urls_v1")),
+    path("", include("library.api.urls_v1")),
+    path("", include("pairing.api.urls_v1")),
+    path("", include("streaming.api.urls_v1")),
+]
+
+admin_api_patterns = [
+    path("", include("hostmgmt.api.urls_admin")),
+    path("", include("hooks.api.urls_admin")),
+    path("", include("library.api.urls_admin")),
+    path("", include("pairing.api.urls_admin")),
+    path("", include("streaming.api.urls_admin")),
+]
+
+urlpatterns = [
+    path("api/v1/", include(v1_patterns)),
+    path("api/schema", SpectacularAPIView.as_view(), name="schema"),
+    path("api/docs", SpectacularSwaggerView.as_view(url_name="schema"), name="api-docs"),
+    path("api/", include(admin_api_patterns)),
+    path("admin/", admin.site.urls),
+    path("welcome", pages.welcome, name="welcome"),
+    path("", pages.home, name="home"),
+]
+
+handler400 = error_views.bad_request
+handler403 = error_views.forbidden
+handler404 = error_views.not_found
+handler500 = error_views.server_error

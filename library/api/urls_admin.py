@@ -1,0 +1,3 @@
+"""Admin API routes of the `library` app (mounted at /api/)."""
+
+urlpatterns: list = []

@@ -1,0 +1,3 @@
+"""Admin API routes of the `pairing` app (mounted at /api/)."""
+
+urlpatterns: list = []

@@ -1,0 +1,3 @@
+"""Admin API routes of the `streaming` app (mounted at /api/)."""
+
+urlpatterns: list = []

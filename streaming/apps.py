@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class StreamingConfig(AppConfig):
+    name = "streaming"
+    default_auto_field = "django.db.models.BigAutoField"
