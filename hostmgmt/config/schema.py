@@ -114,6 +114,15 @@ def _keys(*keys: Key) -> dict[str, Key]:
 # the spec; nothing else in the host defines a key.
 KEYS: dict[str, Key] = _keys(
     Key("port", "int", 47989, 1029, 65514, group="network", help="base streaming port"),
+    Key(
+        "compat_enabled",
+        "bool",
+        True,
+        group="network",
+        restart=False,
+        file_only=True,
+        help="compatibility-plane broadcast switch (mDNS); written only by PUT /api/v1/host/compat",
+    ),
     Key("sunshine_name", "str", "", group="general", help="host name shown to clients"),
     Key(
         "origin_web_ui_allowed",
