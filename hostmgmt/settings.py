@@ -158,6 +158,7 @@ REST_FRAMEWORK = {
     "DEFAULT_PERMISSION_CLASSES": [],
     "UNAUTHENTICATED_USER": None,
     "EXCEPTION_HANDLER": "hostmgmt.api.errors.exception_handler",
+    "DEFAULT_CONTENT_NEGOTIATION_CLASS": "hostmgmt.api.negotiation.JsonOnlyNegotiation",
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
 }
 
@@ -183,14 +184,21 @@ LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "formatters": {
-        "line": {"format": "%(asctime)s %(levelname)s %(process)d %(name)s: %(message)s"},
+        "line": {
+            "()": "hostmgmt.console.logfile.UtcFormatter",
+            "format": "%(asctime)s %(levelname)s %(process)d %(name)s: %(message)s",
+        },
     },
+    # Secrets are masked before any handler writes; the supervisor rotates the file and every
+    # process reopens it on its next line (hostmgmt/console/logfile.py).
+    "filters": {"redact": {"()": "hostmgmt.console.logfile.RedactingFilter"}},
     "handlers": {
-        "stderr": {"class": "logging.StreamHandler", "formatter": "line"},
+        "stderr": {"class": "logging.StreamHandler", "formatter": "line", "filters": ["redact"]},
         "file": {
             "class": "logging.handlers.WatchedFileHandler",
             "filename": str(LOG_FILE),
             "formatter": "line",
+            "filters": ["redact"],
         },
     },
     "root": {"handlers": ["stderr", "file"], "level": os.environ.get("HOST_LOG_LEVEL", "INFO")},

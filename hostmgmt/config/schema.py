@@ -1,133 +1,173 @@
 """Every host configuration key: type, default, range or allowed values, restart and file-only.
 
-The config file stores raw strings; `Key.parse` turns one into a typed value or raises
-`ValueError` with a message that names the rule.
+One table for the whole host; both APIs, the config file and the env file go through it. Keys
+with a number or a name inside them (`webhook_url_N`, `client_profile_<name>_<field>`, the
+per-vendor encoder options) are matched by pattern in `key()`.
 """
 
 from __future__ import annotations
 
-import json
-from dataclasses import dataclass, field
-from typing import Any
+import re
+from functools import partial
 
-TRUE_WORDS = {"true", "yes", "on", "enable", "enabled", "1"}
-FALSE_WORDS = {"false", "no", "off", "disable", "disabled", "0"}
+from hostmgmt.config.keytype import FALSE_WORDS, TRUE_WORDS, Key
 
-
-@dataclass(frozen=True)
-class Key:
-    name: str
-    type: str  # "bool" | "int" | "float" | "str" | "enum" | "json" | "list"
-    default: Any = None
-    min: float | None = None
-    max: float | None = None
-    choices: tuple[str, ...] = ()
-    group: str = "general"
-    restart: bool = True
-    file_only: bool = False
-    help: str = ""
-    extra: dict = field(default_factory=dict)
-
-    def parse(self, raw: Any) -> Any:
-        """Typed value of `raw` (a file string or a JSON value); ValueError when out of rule."""
-        if self.type == "bool":
-            if isinstance(raw, bool):
-                return raw
-            word = str(raw).strip().lower()
-            if word in TRUE_WORDS:
-                return True
-            if word in FALSE_WORDS:
-                return False
-            raise ValueError("must be true or false")
-        if self.type == "int":
-            if isinstance(raw, bool):
-                raise ValueError("must be an integer")
-            try:
-                value = int(str(raw).strip())
-            except ValueError:
-                raise ValueError("must be an integer") from None
-            return self._check_range(value)
-        if self.type == "float":
-            if isinstance(raw, bool):
-                raise ValueError("must be a number")
-            try:
-                value = float(str(raw).strip())
-            except ValueError:
-                raise ValueError("must be a number") from None
-            if value != value or value in (float("inf"), float("-inf")):
-                raise ValueError("must be a finite number")
-            return self._check_range(value)
-        if self.type == "enum":
-            value = str(raw).strip()
-            if value not in self.choices:
-                raise ValueError(f"must be one of {', '.join(self.choices)}")
-            return value
-        if self.type == "list":
-            if isinstance(raw, list):
-                items = [str(x).strip() for x in raw]
-            else:
-                items = [x.strip() for x in str(raw).split(",")]
-            return [x for x in items if x]
-        if self.type == "json":
-            if isinstance(raw, str):
-                try:
-                    return json.loads(raw) if raw.strip() else self.default
-                except json.JSONDecodeError:
-                    raise ValueError("must be valid JSON") from None
-            return raw
-        if isinstance(raw, (dict, list)):
-            raise ValueError("must be a string")
-        value = str(raw)
-        if any(ord(c) < 32 for c in value):
-            raise ValueError("must not contain control characters")
-        return value
-
-    def _check_range(self, value):
-        if self.min is not None and value < self.min:
-            raise ValueError(f"must be {self._fmt(self.min)} to {self._fmt(self.max)}")
-        if self.max is not None and value > self.max:
-            raise ValueError(f"must be {self._fmt(self.min)} to {self._fmt(self.max)}")
-        return value
-
-    @staticmethod
-    def _fmt(v):
-        if v is None:
-            return "any"
-        return str(int(v)) if float(v).is_integer() and not isinstance(v, float) else str(v)
-
-    def render(self, value: Any) -> str:
-        """The file form of a typed value."""
-        if self.type == "bool":
-            return "true" if value else "false"
-        if self.type == "list":
-            return ",".join(value)
-        if self.type == "json":
-            return json.dumps(value, separators=(",", ":"))
-        return str(value)
+__all__ = ["FALSE_WORDS", "KEYS", "TRUE_WORDS", "Key", "key", "is_known"]
 
 
 def _keys(*keys: Key) -> dict[str, Key]:
     return {k.name: k for k in keys}
 
 
-# The keys the platform itself reads. The host-state work extends this table to every key of
-# the spec; nothing else in the host defines a key.
-KEYS: dict[str, Key] = _keys(
-    Key("port", "int", 47989, 1029, 65514, group="network", help="base streaming port"),
-    Key(
-        "compat_enabled",
-        "bool",
-        True,
+B = partial(Key, type="bool")
+I = partial(Key, type="int")  # noqa: E741 - a table reads better with one-letter makers
+F = partial(Key, type="float")
+E = partial(Key, type="enum")
+S = partial(Key, type="str")
+
+_NETWORK = _keys(
+    I(name="port", default=47989, min=1029, max=65514, group="network", help="base port"),
+    B(
+        name="compat_enabled",
+        default=True,
         group="network",
         restart=False,
         file_only=True,
         help="compatibility-plane broadcast switch (mDNS); written only by PUT /api/v1/host/compat",
     ),
-    Key("sunshine_name", "str", "", group="general", help="host name shown to clients"),
-    Key(
-        "origin_web_ui_allowed",
-        "enum",
-        "lan",
+    I(name="busy_poll_us", default=50, min=0, max=10000, group="network"),
+    I(name="rate_cap_pct", default=80, min=50, max=95, group="network"),
+    B(name="enet_4mib_buffer", default=True, group="network"),
+    B(name="dscp_qos", default=True, group="network"),
+    B(name="trusted_subnet_auto_pairing", default=False, group="access", restart=False),
+    Key("trusted_subnets", "list", [], group="access", restart=False, item="cidr", nullable=True),
+    S(name="webhook_secret", default="", group="access", restart=False, secret=True),
+    I(name="nvenc_tuning_preset", default=-1, min=-1, max=2, group="video"),
+    S(name="input_seat", default="", group="input", max_len=64),
+    B(name="headless_virtual_display", default=None, nullable=True, group="headless"),
+    B(name="headless_mode", default=False, group="headless"),
+    E(
+        name="compositor_backend",
+        default="auto",
+        choices=("auto", "labwc", "krfb", "gamescope"),
+        group="headless",
+    ),
+    B(name="linux_use_cage_compositor", default=False, group="headless"),
+    I(name="headless_width", default=0, min=0, max=7680, group="headless"),
+    I(name="headless_height", default=0, min=0, max=4320, group="headless"),
+    I(name="headless_refresh", default=0, min=0, max=240, group="headless"),
+)
+
+_AUDIO = _keys(
+    B(name="host_audio_agc", default=False),
+    F(name="host_audio_agc_target_db", default=-20.0, min=-40.0, max=-6.0),
+    F(name="host_audio_agc_max_gain_db", default=12.0, min=0.0, max=30.0),
+    F(name="host_audio_agc_min_gain_db", default=-12.0, min=-30.0, max=0.0),
+    I(name="host_audio_agc_attack_ms", default=10, min=1, max=500),
+    I(name="host_audio_agc_hold_ms", default=200, min=0, max=5000),
+    I(name="host_audio_agc_release_ms", default=100, min=1, max=5000),
+    B(name="host_audio_vad", default=False),
+    F(name="host_audio_vad_threshold_db", default=-45.0, min=-80.0, max=-10.0),
+    F(name="host_audio_vad_hysteresis_db", default=6.0, min=0.0, max=30.0),
+    I(name="host_audio_vad_min_speech_ms", default=100, min=10, max=2000),
+    I(name="host_audio_vad_min_silence_ms", default=200, min=10, max=5000),
+    B(name="host_audio_ducking", default=False),
+    F(name="host_audio_ducker_attenuation_db", default=-12.0, min=-40.0, max=0.0),
+    I(name="host_audio_ducker_attack_ms", default=50, min=1, max=2000),
+    I(name="host_audio_ducker_release_ms", default=500, min=1, max=5000),
+    B(name="host_audio_noise_gate", default=False),
+    F(name="host_audio_noise_gate_db", default=-55.0, min=-90.0, max=-10.0),
+    I(name="host_opus_application", default=0, min=0, max=2),
+    I(name="host_opus_vbr", default=0, min=0, max=2),
+    I(name="host_opus_complexity", default=10, min=0, max=10),
+    B(name="host_opus_fec", default=True),
+    I(name="host_opus_expected_loss_pct", default=0, min=0, max=100),
+    B(name="host_opus_bandwidth_extension", default=True),
+)
+for _k in list(_AUDIO):
+    _AUDIO[_k] = Key(**{**_AUDIO[_k].__dict__, "group": "audio"})
+
+CAPTURE_METHODS = ("auto", "portal", "kwin", "wlr", "kms", "x11", "nvfbc")
+HEADLESS_COMPOSITORS = ("off", "auto", "labwc", "krfb", "gamescope", "xvfb")
+COMPOSITORS = ("kwin", "mutter", "wlroots", "hyprland", "gamescope")
+COMPOSITOR_ALIASES = {
+    "kde": "kwin",
+    "plasma": "kwin",
+    "gnome": "mutter",
+    "wlr": "wlroots",
+    "sway": "wlroots",
+    "river": "wlroots",
+    "hypr": "hyprland",
+}
+ENCODERS = ("auto", "nvenc", "amf", "qsv", "vaapi", "software")
+
+# The operator knobs of the v1 file form (GET/PUT /api/v1/host/config); `v1form` maps them.
+_HOST = _keys(
+    S(name="sunshine_name", default="", max_len=128, help="host name shown to clients"),
+    B(name="perf", default=False),
+    S(name="gamepad", default=None, nullable=True, group="input"),
+    B(name="input_pen", default=True, group="input"),
+    B(name="hide_host_cursor", default=True, group="input"),
+    B(name="gamescope_grab_cursor", default=False, group="input"),
+    E(
+        name="video_source",
+        default=None,
+        nullable=True,
+        choices=("virtual", "portal"),
+        fold_case=True,
+        group="video",
+    ),
+    E(name="capture_method", default=None, nullable=True, choices=CAPTURE_METHODS, group="video"),
+    E(
+        name="compositor",
+        default=None,
+        nullable=True,
+        choices=COMPOSITORS,
+        aliases=COMPOSITOR_ALIASES,
+        fold_case=True,
+        group="video",
+    ),
+    E(
+        name="headless_compositor",
+        default=None,
+        nullable=True,
+        choices=HEADLESS_COMPOSITORS,
+        group="headless",
+    ),
+    I(name="max_fps", default=None, nullable=True, min=15, max=240, group="video"),
+    B(name="ten_bit", default=True, group="video"),
+    B(name="four_four_four", default=True, group="video"),
+    B(name="gamescope_hdr", default=True, group="video"),
+    B(name="gamescope_splash", default=True, group="video"),
+    I(name="pipewire_latency_ms", default=None, nullable=True, min=1, max=40, group="audio"),
+    I(name="capture_max_age_ms", default=None, nullable=True, min=1, max=500, group="video"),
+    B(name="audio_fec", default=True, group="audio"),
+    F(name="audio_gain", default=None, nullable=True, min=0.0, max=4.0, group="audio"),
+    E(
+        name="audio_capture",
+        default=None,
+        nullable=True,
+        choices=("stream-sink", "monitor"),
+        group="audio",
+    ),
+    I(name="vdisplay_hz_mult", default=1, min=1, max=4, group="video"),
+    I(name="gamescope_sdr_nits", default=None, nullable=True, min=1, max=10000, group="video"),
+    B(name="chacha20", default=True, group="network"),
+    B(name="mdns", default=True, group="network"),
+    I(name="fec_percentage", default=None, nullable=True, min=0, max=90, group="network"),
+    E(name="encoder", default="auto", choices=ENCODERS, fold_case=True, group="video"),
+    S(name="adapter_name", default=None, nullable=True, group="video", help="render adapter pin"),
+    B(name="zerocopy", default=None, nullable=True, group="video"),
+    E(name="clipboard", default="off", choices=("off", "text-only", "on"), group="input"),
+    E(name="performance_profile", default="balanced", choices=("balanced", "low_latency")),
+    E(name="latency_profile", default="balanced", choices=("balanced", "low_latency")),
+    E(name="network_policy", default="auto", choices=("auto", "lan", "wan"), group="network"),
+)
+
+_SECURITY = _keys(
+    E(
+        name="origin_web_ui_allowed",
+        default="lan",
         choices=("pc", "lan", "wan"),
         group="security",
         restart=False,
@@ -139,6 +179,7 @@ KEYS: dict[str, Key] = _keys(
         [],
         group="security",
         restart=False,
+        item="origin",
         help="extra https origins allowed to make browser writes",
     ),
     Key(
@@ -148,10 +189,91 @@ KEYS: dict[str, Key] = _keys(
         group="access",
         restart=False,
         file_only=True,
+        secret=True,
         help="scoped API tokens, entries `name hash salt scopes`",
     ),
+    S(name="pkey", default=None, nullable=True, group="security"),
+    S(name="cert", default=None, nullable=True, group="security"),
 )
+
+# Inherited option names with a known rule; the rest of the inherited names are free strings.
+_INHERITED = _keys(
+    I(name="max_bitrate", default=0, min=0, max=1_000_000, group="video"),
+    I(name="qp", default=28, min=0, max=51, group="video"),
+    I(name="hevc_mode", default=0, min=0, max=3, group="video"),
+    I(name="av1_mode", default=0, min=0, max=3, group="video"),
+    B(name="adaptive_bitrate_enabled", default=False, group="video"),
+    I(name="adaptive_bitrate_min", default=0, min=0, max=1_000_000, group="video"),
+    I(name="adaptive_bitrate_max", default=0, min=0, max=1_000_000, group="video"),
+    B(name="stream_audio", default=True, group="audio"),
+    B(name="upnp", default=False, group="network"),
+    E(name="address_family", default="ipv4", choices=("ipv4", "both"), group="network"),
+    I(name="lan_encryption_mode", default=0, min=0, max=2, group="network"),
+    I(name="wan_encryption_mode", default=1, min=0, max=2, group="network"),
+    I(name="ping_timeout", default=10000, min=100, max=600_000, group="network"),
+    I(name="packetsize", default=1024, min=256, max=9000, group="network"),
+    E(
+        name="min_log_level",
+        default="info",
+        choices=("verbose", "debug", "info", "warning", "error", "fatal", "none"),
+        fold_case=True,
+        restart=False,
+    ),
+    S(name="locale", default="en", max_len=16, restart=False),
+)
+_FREE_STRINGS = (
+    "capture",
+    "output_name",
+    "sw_preset",
+    "sw_tune",
+    "audio_sink",
+    "virtual_sink",
+    "bind_address",
+    "external_ip",
+    "controller",
+    "keyboard",
+    "mouse",
+    "keybindings",
+    "file_apps",
+    "file_state",
+    "credentials_file",
+    "log_path",
+    "global_prep_cmd",
+)
+_INHERITED.update({n: Key(n, "str", None, nullable=True) for n in _FREE_STRINGS})
+
+KEYS: dict[str, Key] = {**_NETWORK, **_AUDIO, **_HOST, **_SECURITY, **_INHERITED}
+
+# Keys with a number or a name inside.
+_WEBHOOK_URL = re.compile(r"^webhook_url_(0|[1-9][0-9]{0,2})$")
+_CLIENT_PROFILE = re.compile(r"^client_profile_([A-Za-z0-9][A-Za-z0-9_.-]{0,63})_(%s)$")
+_PROFILE_FIELDS = {
+    "max_bitrate": Key("", "int", None, 0, 1_000_000, nullable=True),
+    "hevc_mode": Key("", "int", None, 0, 3, nullable=True),
+    "av1_mode": Key("", "int", None, 0, 3, nullable=True),
+    "latency_mode": Key("", "enum", None, choices=("safe", "aggressive"), nullable=True),
+}
+_CLIENT_PROFILE = re.compile(_CLIENT_PROFILE.pattern % "|".join(_PROFILE_FIELDS))
+_VENDOR = re.compile(r"^(nvenc|vaapi|qsv|amd|vt|vk)_[a-z0-9_]{1,48}$")
 
 
 def key(name: str) -> Key | None:
-    return KEYS.get(name)
+    """The rule of `name`, including the pattern keys; None for a key the host does not know."""
+    if not isinstance(name, str):
+        return None
+    found = KEYS.get(name)
+    if found is not None:
+        return found
+    if _WEBHOOK_URL.match(name):
+        return Key(name, "url", None, nullable=True, group="access", restart=False)
+    m = _CLIENT_PROFILE.match(name)
+    if m:
+        base = _PROFILE_FIELDS[m.group(2)]
+        return Key(**{**base.__dict__, "name": name, "group": "client_profile", "file_only": True})
+    if _VENDOR.match(name):
+        return Key(name, "str", None, nullable=True, group="video")
+    return None
+
+
+def is_known(name: str) -> bool:
+    return key(name) is not None

@@ -2,21 +2,43 @@
 
 A hand-edited file keeps its comments, blank lines, unknown keys and key order across writes.
 Values that start with `[` may continue over several lines until the brackets balance.
+
+Every write also regenerates the companion env file (`host.env`, `HOST_<KEY>=value` lines) that
+the next process start may source. Updates are validated whole first: one bad value and nothing
+is written.
 """
 
 from __future__ import annotations
 
+import fcntl
+import os
+import shlex
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from hostmgmt.config.schema import KEYS
+from hostmgmt.config.schema import KEYS, key
 from hostmgmt.lib.files import atomic_write
 from hostmgmt.lib.statedir import state_dir
 
 CONFIG_FILE = "host.conf"
+ENV_FILE = "host.env"
 _write_lock = threading.Lock()
+
+
+class ConfigError(ValueError):
+    """A rejected update; `fields` maps each offending key to the rule it broke."""
+
+    def __init__(self, fields: dict[str, str]):
+        super().__init__("; ".join(f"{k}: {v}" for k, v in fields.items()))
+        self.fields = fields
+
+
+def env_path() -> Path:
+    return state_dir() / ENV_FILE
 
 
 def config_path() -> Path:
@@ -67,9 +89,14 @@ def read_raw() -> dict[str, str]:
 
 def get(name: str) -> Any:
     """Typed value of one key: the file's value when valid, else the schema default."""
-    spec = KEYS[name]
-    raw = read_raw().get(name)
-    if raw is None or raw == "":
+    return _typed(name, read_raw().get(name))
+
+
+def _typed(name: str, raw: str | None) -> Any:
+    spec = key(name)
+    if spec is None:
+        raise KeyError(name)
+    if raw is None or (raw == "" and not spec.nullable):
         return spec.default
     try:
         return spec.parse(raw)
@@ -77,9 +104,88 @@ def get(name: str) -> Any:
         return spec.default
 
 
+def values() -> dict[str, Any]:
+    """Typed value of every key of the schema, plus pattern keys present in the file."""
+    raw = read_raw()
+    names = list(KEYS) + [n for n in raw if n not in KEYS and key(n) is not None]
+    return {name: _typed(name, raw.get(name)) for name in names}
+
+
+def is_configured() -> bool:
+    return config_path().exists()
+
+
+def validate(updates: dict[str, Any], *, allow_file_only: bool = False) -> dict[str, Any]:
+    """Typed values of a whole update, or ConfigError naming every key that breaks its rule.
+
+    A value of None (or an empty string for a non-string key) means "back to the default".
+    """
+    typed: dict[str, Any] = {}
+    errors: dict[str, str] = {}
+    for name, raw in updates.items():
+        spec = key(name)
+        if spec is None:
+            errors[str(name)] = "unknown configuration key"
+            continue
+        if spec.file_only and not allow_file_only:
+            errors[name] = "file-only key; edit the host config file"
+            continue
+        if isinstance(raw, dict) or (isinstance(raw, list) and spec.type != "list"):
+            errors[name] = "must be a plain value, not an object or array"
+            continue
+        if raw is None or (isinstance(raw, str) and raw == "" and spec.type != "str"):
+            typed[name] = None
+            continue
+        try:
+            typed[name] = spec.parse(raw)
+        except ValueError as exc:
+            errors[name] = str(exc)
+    if errors:
+        raise ConfigError(errors)
+    return typed
+
+
+def update(typed: dict[str, Any]) -> None:
+    """Persist validated values (None removes the line, so the default applies)."""
+    rendered: dict[str, str | None] = {}
+    for name, value in typed.items():
+        spec = key(name)
+        rendered[name] = None if value is None or spec is None else spec.render(value)
+    write(rendered)
+
+
+def render_env(raw: dict[str, str]) -> str:
+    """The env file: every key the config sets, as `HOST_<KEY>=value`, secrets left out."""
+    lines = [
+        "# Generated from host.conf on every config write; the next host start may source it.",
+        "# Edit host.conf (or use the APIs), not this file.",
+    ]
+    for name in sorted(raw):
+        spec = key(name)
+        if spec is None or spec.secret or spec.file_only:
+            continue
+        value = _typed(name, raw[name])
+        if value is None:
+            continue
+        lines.append(f"HOST_{name.upper()}={shlex.quote(spec.render(value))}")
+    return "\n".join(lines) + "\n"
+
+
+@contextmanager
+def _locked() -> Iterator[None]:
+    """One writer at a time across the host's processes (daphne, workers, commands)."""
+    with _write_lock:
+        fd = os.open(state_dir() / f".{CONFIG_FILE}.lock", os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)
+
+
 def write(updates: dict[str, str | None]) -> None:
     """Set (or with None remove) raw values, keeping everything else of the file as it was."""
-    with _write_lock:
+    with _locked():
         path = config_path()
         try:
             text = path.read_text(encoding="utf-8", errors="replace")
@@ -98,4 +204,7 @@ def write(updates: dict[str, str | None]) -> None:
         for name, value in pending.items():
             if value is not None:
                 out.append(f"{name} = {value}")
-        atomic_write(path, "\n".join(out) + "\n", mode=0o600)
+        text = "\n".join(out) + "\n"
+        atomic_write(path, text, mode=0o600)
+        raw = {ln.key: ln.value for ln in parse_lines(text) if ln.key and ln.value is not None}
+        atomic_write(env_path(), render_env(raw), mode=0o600)

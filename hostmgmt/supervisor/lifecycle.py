@@ -7,12 +7,22 @@ from __future__ import annotations
 
 import logging
 
+from hooks import event_kinds, events
+from hostmgmt.config import store
+from hostmgmt.version import VERSION
+
 log = logging.getLogger("hostmgmt.supervisor")
 
 
 def announce_started() -> None:
     log.info("host started")
+    try:
+        compat = bool(store.get("compat_enabled"))
+    except Exception:  # noqa: BLE001 - an unreadable config must not stop the announcement
+        compat = False
+    events.emit(event_kinds.HOST_STARTED, {"version": VERSION, "gamestream": compat})
 
 
 def announce_stopping() -> None:
     log.info("host stopping")
+    events.emit(event_kinds.HOST_STOPPING, {})

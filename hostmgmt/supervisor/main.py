@@ -21,6 +21,7 @@ from django.core.management import call_command
 
 from hostmgmt import identity
 from hostmgmt.auth import tokens
+from hostmgmt.console import telemetry
 from hostmgmt.lib.statedir import REDIS_SOCKET, state_dir
 from hostmgmt.ports import PortMap, validate_base_port
 from hostmgmt.supervisor import lifecycle, redis_server
@@ -194,6 +195,7 @@ class Supervisor:
         self.children = self.child_specs()
         for child in self.children:
             child.start()
+        telemetry.start_housekeeping()  # telemetry window and log rotation (console)
         if self.wait_web_ready():
             shown = self.bind if self.bind not in ("0.0.0.0", "::") else "127.0.0.1"
             shown = f"[{shown}]" if ":" in shown else shown

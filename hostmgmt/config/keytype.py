@@ -1,0 +1,216 @@
+"""One configuration key: its type, default, rule, and the two forms of its value.
+
+The config file stores raw strings; `Key.parse` turns one (or a JSON value from an API) into a
+typed value or raises `ValueError` with a message that names the rule. `Key.check_json` is the
+stricter door of the v1 file form, where a JSON `true` is a bool and `"true"` is not.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import math
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urlsplit
+
+TRUE_WORDS = {"true", "yes", "on", "enable", "enabled", "1"}
+FALSE_WORDS = {"false", "no", "off", "disable", "disabled", "0"}
+MAX_STR = 4096
+
+
+@dataclass(frozen=True)
+class Key:
+    name: str
+    type: str  # "bool" | "int" | "float" | "str" | "enum" | "json" | "list" | "url"
+    default: Any = None
+    min: float | None = None
+    max: float | None = None
+    choices: tuple[str, ...] = ()
+    group: str = "general"
+    restart: bool = True
+    file_only: bool = False
+    help: str = ""
+    extra: dict = field(default_factory=dict)
+    nullable: bool = False  # "unset" is a value of its own (an empty file value)
+    secret: bool = False  # never in the env file, never shown in full
+    max_len: int = MAX_STR
+    item: str = ""  # list items: "cidr" | "origin" | ""
+    aliases: dict = field(default_factory=dict)  # enum spellings folded onto a choice
+    fold_case: bool = False  # enum/str values are lower-cased before the check
+
+    def parse(self, raw: Any) -> Any:
+        """Typed value of `raw` (a file string or a JSON value); ValueError when out of rule."""
+        if raw is None or (isinstance(raw, str) and raw.strip() == "" and self.type != "str"):
+            if self.nullable or self.default is None:
+                return None
+            raise ValueError("must not be empty")
+        parser = getattr(self, f"_parse_{self.type}")
+        return parser(raw)
+
+    def check_json(self, value: Any) -> Any:
+        """Typed value of a JSON value from the v1 file form, with JSON types enforced."""
+        if value is None:
+            if self.nullable:
+                return None
+            raise ValueError("must not be null")
+        wanted = {
+            "bool": (bool,),
+            "int": (int,),
+            "float": (int, float),
+            "str": (str,),
+            "enum": (str,),
+            "url": (str,),
+        }.get(self.type)
+        if wanted and (not isinstance(value, wanted) or (bool not in wanted and value is True)):
+            raise ValueError(f"must be {_type_word(self.type)}")
+        if isinstance(value, bool) and self.type in ("int", "float"):
+            raise ValueError(f"must be {_type_word(self.type)}")
+        return self.parse(value)
+
+    # -- per type -------------------------------------------------------------------------------
+    def _parse_bool(self, raw):
+        if isinstance(raw, bool):
+            return raw
+        if isinstance(raw, (dict, list)):
+            raise ValueError("must be true or false")
+        word = str(raw).strip().lower()
+        if word in TRUE_WORDS:
+            return True
+        if word in FALSE_WORDS:
+            return False
+        raise ValueError("must be true or false")
+
+    def _parse_int(self, raw):
+        if isinstance(raw, (bool, dict, list)) or (isinstance(raw, float) and not raw.is_integer()):
+            raise ValueError("must be an integer")
+        try:
+            value = int(raw) if isinstance(raw, float) else int(str(raw).strip())
+        except ValueError:
+            raise ValueError("must be an integer") from None
+        return self._check_range(value)
+
+    def _parse_float(self, raw):
+        if isinstance(raw, (bool, dict, list)):
+            raise ValueError("must be a number")
+        try:
+            value = float(str(raw).strip())
+        except ValueError:
+            raise ValueError("must be a number") from None
+        if not math.isfinite(value):
+            raise ValueError("must be a finite number")
+        return self._check_range(value)
+
+    def _parse_enum(self, raw):
+        if isinstance(raw, (dict, list, bool)):
+            raise ValueError(f"must be one of {', '.join(self.choices)}")
+        value = str(raw).strip()
+        if self.fold_case:
+            value = value.lower()
+        value = self.aliases.get(value, value)
+        if value not in self.choices:
+            raise ValueError(f"must be one of {', '.join(self.choices)}")
+        return value
+
+    def _parse_str(self, raw):
+        if isinstance(raw, (dict, list)):
+            raise ValueError("must be a string")
+        value = raw if isinstance(raw, str) else json.dumps(raw)
+        if any(ord(c) < 32 or ord(c) == 127 for c in value):
+            raise ValueError("must not contain control characters")
+        if len(value) > self.max_len:
+            raise ValueError(f"must be at most {self.max_len} characters")
+        if self.fold_case:
+            value = value.strip().lower()
+        if self.nullable and not value.strip():
+            return None
+        return value
+
+    def _parse_url(self, raw):
+        value = self._parse_str(raw)
+        if value is None:
+            return None
+        parts = urlsplit(value.strip())
+        if parts.scheme not in ("http", "https") or not parts.netloc:
+            raise ValueError("must be an http:// or https:// URL")
+        return value.strip()
+
+    def _parse_list(self, raw):
+        if isinstance(raw, list):
+            if any(isinstance(x, (dict, list)) for x in raw):
+                raise ValueError("must be a list of strings")
+            items = [str(x).strip() for x in raw]
+        elif isinstance(raw, (dict, bool)):
+            raise ValueError("must be a comma-separated list")
+        else:
+            items = [x.strip() for x in str(raw).strip().strip("[]").split(",")]
+        items = [x.strip("\"'") for x in items if x.strip("\"'")]
+        for item in items:
+            _check_item(self.item, item)
+        return items
+
+    def _parse_json(self, raw):
+        if isinstance(raw, str):
+            try:
+                return json.loads(raw) if raw.strip() else self.default
+            except json.JSONDecodeError:
+                raise ValueError("must be valid JSON") from None
+        return raw
+
+    def _check_range(self, value):
+        if (self.min is not None and value < self.min) or (
+            self.max is not None and value > self.max
+        ):
+            raise ValueError(f"must be {self._fmt(self.min)} to {self._fmt(self.max)}")
+        return value
+
+    def _fmt(self, v):
+        if v is None:
+            return "any"
+        return str(int(v)) if self.type == "int" else str(float(v))
+
+    def render(self, value: Any) -> str:
+        """The file form of a typed value (empty for unset)."""
+        if value is None:
+            return ""
+        if self.type == "bool":
+            return "true" if value else "false"
+        if self.type == "list":
+            return ",".join(value)
+        if self.type == "json":
+            return json.dumps(value, separators=(",", ":"))
+        return str(value)
+
+    def describe(self) -> dict:
+        """The key's rule, for GET /api/config and the docs."""
+        rule: dict[str, Any] = {"type": self.type, "default": self.default, "group": self.group}
+        if self.min is not None or self.max is not None:
+            rule["range"] = [self.min, self.max]
+        if self.choices:
+            rule["choices"] = list(self.choices)
+        rule["restart"] = self.restart
+        rule["file_only"] = self.file_only
+        return rule
+
+
+def _type_word(type_: str) -> str:
+    return {
+        "bool": "true or false",
+        "int": "an integer",
+        "float": "a number",
+        "url": "a URL string",
+    }.get(type_, "a string")
+
+
+def _check_item(kind: str, item: str) -> None:
+    if any(ord(c) < 32 for c in item):
+        raise ValueError("items must not contain control characters")
+    if kind == "cidr":
+        try:
+            ipaddress.ip_network(item, strict=False)
+        except ValueError:
+            raise ValueError(f"{item!r} is not a CIDR subnet") from None
+    elif kind == "origin":
+        parts = urlsplit(item)
+        if parts.scheme != "https" or not parts.netloc:
+            raise ValueError(f"{item!r} is not an https:// origin")

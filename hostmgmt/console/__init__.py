@@ -1,0 +1,1 @@
+"""The operator console's domain code: tokens, logs, telemetry, updater, runtime status."""

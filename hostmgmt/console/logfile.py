@@ -1,0 +1,265 @@
+"""The host's own log: one file in the state dir that every process appends to.
+
+Rotation is done by one process only (the supervisor's housekeeping thread): it renames
+`host.log` to `host.log.1` (shifting older ones) and every process reopens the new file on its
+next line, because the handlers are `WatchedFileHandler`s that notice the inode change.
+
+Readers (`GET /api/logs`, `GET /api/v1/logs`) only ever read; a file vanishing under them
+mid-rotation reads as empty, never as an error. Every line is redacted twice: by
+`RedactingFilter` before it is written, and again when it is served (lines written by other
+tools, or before a pattern existed, stay safe).
+
+Sequence numbers of `GET /api/v1/logs` are byte positions in the whole log history: the base of
+each file is kept in `logs/bases.json`, written after each rotation. They are monotonic and
+unique but not contiguous.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import time
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+from hostmgmt.lib.files import atomic_write
+from hostmgmt.lib.statedir import LOG_DIR, state_dir
+
+LOG_NAME = "host.log"
+BASES_FILE = "bases.json"
+MAX_BYTES = 5 * 1024 * 1024  # rotate above this
+BACKUPS = 3
+# Late lines written into the renamed file by a process that has not reopened yet land in this
+# many bytes after the recorded size, so they never share a seq with the new file's lines.
+ROTATE_SLACK = 1024 * 1024
+TEXT_TAIL_BYTES = 256 * 1024  # GET /api/logs
+MSG_MAX_BYTES = 2048
+PAGE_DEFAULT = 1000
+PAGE_MAX = 1000
+
+REDACTED = "[redacted]"
+
+_PATTERNS = [
+    # Authorization headers and bearer/basic credentials.
+    (re.compile(r"(?i)\b(bearer|basic)\s+[A-Za-z0-9._~+/=-]{8,}"), r"\1 " + REDACTED),
+    # key=value / key: value / "key": "value" where the key names a secret.
+    (
+        re.compile(
+            r"""(?ix)
+            (["']?\b(?:[\w-]*(?:password|passwd|secret|token|api[_-]?key|authorization)[\w-]*|pin)
+            ["']?\s*[=:]\s*)
+            (?:"[^"]*"|'[^']*'|[^\s,;&}]+)
+            """
+        ),
+        r"\1" + REDACTED,
+    ),
+    # A bare 64-hex run is token-shaped (also a fingerprint): keep a prefix to tell them apart.
+    (re.compile(r"\b([0-9a-fA-F]{8})[0-9a-fA-F]{56}\b"), r"\1…" + REDACTED),
+]
+
+
+def redact(text: str) -> str:
+    for pattern, repl in _PATTERNS:
+        text = pattern.sub(repl, text)
+    return text
+
+
+class UtcFormatter(logging.Formatter):
+    """Log lines carry UTC times whatever the process's time zone, so readers can parse them."""
+
+    converter = time.gmtime
+
+
+class RedactingFilter(logging.Filter):
+    """Attached to every handler: secrets never reach stderr or the file."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        try:
+            message = record.getMessage()
+        except Exception:  # noqa: BLE001 - a bad format string is logged as its raw template
+            message = str(record.msg)
+        record.msg = redact(message)
+        record.args = None
+        if record.exc_info and not record.exc_text:
+            record.exc_text = redact(logging.Formatter().formatException(record.exc_info))
+        if record.stack_info:
+            record.stack_info = redact(record.stack_info)
+        return True
+
+
+def log_dir() -> Path:
+    return state_dir() / LOG_DIR
+
+
+def log_path(index: int = 0) -> Path:
+    return log_dir() / (LOG_NAME if index == 0 else f"{LOG_NAME}.{index}")
+
+
+def _bases() -> dict[str, int]:
+    try:
+        data = json.loads((log_dir() / BASES_FILE).read_text())
+    except (FileNotFoundError, ValueError):
+        return {}
+    if not isinstance(data, dict):
+        return {}
+    return {k: v for k, v in data.items() if isinstance(v, int)}
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except FileNotFoundError:
+        return 0
+
+
+def rotate_if_needed(max_bytes: int = MAX_BYTES) -> bool:
+    """Rotate when the live file is above `max_bytes`. Only the supervisor calls this."""
+    current = log_path(0)
+    size = _size(current)
+    if size <= max_bytes:
+        return False
+    bases = _bases()
+    base0 = bases.get(LOG_NAME, 0)
+    for index in range(BACKUPS, 0, -1):
+        src = log_path(index - 1)
+        if src.exists():
+            os.replace(src, log_path(index))
+    new_bases = {LOG_NAME: base0 + size + ROTATE_SLACK, f"{LOG_NAME}.1": base0}
+    for index in range(2, BACKUPS + 1):
+        old = bases.get(f"{LOG_NAME}.{index - 1}")
+        if old is not None:
+            new_bases[f"{LOG_NAME}.{index}"] = old
+    atomic_write(log_dir() / BASES_FILE, json.dumps(new_bases))
+    # Create the new file now so readers never see a gap; children reopen it on their next line.
+    fd = os.open(current, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    os.close(fd)
+    return True
+
+
+def _read_tail(path: Path, max_bytes: int) -> bytes:
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(0, os.SEEK_END)
+            size = fh.tell()
+            start = max(0, size - max_bytes)
+            fh.seek(start)
+            data = fh.read(max_bytes)
+    except (FileNotFoundError, IsADirectoryError, PermissionError):
+        return b""
+    if start > 0:  # start at a line boundary
+        cut = data.find(b"\n")
+        data = data[cut + 1 :] if cut >= 0 else b""
+    return data
+
+
+def tail_text(max_bytes: int = TEXT_TAIL_BYTES) -> str:
+    """The newest `max_bytes` of the log (newest last), whole lines only, redacted."""
+    data = _read_tail(log_path(0), max_bytes)
+    if len(data) < max_bytes:
+        older = _read_tail(log_path(1), max_bytes - len(data))
+        if older and not older.endswith(b"\n"):
+            older += b"\n"
+        data = older + data
+    return redact(data.decode("utf-8", errors="replace"))
+
+
+# -- structured paging (GET /api/v1/logs) ---------------------------------------------------
+
+_LINE_RE = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d),(\d{3}) (\w+) \d+ ([^\s:]+): ?(.*)$")
+_LEVELS = {"CRITICAL": "ERROR", "ERROR": "ERROR", "WARNING": "WARN", "INFO": "INFO"}
+
+
+@dataclass
+class LogEntry:
+    seq: int
+    ts_ms: int
+    level: str
+    target: str
+    msg: str
+
+    def as_dict(self) -> dict:
+        return {
+            "seq": self.seq,
+            "ts_ms": self.ts_ms,
+            "level": self.level,
+            "target": self.target,
+            "msg": self.msg,
+        }
+
+
+def _cut(msg: str) -> str:
+    raw = msg.encode("utf-8")
+    if len(raw) <= MSG_MAX_BYTES:
+        return msg
+    return raw[:MSG_MAX_BYTES].decode("utf-8", errors="ignore") + "…"
+
+
+def _parse(data: bytes, base: int) -> list[LogEntry]:
+    entries: list[LogEntry] = []
+    offset = 0
+    for raw in data.split(b"\n"):
+        line_offset = offset
+        offset += len(raw) + 1
+        if not raw:
+            continue
+        line = raw.decode("utf-8", errors="replace")
+        match = _LINE_RE.match(line)
+        if match is None:
+            if entries:  # a traceback or multi-line message continues the previous entry
+                entries[-1].msg += "\n" + line
+            continue
+        stamp, millis, level, target, msg = match.groups()
+        try:
+            ts = datetime.strptime(stamp, "%Y-%m-%d %H:%M:%S").replace(tzinfo=UTC)
+        except ValueError:
+            continue
+        entries.append(
+            LogEntry(
+                seq=base + line_offset + 1,
+                ts_ms=int(ts.timestamp()) * 1000 + int(millis),
+                level=_LEVELS.get(level, "DEBUG" if level == "DEBUG" else level[:5].upper()),
+                target=target,
+                msg=msg,
+            )
+        )
+    return entries
+
+
+def _read_all(path: Path) -> bytes:
+    try:
+        with open(path, "rb") as fh:
+            return fh.read(MAX_BYTES + ROTATE_SLACK)
+    except (FileNotFoundError, IsADirectoryError, PermissionError):
+        return b""
+
+
+def page(after: int = 0, limit: int = PAGE_DEFAULT) -> dict:
+    """LogPage: entries with seq > `after`, oldest first, at most `limit`."""
+    limit = min(max(limit, 1), PAGE_MAX)
+    bases = _bases()
+    entries: list[LogEntry] = []
+    oldest_seq = None
+    for index in (1, 0):  # the previous file, then the live one
+        name = LOG_NAME if index == 0 else f"{LOG_NAME}.{index}"
+        base = bases.get(name)
+        if base is None:
+            if index != 0:
+                continue
+            base = 0
+        parsed = _parse(_read_all(log_path(index)), base)
+        if parsed and oldest_seq is None:
+            oldest_seq = parsed[0].seq
+        entries.extend(e for e in parsed if e.seq > after)
+    entries.sort(key=lambda e: e.seq)
+    chosen = entries[:limit]
+    for entry in chosen:
+        entry.msg = _cut(redact(entry.msg))
+    dropped = bool(after) and oldest_seq is not None and after + 1 < oldest_seq
+    return {
+        "entries": [e.as_dict() for e in chosen],
+        "next": chosen[-1].seq if chosen else after,
+        "dropped": dropped,
+    }

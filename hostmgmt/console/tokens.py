@@ -1,0 +1,63 @@
+"""Scoped API token administration on top of `hostmgmt.auth.api_tokens`.
+
+Adds what the storage layer leaves to its callers: a cross-process lock (daphne, the Celery
+workers and `manage.py mint_token` may all write `api_tokens` at once, and a lost update would
+silently resurrect a revoked token), and the rule that a token holder can only hand out scopes
+it holds itself (a `tokens:manage` token must not be a path to `*`).
+"""
+
+from __future__ import annotations
+
+import fcntl
+from contextlib import contextmanager
+
+from hostmgmt.auth import api_tokens
+from hostmgmt.auth.scopes import ADMIN
+from hostmgmt.lib.statedir import state_path
+
+LOCK_FILE = ".api-tokens.lock"
+
+
+class TokenError(ValueError):
+    """The request is invalid (400); `status` says otherwise where needed."""
+
+    def __init__(self, message: str, status: int = 400):
+        super().__init__(message)
+        self.status = status
+
+
+@contextmanager
+def _locked():
+    with open(state_path(LOCK_FILE), "a+") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def list_tokens() -> list[dict]:
+    return [{"name": t.name, "scopes": list(t.scopes)} for t in api_tokens.load()]
+
+
+def mint(name, scopes, granted_by: frozenset[str] | None = None) -> str:
+    """Mint a token; `granted_by` is the caller's scopes, None for an admin caller."""
+    if granted_by is not None and ADMIN not in granted_by and isinstance(scopes, list):
+        beyond = sorted({s for s in scopes if isinstance(s, str)} - granted_by)
+        if beyond:
+            raise TokenError(
+                f"a token can only grant scopes it holds itself: {', '.join(beyond)}", 403
+            )
+    with _locked():
+        try:
+            return api_tokens.mint(name, scopes)
+        except api_tokens.TokenRequestError as exc:
+            raise TokenError(str(exc)) from None
+
+
+def revoke(name) -> None:
+    if not isinstance(name, str) or not api_tokens.NAME_RE.match(name):
+        raise TokenError("invalid token name")
+    with _locked():
+        if not api_tokens.revoke(name):
+            raise TokenError(f"no token named {name!r}", 404)

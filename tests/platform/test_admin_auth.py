@@ -1,0 +1,213 @@
+"""Admin API (/api) authentication, scopes, CSRF and login throttling, in process."""
+
+from __future__ import annotations
+
+import pytest
+from django.test import Client
+
+from hostmgmt.auth import api_tokens, throttle
+from tests.platform.conftest import basic
+
+pytestmark = pytest.mark.django_db
+
+
+def test_unauthenticated_gets_401_with_basic_challenge(admin_user):
+    r = Client().get("/api/csrf-token")
+    assert r.status_code == 401
+    assert r["WWW-Authenticate"].startswith('Basic realm="')
+    assert r.json() == {"status": False, "status_code": 401, "error": r.json()["error"]}
+
+
+def test_basic_admin_passes(admin_user):
+    r = Client().get("/api/csrf-token", HTTP_AUTHORIZATION=basic(*admin_user))
+    assert r.status_code == 200
+    assert len(r.json()["csrf_token"]) >= 43  # 32 random bytes, URL-safe base64
+
+
+@pytest.mark.parametrize(
+    "auth",
+    [
+        basic("admin", "wrong"),
+        basic("Admin", "s3cret"),
+        "Basic !!!notbase64",
+        "Basic " + "YWRtaW4=",  # no colon
+        "Bearer " + "0" * 64,
+        "Bearer short",
+        "Digest abc",
+    ],
+)
+def test_bad_credentials_are_401(admin_user, auth):
+    r = Client().get("/api/csrf-token", HTTP_AUTHORIZATION=auth)
+    assert r.status_code == 401
+    assert r.json()["status"] is False
+
+
+def test_ten_failures_in_window_give_429_and_success_resets(admin_user):
+    c = Client()
+    for _ in range(throttle.MAX_FAILURES):
+        assert c.get("/api/csrf-token", HTTP_AUTHORIZATION=basic("admin", "x")).status_code == 401
+    blocked = c.get("/api/csrf-token", HTTP_AUTHORIZATION=basic(*admin_user))
+    assert blocked.status_code == 429
+    assert blocked.json()["status_code"] == 429
+    throttle.reset()
+    for _ in range(throttle.MAX_FAILURES - 1):
+        c.get("/api/csrf-token", HTTP_AUTHORIZATION=basic("admin", "x"))
+    assert c.get("/api/csrf-token", HTTP_AUTHORIZATION=basic(*admin_user)).status_code == 200
+    # the success emptied the bucket: nine more failures still do not block
+    for _ in range(throttle.MAX_FAILURES - 1):
+        c.get("/api/csrf-token", HTTP_AUTHORIZATION=basic("admin", "x"))
+    assert c.get("/api/csrf-token", HTTP_AUTHORIZATION=basic(*admin_user)).status_code == 200
+
+
+def test_scoped_token_stored_hashed_and_scope_checked(admin_user):
+    plaintext = api_tokens.mint("reader", ["config:get"])
+    stored = api_tokens.load()[0]
+    assert plaintext not in api_tokens.store.config_path().read_text()
+    assert stored.hash == api_tokens.hash_token(plaintext, stored.salt)
+    c = Client()
+    auth = {"HTTP_AUTHORIZATION": f"Bearer {plaintext}"}
+    # any authenticated caller may mint a CSRF token
+    assert c.get("/api/csrf-token", **auth).status_code == 200
+    # admin-only route: a token without `*` is 403, not 401
+    r = c.post("/api/password", data={}, content_type="application/json", **auth)
+    assert r.status_code == 403
+    admin_token = api_tokens.mint("root", ["*"])
+    r = c.post(
+        "/api/password",
+        data={"currentUsername": "admin", "currentPassword": "s3cret", "newPassword": ""},
+        content_type="application/json",
+        HTTP_AUTHORIZATION=f"Bearer {admin_token}",
+    )
+    assert r.status_code == 400  # passed auth and scope, failed validation
+
+
+def test_revoked_token_stops_on_next_request(admin_user):
+    plaintext = api_tokens.mint("temp", ["logs:get"])
+    c = Client()
+    assert c.get("/api/csrf-token", HTTP_AUTHORIZATION=f"Bearer {plaintext}").status_code == 200
+    assert api_tokens.revoke("temp")
+    assert c.get("/api/csrf-token", HTTP_AUTHORIZATION=f"Bearer {plaintext}").status_code == 401
+
+
+@pytest.mark.parametrize(
+    "name, scopes",
+    [("", ["config:get"]), ("has space", ["config:get"]), ("ok", ["stream:control"]), ("ok", [])],
+)
+def test_mint_rejects_bad_requests(name, scopes):
+    with pytest.raises(api_tokens.TokenRequestError):
+        api_tokens.mint(name, scopes)
+
+
+def test_duplicate_token_name_is_refused():
+    api_tokens.mint("dup", ["config:get"])
+    with pytest.raises(api_tokens.TokenRequestError):
+        api_tokens.mint("dup", ["config:get"])
+
+
+class TestCsrf:
+    body = {"currentUsername": "admin", "currentPassword": "s3cret", "newPassword": ""}
+
+    def post(self, admin_user, **headers):
+        return Client().post(
+            "/api/password",
+            data=self.body,
+            content_type="application/json",
+            HTTP_AUTHORIZATION=basic(*admin_user),
+            **headers,
+        )
+
+    def test_callers_without_origin_or_referer_are_exempt(self, admin_user):
+        assert self.post(admin_user).status_code == 400  # reached validation
+
+    def test_foreign_origin_without_token_is_403(self, admin_user):
+        r = self.post(admin_user, HTTP_ORIGIN="https://evil.example")
+        assert r.status_code == 403
+        assert "CSRF" in r.json()["error"]
+
+    def test_foreign_referer_without_token_is_403(self, admin_user):
+        r = self.post(admin_user, HTTP_REFERER="https://evil.example/page")
+        assert r.status_code == 403
+
+    def test_localhost_origin_is_allowed(self, admin_user):
+        assert self.post(admin_user, HTTP_ORIGIN="https://localhost").status_code == 400
+
+    def test_minted_token_lets_a_foreign_origin_through(self, admin_user):
+        token = (
+            Client()
+            .get("/api/csrf-token", HTTP_AUTHORIZATION=basic(*admin_user))
+            .json()["csrf_token"]
+        )
+        r = self.post(admin_user, HTTP_ORIGIN="https://evil.example", HTTP_X_CSRF_TOKEN=token)
+        assert r.status_code == 400
+        wrong = self.post(admin_user, HTTP_ORIGIN="https://evil.example", HTTP_X_CSRF_TOKEN="x")
+        assert wrong.status_code == 403
+
+    def test_configured_allowed_origin_passes(self, admin_user):
+        from hostmgmt.config import store
+
+        store.write({"csrf_allowed_origins": "https://console.lan:8443"})
+        assert self.post(admin_user, HTTP_ORIGIN="https://console.lan:8443").status_code == 400
+        assert self.post(admin_user, HTTP_ORIGIN="https://console.lan").status_code == 403
+
+
+class TestFirstRun:
+    def test_password_route_is_open_until_credentials_exist(self):
+        c = Client()
+        body = {"newUsername": "op", "newPassword": "pw1", "confirmNewPassword": "pw1"}
+        r = c.post("/api/password", data=body, content_type="application/json")
+        assert r.status_code == 200, r.content
+        r = c.post("/api/password", data=body, content_type="application/json")
+        assert r.status_code == 401
+
+    def test_browsers_are_sent_to_welcome(self):
+        r = Client().get("/api/csrf-token", HTTP_ACCEPT="text/html,application/xhtml+xml")
+        assert r.status_code == 307
+        assert r["Location"] == "/welcome"
+
+    def test_scripts_get_401_on_first_run(self):
+        assert Client().get("/api/csrf-token").status_code == 401
+
+    def test_mismatched_confirmation_is_400(self):
+        body = {"newUsername": "op", "newPassword": "a", "confirmNewPassword": "b"}
+        r = Client().post("/api/password", data=body, content_type="application/json")
+        assert r.status_code == 400
+        assert r.json() == {"status": False, "status_code": 400, "error": "password mismatch"}
+
+
+def test_json_responses_carry_security_headers(admin_user):
+    r = Client().get("/api/health")
+    assert r["Strict-Transport-Security"].startswith("max-age=")
+    assert r["X-Frame-Options"] == "DENY"
+    assert "frame-ancestors 'none'" in r["Content-Security-Policy"]
+
+
+@pytest.mark.parametrize(
+    "content_type, data",
+    [
+        ("application/json", "{not json"),
+        ("text/plain", '{"newPassword": "x"}'),
+        ("application/json", "[1, 2]"),
+    ],
+)
+def test_malformed_bodies_are_400_envelopes(admin_user, content_type, data):
+    r = Client().post(
+        "/api/password",
+        data=data,
+        content_type=content_type,
+        HTTP_AUTHORIZATION=basic(*admin_user),
+    )
+    assert r.status_code == 400
+    body = r.json()
+    assert body["status"] is False and body["status_code"] == 400 and body["error"]
+
+
+def test_unknown_admin_route_is_404_envelope():
+    r = Client().get("/api/nope")
+    assert r.status_code == 404
+    assert r.json() == {"status": False, "status_code": 404, "error": "not found"}
+
+
+def test_origin_class_wan_is_refused_by_default():
+    r = Client(REMOTE_ADDR="8.8.8.8").get("/api/health")
+    assert r.status_code == 403
+    assert Client(REMOTE_ADDR="192.168.1.20").get("/api/health").status_code == 200
