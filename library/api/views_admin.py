@@ -1,0 +1,113 @@
+"""Admin API routes of the library: the app catalog, covers, games scan and browse."""
+
+from __future__ import annotations
+
+from django.http import HttpResponse
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework.response import Response
+
+from hostmgmt.api.base import AdminAPIView, json_object
+from hostmgmt.api.errors import ApiError
+from library import app_input, browse, catalog, covers
+from library.api import serializers as s
+
+
+def _ok(**extra) -> Response:
+    return Response({"status": True, "status_code": 200, **extra})
+
+
+def _broken(exc: catalog.CatalogBroken) -> ApiError:
+    return ApiError(500, f"{exc}; fix the file by hand (the host will not overwrite it)")
+
+
+class AppsView(AdminAPIView):
+    scopes = {"GET": "apps:get", "POST": "config:set"}
+
+    @extend_schema(responses=OpenApiTypes.OBJECT, description="The whole apps.json: {env, apps}")
+    def get(self, request):
+        try:
+            return Response(catalog.api_document())
+        except catalog.CatalogBroken as exc:
+            raise _broken(exc) from None
+
+    @extend_schema(request=s.AppEntrySerializer, responses=OpenApiTypes.OBJECT)
+    def post(self, request):
+        try:
+            index, app = app_input.clean(json_object(request))
+            return _ok(index=catalog.save_app(index, app))
+        except app_input.AppInputError as exc:
+            raise ApiError(400, str(exc)) from None
+        except IndexError as exc:
+            raise ApiError(400, str(exc)) from None
+        except catalog.CatalogBroken as exc:
+            raise _broken(exc) from None
+
+
+class AppDeleteView(AdminAPIView):
+    scopes = {"DELETE": "config:set"}
+
+    @extend_schema(responses=OpenApiTypes.OBJECT)
+    def delete(self, request, index: str):
+        try:
+            catalog.delete_app(int(index))
+        except IndexError as exc:
+            raise ApiError(400, str(exc)) from None
+        except catalog.CatalogBroken as exc:
+            raise _broken(exc) from None
+        return _ok(result=f"application {int(index)} deleted")
+
+
+class CoverView(AdminAPIView):
+    scopes = {"GET": "apps:get"}
+
+    @extend_schema(responses={(200, "image/png"): OpenApiTypes.BINARY})
+    def get(self, request, index: str):
+        try:
+            data = covers.cover_for_index(int(index))
+        except catalog.CatalogBroken as exc:
+            raise _broken(exc) from None
+        if data is None:
+            raise ApiError(404, "Cover image not found")
+        return HttpResponse(data, content_type="image/png")
+
+
+class CoverUploadView(AdminAPIView):
+    scopes = {"POST": "config:set"}
+
+    @extend_schema(request=s.CoverUploadSerializer, responses=OpenApiTypes.OBJECT)
+    def post(self, request):
+        body = json_object(request)
+        try:
+            path = covers.upload(body.get("key"), url=body.get("url"), data=body.get("data"))
+        except covers.CoverError as exc:
+            raise ApiError(400, str(exc)) from None
+        return _ok(path=str(path))
+
+
+class GamesScanView(AdminAPIView):
+    scopes = {"GET": "apps:get"}
+
+    @extend_schema(responses=s.ScanResultSerializer(many=True))
+    def get(self, request):
+        return Response(browse.games_scan())
+
+
+class BrowseView(AdminAPIView):
+    scopes = {"GET": "config:get"}
+
+    @extend_schema(
+        parameters=[
+            OpenApiParameter("path", str, description="absolute; empty lists /"),
+            OpenApiParameter("type", str, enum=list(browse.TYPES)),
+        ],
+        responses=s.BrowseSerializer,
+    )
+    def get(self, request):
+        try:
+            result = browse.browse(
+                request.query_params.get("path", ""), request.query_params.get("type", "any")
+            )
+        except browse.BrowseError as exc:
+            raise ApiError(400, str(exc)) from None
+        return Response(result)
