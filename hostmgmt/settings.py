@@ -208,3 +208,9 @@ LOGGING = {
         "daphne.access": {"level": "WARNING", "propagate": False},
     },
 }
+
+# ---------------------------------------------------------------------------------------------
+# Updater: release manifests must be signed by this Ed25519 key (raw 32 bytes, base64).
+# GAP: no release signing key exists yet; until one is pinned here every manifest is refused
+# (HOST_UPDATE_PUBLIC_KEY overrides it for test rigs and private builds).
+UPDATE_PUBLIC_KEY = env_str("HOST_UPDATE_PUBLIC_KEY", "")

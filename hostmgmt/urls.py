@@ -30,6 +30,8 @@ urlpatterns = [
     path("api/", include(admin_api_patterns)),
     path("admin/", admin.site.urls),
     path("welcome", pages.welcome, name="welcome"),
+    path("", include("pairing.urls_pages")),
+    path("", include("hostmgmt.urls_console")),
     path("", pages.home, name="home"),
 ]
 

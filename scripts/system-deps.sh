@@ -7,6 +7,11 @@ check() {
     command -v "$1" >/dev/null 2>&1 || NEEDED="$NEEDED $2"
 }
 # (command package) pairs; keep one per line.
+check Xvfb xvfb
+check chromium chromium
+check pulseaudio pulseaudio
+check parec pulseaudio-utils
+check xdotool xdotool
 : placeholder
 
 if [ -z "$NEEDED" ]; then

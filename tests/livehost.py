@@ -94,12 +94,20 @@ class LiveHost:
                 raise RuntimeError(f"host exited with {self.proc.returncode}:\n{self.log_tail()}")
             try:
                 with self.client() as c:
-                    if c.get("/api/v1/health").status_code == 200:
+                    if c.get("/api/v1/health").status_code == 200 and self._compat_listening():
                         return
             except (httpx.HTTPError, ssl.SSLError, OSError):
                 pass
             time.sleep(0.2)
         raise RuntimeError(f"host did not become ready in {timeout} s:\n{self.log_tail()}")
+
+    def _compat_listening(self) -> bool:
+        """The compat plane's nvhttp port accepts connections (it starts beside daphne)."""
+        try:
+            socket.create_connection(("127.0.0.1", self.base_port), timeout=0.5).close()
+            return True
+        except OSError:
+            return False
 
     def stop(self, timeout: float = 30.0) -> int:
         if self.proc.poll() is None:

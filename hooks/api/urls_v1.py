@@ -1,3 +1,11 @@
 """Management API routes of the `hooks` app (mounted at /api/v1/)."""
 
-urlpatterns: list = []
+from django.urls import path
+
+from hooks import sse
+from hooks.api import views
+
+urlpatterns = [
+    path("events", sse.events_view, name="v1-events"),
+    path("hooks", views.HooksView.as_view(), name="v1-hooks"),
+]

@@ -149,6 +149,19 @@ class Key:
             _check_item(self.item, item)
         return items
 
+    def parse_items_leniently(self, raw) -> list[str]:
+        """The valid items of a list value, dropping the ones that break the item rule."""
+        good = []
+        for item in str(raw).strip().strip("[]").split(","):
+            item = item.strip().strip("\"'")
+            try:
+                if item:
+                    _check_item(self.item, item)
+                    good.append(item)
+            except ValueError:
+                continue
+        return good
+
     def _parse_json(self, raw):
         if isinstance(raw, str):
             try:

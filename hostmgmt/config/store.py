@@ -101,6 +101,8 @@ def _typed(name: str, raw: str | None) -> Any:
     try:
         return spec.parse(raw)
     except ValueError:
+        if spec.type == "list":  # a hand-edited list keeps its good items
+            return spec.parse_items_leniently(raw)
         return spec.default
 
 

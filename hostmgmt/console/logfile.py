@@ -197,7 +197,12 @@ def _cut(msg: str) -> str:
     return raw[:MSG_MAX_BYTES].decode("utf-8", errors="ignore") + "…"
 
 
-def _parse(data: bytes, base: int) -> list[LogEntry]:
+def _parse(data: bytes, base: int, max_entries: int | None = None) -> list[LogEntry]:
+    """Entries of whole lines in `data` (which starts at byte `base` of the history).
+
+    With `max_entries`, stops once one more entry has begun: the last kept entry then has all
+    its continuation lines.
+    """
     entries: list[LogEntry] = []
     offset = 0
     for raw in data.split(b"\n"):
@@ -211,6 +216,8 @@ def _parse(data: bytes, base: int) -> list[LogEntry]:
             if entries:  # a traceback or multi-line message continues the previous entry
                 entries[-1].msg += "\n" + line
             continue
+        if max_entries is not None and len(entries) >= max_entries:
+            break
         stamp, millis, level, target, msg = match.groups()
         try:
             ts = datetime.strptime(stamp, "%Y-%m-%d %H:%M:%S").replace(tzinfo=UTC)
@@ -228,12 +235,28 @@ def _parse(data: bytes, base: int) -> list[LogEntry]:
     return entries
 
 
-def _read_all(path: Path) -> bytes:
+def _read_lines_from(path: Path, start: int, max_bytes: int) -> tuple[bytes, int]:
+    """Whole lines of `path` that begin at byte `start` or later, and the offset of the first.
+
+    A last line without its newline is still being written by some process: left for later.
+    """
     try:
         with open(path, "rb") as fh:
-            return fh.read(MAX_BYTES + ROTATE_SLACK)
+            if start > os.fstat(fh.fileno()).st_size:
+                return b"", start
+            pos = max(0, start - 1)
+            fh.seek(pos)
+            data = fh.read(max_bytes)
     except (FileNotFoundError, IsADirectoryError, PermissionError):
-        return b""
+        return b"", start
+    offset = 0
+    if start > 0:  # skip to the first line that begins at `start` or later
+        cut = data.find(b"\n")
+        if cut < 0:
+            return b"", start
+        data, offset = data[cut + 1 :], pos + cut + 1
+    end = data.rfind(b"\n")
+    return (data[: end + 1] if end >= 0 else b""), offset
 
 
 def page(after: int = 0, limit: int = PAGE_DEFAULT) -> dict:
@@ -249,9 +272,16 @@ def page(after: int = 0, limit: int = PAGE_DEFAULT) -> dict:
             if index != 0:
                 continue
             base = 0
-        parsed = _parse(_read_all(log_path(index)), base)
-        if parsed and oldest_seq is None:
-            oldest_seq = parsed[0].seq
+        if oldest_seq is None:
+            head, _ = _read_lines_from(log_path(index), 0, 64 * 1024)
+            first = _parse(head, base, 1)
+            oldest_seq = first[0].seq if first else None
+        if len(entries) > limit:
+            continue
+        data, offset = _read_lines_from(
+            log_path(index), max(0, after - base), MAX_BYTES + ROTATE_SLACK
+        )
+        parsed = _parse(data, base + offset, limit + 1 - len(entries))
         entries.extend(e for e in parsed if e.seq > after)
     entries.sort(key=lambda e: e.seq)
     chosen = entries[:limit]

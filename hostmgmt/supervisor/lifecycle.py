@@ -21,6 +21,18 @@ def announce_started() -> None:
     except Exception:  # noqa: BLE001 - an unreadable config must not stop the announcement
         compat = False
     events.emit(event_kinds.HOST_STARTED, {"version": VERSION, "gamestream": compat})
+    _queue_prep_recovery()
+
+
+def _queue_prep_recovery() -> None:
+    """Prep `undo` steps a crashed session still owes run once the host is back."""
+    try:
+        from hooks.conf import HOOKS_QUEUE
+        from hostmgmt.celery import app
+
+        app.send_task("hooks.prep_undo_orphans", queue=HOOKS_QUEUE, retry=False)
+    except Exception:  # noqa: BLE001 - recovery is best-effort; the rows stay for next time
+        log.warning("could not queue prep undo recovery")
 
 
 def announce_stopping() -> None:

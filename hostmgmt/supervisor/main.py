@@ -19,6 +19,7 @@ from pathlib import Path
 from django.conf import settings
 from django.core.management import call_command
 
+from hooks import worker as hooks_worker
 from hostmgmt import identity
 from hostmgmt.auth import tokens
 from hostmgmt.console import telemetry
@@ -155,11 +156,17 @@ class Supervisor:
                     "--without-gossip",
                     "--without-mingle",
                     "--without-heartbeat",
+                    # Embedded beat for periodic tasks (hostmgmt/celery.py beat_schedule).
+                    "--beat",
+                    "--schedule",
+                    str(state_dir() / "celerybeat-schedule"),
                 ],
                 env,
             ),  # fmt: skip
         ]
-        del manage  # reserved for plane listeners started as management commands
+        # Hook commands and webhooks: their own threads worker so they never starve the above.
+        specs.append(Child("celery-hooks", hooks_worker.worker_argv(py, self.ports.base), env))
+        specs.append(Child("compat", [py, manage, "run_compat_plane"], env))
         return specs
 
     # -- running ----------------------------------------------------------------------------
@@ -192,6 +199,9 @@ class Supervisor:
         signal.signal(signal.SIGINT, self._on_stop)
         signal.signal(signal.SIGHUP, self._on_restart)
         self.start_redis()
+        from streaming.displays import reaper as displays  # apps are loaded by now
+
+        displays.on_host_start()  # expire countdowns that ended while down; restore kept displays
         self.children = self.child_specs()
         for child in self.children:
             child.start()
@@ -211,6 +221,7 @@ class Supervisor:
                 child.check()
             if self.redis:
                 self.redis.check()
+            displays.tick()  # virtual display countdowns (about once a second)
             time.sleep(0.25)
         self.shutdown()
         if self._restart:
@@ -225,6 +236,9 @@ class Supervisor:
             child.terminate()
         for child in self.children:
             child.wait(deadline)
+        from streaming.displays import reaper as displays
+
+        displays.on_host_stop()  # no virtual display server outlives the host
         if self.redis:
             self.redis.terminate()
             self.redis.wait(time.monotonic() + 5)

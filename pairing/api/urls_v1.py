@@ -1,3 +1,10 @@
 """Management API routes of the `pairing` app (mounted at /api/v1/)."""
 
-urlpatterns: list = []
+from django.urls import path
+
+from pairing.api import views
+
+urlpatterns: list = [
+    path("clients", views.ClientsView.as_view()),
+    path("clients/<str:fingerprint>", views.ClientView.as_view()),
+]

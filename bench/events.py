@@ -1,0 +1,207 @@
+"""Event bus benchmark: emit-to-SSE-receive latency, sustained delivery rate, hook start latency.
+
+Run by hand: `.venv/bin/python bench/events.py [--events 200]`. Starts its own host (runhost:
+daphne over TLS, Redis, Celery), emits from a separate process (as a Celery worker would), and
+prints the figures next to the floor measured in the same run: a bare Redis publish→subscribe
+round trip on the host's own Redis socket.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+import httpx  # noqa: E402
+import redis  # noqa: E402
+
+from tests.livehost import start_host  # noqa: E402
+
+EMITTER = """
+import json, sys, time
+import django
+django.setup()
+from hooks import events
+for line in sys.stdin:
+    kind, count, interval_ms = json.loads(line)
+    for _ in range(count):
+        events.emit(kind, {"source": str(time.time_ns())} if kind == "library.changed"
+                    else {"id": str(time.time_ns())})
+        if interval_ms:
+            time.sleep(interval_ms / 1000)
+    print("ok", flush=True)
+"""
+
+
+def pct(values: list[float], p: float) -> float:
+    values = sorted(values)
+    return values[min(len(values) - 1, int(round(p / 100 * (len(values) - 1))))]
+
+
+def fmt(values: list[float]) -> str:
+    if not values:
+        return "no samples"
+    return f"p50 {pct(values, 50):7.2f} ms   p99 {pct(values, 99):7.2f} ms   (n={len(values)})"
+
+
+class Emitter:
+    def __init__(self, host):
+        env = {k: v for k, v in os.environ.items() if not k.startswith("HOST_")}
+        env.pop("REDIS_URL", None)
+        env.update(
+            HOST_STATE_DIR=str(host.state_dir),
+            HOST_PORT=str(host.base_port),
+            DJANGO_SETTINGS_MODULE="hostmgmt.settings",
+            HOST_LOG_LEVEL="WARNING",
+        )
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", EMITTER],
+            cwd=ROOT,
+            env=env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+
+    def emit(self, kind: str, count: int, interval_ms: float = 0.0) -> None:
+        self.proc.stdin.write(json.dumps([kind, count, interval_ms]) + "\n")
+        self.proc.stdin.flush()
+        assert self.proc.stdout.readline().strip() == "ok"
+
+    def close(self) -> None:
+        self.proc.stdin.close()
+        self.proc.wait(10)
+
+
+def redis_floor(url: str, n: int = 1000) -> list[float]:
+    """Bare publish→subscribe round trip on the same Redis: the floor of any live delivery."""
+    pub = redis.Redis.from_url(url)
+    sub = redis.Redis.from_url(url).pubsub()
+    sub.subscribe("bench:floor")
+    sub.get_message(timeout=2)
+    out = []
+    for _ in range(n):
+        start = time.perf_counter_ns()
+        pub.publish("bench:floor", b"x" * 120)
+        while sub.get_message(timeout=2) is None:
+            pass
+        out.append((time.perf_counter_ns() - start) / 1e6)
+    sub.close()
+    return out
+
+
+async def subscriber(client, url, headers, want: int, sink: list, ready: asyncio.Event, counts):
+    async with client.stream("GET", url, headers=headers) as r:
+        assert r.status_code == 200, r.status_code
+        counts["open"] += 1
+        if counts["open"] == counts["total"]:
+            ready.set()
+        got = 0
+        async for line in r.aiter_lines():
+            if line.startswith("data: "):
+                now = time.time_ns()
+                event = json.loads(line[6:])
+                sent = int(event.get("source") or event.get("id"))
+                sink.append((event["seq"], (now - sent) / 1e6))
+                got += 1
+                if got >= want:
+                    return
+
+
+async def run_subscribers(host, n_subs: int, emit, n_events: int, interval_ms: float):
+    import ssl
+
+    ctx = ssl.create_default_context(cafile=str(host.cert_path))
+    limits = httpx.Limits(max_connections=n_subs + 5)
+    headers = {"Authorization": f"Bearer {host.mgmt_token}"}
+    start = (await asyncio.to_thread(_current_seq, host)) or 0
+    url = f"{host.url}/api/v1/events?kinds=library.*&since={start}"
+    sinks = [[] for _ in range(n_subs)]
+    ready = asyncio.Event()
+    counts = {"open": 0, "total": n_subs}
+    async with httpx.AsyncClient(verify=ctx, limits=limits, timeout=120) as client:
+        tasks = [
+            asyncio.create_task(subscriber(client, url, headers, n_events, s, ready, counts))
+            for s in sinks
+        ]
+        await asyncio.wait_for(ready.wait(), 60)
+        await asyncio.sleep(0.3)
+        t0 = time.perf_counter()
+        await asyncio.to_thread(emit, "library.changed", n_events, interval_ms)
+        await asyncio.wait_for(asyncio.gather(*tasks), 300)
+        elapsed = time.perf_counter() - t0
+    return sinks, elapsed
+
+
+def _current_seq(host) -> int:
+    r = redis.Redis.from_url(f"unix://{host.state_dir / 'redis.sock'}")
+    raw = r.get("hostmgmt:events:seq")
+    return int(raw) if raw else 0
+
+
+def hook_latency(host, emitter: Emitter, n: int) -> list[float]:
+    out = Path(tempfile.mkdtemp(prefix="bench-hook-")) / "starts"
+    doc = {
+        "hooks": [{"on": "plugins.changed", "run": f'echo "$PF_EVENT_ID $(date +%s%N)" >> {out}'}]
+    }
+    with host.mgmt() as c:
+        assert c.put("/api/v1/hooks", json=doc).status_code == 200
+    emitter.emit("plugins.changed", n, 100)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if out.exists() and len(out.read_text().splitlines()) >= n:
+            break
+        time.sleep(0.2)
+    lat = []
+    for line in out.read_text().splitlines():
+        sent, started = line.split()
+        lat.append((int(started) - int(sent)) / 1e6)
+    with host.mgmt() as c:
+        c.put("/api/v1/hooks", json={"hooks": []})
+    return lat
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--events", type=int, default=200)
+    parser.add_argument("--sustained", type=int, default=3000)
+    args = parser.parse_args()
+    host = start_host(env={"HOST_SSE_MAX_STREAMS": "128", "HOST_SSE_QUEUE_DEPTH": "4096"})
+    emitter = Emitter(host)
+    try:
+        print(f"host on :{host.mgmt_port}, cores={os.cpu_count()}, events per run={args.events}")
+        floor = redis_floor(f"unix://{host.state_dir / 'redis.sock'}")
+        print(f"baseline  bare Redis pub→sub round trip      {fmt(floor)}")
+        for n_subs in (1, 10, 100):
+            sinks, _ = asyncio.run(run_subscribers(host, n_subs, emitter.emit, args.events, 20.0))
+            lat = [ms for sink in sinks for _, ms in sink]
+            print(f"emit→SSE  {n_subs:3d} subscriber(s), 20 ms apart    {fmt(lat)}")
+        sinks, elapsed = asyncio.run(run_subscribers(host, 10, emitter.emit, args.sustained, 0))
+        complete = all(
+            [s for s, _ in sink] == sorted({s for s, _ in sink}) and len(sink) == args.sustained
+            for sink in sinks
+        )
+        rate = args.sustained / elapsed
+        print(
+            f"sustained 10 subscribers: {args.sustained} events in {elapsed:.2f} s = "
+            f"{rate:,.0f} events/s each ({rate * 10:,.0f} frames/s total), "
+            f"{'no loss, in order' if complete else 'LOSS OR DISORDER'}"
+        )
+        hooks = hook_latency(host, emitter, min(args.events, 100))
+        print(f"event→hook process start (sh + date)     {fmt(hooks)}")
+    finally:
+        emitter.close()
+        host.stop()
+
+
+if __name__ == "__main__":
+    main()

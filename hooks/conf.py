@@ -1,0 +1,73 @@
+"""Settings of the `hooks` app, read from the environment with working defaults.
+
+Read at call time (not import time) where tests need to change them per process.
+"""
+
+from __future__ import annotations
+
+import os
+
+from hostmgmt.lib.env import env_bool, env_int, env_str
+
+# Replay ring size (spec: newest ~1024 events).
+RING_SIZE = 1024
+# seq high-water mark is persisted in blocks of this many: one fsync per block, and after a
+# restart seq resumes above everything that may have been handed out.
+SEQ_BLOCK = 1024
+# Concurrent SSE streams per host; beyond it 503.
+SSE_MAX_STREAMS = env_int("HOST_SSE_MAX_STREAMS", 32)
+# Live events buffered per SSE stream before the consumer counts as too slow and is cut off.
+SSE_QUEUE_DEPTH = env_int("HOST_SSE_QUEUE_DEPTH", 256)
+# Unsent bytes the transport may hold for one SSE stream before the consumer counts as too slow.
+SSE_MAX_UNSENT_BYTES = env_int("HOST_SSE_MAX_UNSENT_BYTES", 1024 * 1024)
+# Hook firings in flight across the host; extra firings are dropped.
+HOOKS_MAX_IN_FLIGHT = 8
+HOOK_TIMEOUT_DEFAULT_S = 30
+# Celery queue served by the dedicated threads worker (hook commands and webhooks).
+HOOKS_QUEUE = "hooks"
+HOOKS_WORKER_CONCURRENCY = env_int("HOST_HOOKS_WORKER_CONCURRENCY", 12)
+# Hook webhook POST timeout (seconds).
+WEBHOOK_TIMEOUT_S = 10
+# Admin API stream webhooks: timeout and retries (spec: 5 s, 2 retries with backoff).
+STREAM_WEBHOOK_TIMEOUT_S = 5
+STREAM_WEBHOOK_RETRIES = 2
+# Delivery records older than this are pruned.
+DELIVERY_RETENTION_DAYS = env_int("HOST_DELIVERY_RETENTION_DAYS", 14)
+# Largest hooks.json / PUT /hooks document accepted.
+HOOKS_DOC_MAX_BYTES = 256 * 1024
+
+
+def keepalive_s() -> float:
+    """SSE keep-alive interval (spec: 15 s); tests shorten it with HOST_SSE_KEEPALIVE_S."""
+    raw = os.environ.get("HOST_SSE_KEEPALIVE_S", "").strip()
+    try:
+        value = float(raw) if raw else 15.0
+    except ValueError:
+        value = 15.0
+    return min(max(value, 0.05), 3600.0)
+
+
+def on_connect_cmd() -> str:
+    return env_str("HOST_ON_CONNECT_CMD", "").strip()
+
+
+def on_disconnect_cmd() -> str:
+    return env_str("HOST_ON_DISCONNECT_CMD", "").strip()
+
+
+def webhook_ca_bundle() -> str:
+    """Extra CA bundle the webhook senders trust beside the system store (private CAs)."""
+    return env_str("HOST_WEBHOOK_CA_BUNDLE", "").strip()
+
+
+def allow_loopback_webhooks() -> bool:
+    """TEST ONLY: let webhooks reach loopback so tests can run a receiver on 127.0.0.1.
+
+    Honoured only together with HOST_TESTING=1 (set by the test harness), never by default.
+    """
+    return env_bool("HOST_WEBHOOK_ALLOW_LOOPBACK", False) and env_bool("HOST_TESTING", False)
+
+
+def events_prefix() -> str:
+    """Redis key prefix of the bus; one private Redis per host, so a constant suffices."""
+    return env_str("HOST_EVENTS_PREFIX", "hostmgmt:events")

@@ -1,0 +1,199 @@
+"""Deciding, at emit time, which hooks an event fires, and handing the firings to Celery.
+
+Why decide in the emitting process: the in-flight cap must drop extra firings rather than queue
+them, so the permit is taken before anything is queued. Matching is a pure function over the
+cached hook document; debounce and the permits live in Redis so every process shares them.
+The semaphore is a sorted set of leases (expiry as score): a worker that crashes mid-firing
+cannot leak a permit for longer than the firing's timeout plus a margin.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import time
+import uuid
+
+from hooks import conf, event_kinds, hook_config
+
+log = logging.getLogger("hooks.dispatch")
+
+LEASE_MARGIN_S = 60
+PERMITS_KEY_SUFFIX = ":hooks:inflight"
+DEBOUNCE_KEY_SUFFIX = ":hooks:debounce:"
+
+# KEYS: the lease set. ARGV: now_ms, expiry_ms, limit, token.
+_ACQUIRE_LUA = """
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', ARGV[1])
+if redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[3]) then return 0 end
+redis.call('ZADD', KEYS[1], ARGV[2], ARGV[4])
+return 1
+"""
+
+_scripts: dict[int, object] = {}
+
+
+def _client():
+    from hooks.events import redis_client
+
+    return redis_client()
+
+
+def _permits_key() -> str:
+    return conf.events_prefix() + PERMITS_KEY_SUFFIX
+
+
+# -- matching --------------------------------------------------------------------------------
+
+
+def _event_values(event: dict, name: str) -> list[str] | None:
+    """The values of filter field `name` that this event carries, or None if its kind lacks it."""
+    kind = event.get("kind", "")
+    domain = kind.split(".", 1)[0]
+    obj = event.get(domain) if isinstance(event.get(domain), dict) else {}
+    if name == "client":
+        if domain in ("client", "session", "stream", "game"):
+            key = "name" if domain == "client" else "client"
+            return [obj[key]] if key in obj else None
+        if domain == "pairing":
+            dev = event.get("device") or {}
+            return [dev["name"]] if "name" in dev else None
+        return None
+    if name == "fingerprint":
+        src = event.get("device") if domain == "pairing" else obj if domain == "client" else None
+        if not src or "fingerprint" not in src:
+            return None
+        return [str(src["fingerprint"]).lower()]
+    if name == "plane":
+        if domain == "pairing":
+            obj = event.get("device") or {}
+        if domain in ("client", "stream", "game", "pairing") and "plane" in obj:
+            return [obj["plane"]]
+        return None
+    if name == "app":
+        if domain == "stream" and "app" in obj:
+            return [obj["app"]]
+        if domain == "game":
+            if "app" in obj:
+                return [obj["app"]]
+            return [obj["title"]] if "title" in obj else None
+    return None
+
+
+def matches(entry: dict, event: dict) -> bool:
+    if not event_kinds.pattern_matches(entry["on"].strip(), event.get("kind", "")):
+        return False
+    for name, wanted in (entry.get("filter") or {}).items():
+        values = _event_values(event, name)
+        if values is None:
+            return False
+        if name == "fingerprint":
+            wanted = wanted.lower()
+        if wanted not in [str(v) for v in values]:
+            return False
+    return True
+
+
+def entry_key(entry: dict) -> str:
+    """Debounce identity: the entry's content, so an identical PUT keeps the debounce state."""
+    canonical = json.dumps(entry, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode()).hexdigest()[:32]
+
+
+# -- shared state in Redis -------------------------------------------------------------------
+
+
+def debounced(client, entry: dict) -> bool:
+    """True when this entry fired less than debounce_ms ago (leading edge: first one fires)."""
+    window = int(entry.get("debounce_ms") or 0)
+    if window <= 0:
+        return False
+    key = conf.events_prefix() + DEBOUNCE_KEY_SUFFIX + entry_key(entry)
+    return not client.set(key, b"1", px=window, nx=True)
+
+
+def acquire_permit(client, timeout_s: float) -> str | None:
+    script = _scripts.get(id(client))
+    if script is None:
+        script = _scripts[id(client)] = client.register_script(_ACQUIRE_LUA)
+    now_ms = int(time.time() * 1000)
+    token = uuid.uuid4().hex
+    expiry = now_ms + int((timeout_s + LEASE_MARGIN_S) * 1000)
+    ok = script(
+        keys=[_permits_key()], args=[now_ms, expiry, conf.HOOKS_MAX_IN_FLIGHT, token], client=client
+    )
+    return token if int(ok) == 1 else None
+
+
+def release_permit(token: str | None, client=None) -> None:
+    if not token:
+        return
+    try:
+        (client or _client()).zrem(_permits_key(), token)
+    except Exception:  # noqa: BLE001 - the lease expires on its own
+        log.warning("could not release a hook permit; it expires with its lease")
+
+
+def in_flight(client=None) -> int:
+    client = client or _client()
+    now_ms = int(time.time() * 1000)
+    return int(client.zcount(_permits_key(), now_ms, "+inf"))
+
+
+# -- scheduling ------------------------------------------------------------------------------
+
+
+def actions_for(event: dict) -> list[tuple[str, dict]]:
+    """(action, entry) pairs the event fires, before debounce and the cap."""
+    snapshot = hook_config.current()
+    entries = list(snapshot.entries) + hook_config.builtin_entries()
+    out = []
+    for entry in entries:
+        if not matches(entry, event):
+            continue
+        if entry.get("run"):
+            out.append(("run", entry))
+        if entry.get("webhook"):
+            out.append(("webhook", entry))
+    return out
+
+
+def schedule(event: dict) -> None:
+    """Queue every firing this event causes; called by `events.emit` after publishing."""
+    pairs = actions_for(event)
+    if not pairs:
+        return
+    client = _client()
+    seen_entries: dict[int, bool] = {}
+    for action, entry in pairs:
+        # One debounce decision per entry, shared by its run and webhook.
+        if id(entry) not in seen_entries:
+            seen_entries[id(entry)] = debounced(client, entry)
+        if seen_entries[id(entry)]:
+            continue
+        timeout = int(entry.get("timeout_s") or conf.HOOK_TIMEOUT_DEFAULT_S)
+        token = acquire_permit(client, timeout)
+        if token is None:
+            log.warning(
+                "hook %s for %s #%s dropped: %d firings already in flight",
+                action,
+                event.get("kind"),
+                event.get("seq"),
+                conf.HOOKS_MAX_IN_FLIGHT,
+            )
+            _send("hooks.record_drop", [event, action, entry])
+            continue
+        if not _send("hooks.fire", [event, action, entry, token]):
+            release_permit(token, client)
+
+
+def _send(name: str, args: list) -> bool:
+    try:
+        from hostmgmt.celery import app
+
+        app.send_task(name, args=args, queue=conf.HOOKS_QUEUE, retry=False)
+        return True
+    except Exception as exc:  # noqa: BLE001 - broker down: the firing is lost, say so once
+        log.warning("could not queue %s (%s)", name, exc.__class__.__name__)
+        return False

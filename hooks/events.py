@@ -1,0 +1,267 @@
+"""The lifecycle event bus: `emit(kind, payload)` is the one way any process announces an event.
+
+Design (why it looks like this):
+- Every process of the host (daphne, Celery workers, the supervisor, plane listeners) emits, so
+  the bus state lives in the host's Redis: a counter for `seq`, a list for the replay ring and a
+  pub/sub channel for live fan-out. One Lua script increments, appends, trims and publishes
+  atomically, so ring order == seq order == publish order; an SSE reader that subscribes first
+  and then reads the ring sees every event exactly once.
+- The private Redis has no persistence and is wiped at every restart, yet `seq` must never be
+  reused. The script refuses to hand out a seq above a "reserved" mark; a process that hits the
+  mark persists a new high-water mark (file in the state dir, atomic write under flock) one
+  block ahead and raises the mark. After a restart the counter resumes at the persisted mark, so
+  seq may jump forward but never goes back. One fsync per SEQ_BLOCK events.
+- `emit` never raises into its caller and never waits on a consumer: a missing Redis is logged
+  once per outage and the event is dropped (it still lands in this process's local ring, which
+  in-process tests read through `local_events()`).
+- Inside a database transaction the event is stamped and published only after commit.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import logging
+import os
+import threading
+import time
+from collections import deque
+from functools import partial
+
+from hooks import conf
+from hooks.event_kinds import KINDS, RESERVED_KEYS, SCHEMA_VERSION
+
+log = logging.getLogger("hooks.events")
+
+SEQ_FILE = "events-seq"
+
+# KEYS: seq, reserved, ring.  ARGV: doc prefix, doc suffix, ring size, channel.
+# Returns {seq, doc} or {0, current seq, reserved} when a reservation is needed first.
+_EMIT_LUA = """
+local reserved = tonumber(redis.call('GET', KEYS[2]) or '-1')
+local cur = tonumber(redis.call('GET', KEYS[1]) or '-1')
+if reserved < 0 or cur < 0 or cur + 1 > reserved then
+  return {0, cur, reserved}
+end
+local seq = redis.call('INCR', KEYS[1])
+local doc = ARGV[1] .. string.format('%d', seq) .. ARGV[2]
+redis.call('RPUSH', KEYS[3], doc)
+redis.call('LTRIM', KEYS[3], -tonumber(ARGV[3]), -1)
+redis.call('PUBLISH', ARGV[4], doc)
+return {seq, doc}
+"""
+
+# KEYS: seq, reserved.  ARGV: persisted mark before this reservation, new mark.
+_RESERVE_LUA = """
+redis.call('SETNX', KEYS[1], ARGV[1])
+local reserved = tonumber(redis.call('GET', KEYS[2]) or '-1')
+if tonumber(ARGV[2]) > reserved then redis.call('SET', KEYS[2], ARGV[2]) end
+return 1
+"""
+
+
+def keys() -> dict[str, str]:
+    prefix = conf.events_prefix()
+    return {
+        "seq": f"{prefix}:seq",
+        "reserved": f"{prefix}:reserved",
+        "ring": f"{prefix}:ring",
+        "channel": f"{prefix}:live",
+    }
+
+
+class _Redis:
+    """One sync client per process (re-made after fork), with outage bookkeeping."""
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.pid = -1
+        self.client = None
+        self.emit_script = None
+        self.reserve_script = None
+        self.down_since: float | None = None
+        self.retry_at = 0.0
+
+    def get(self):
+        if self.pid != os.getpid():
+            with self.lock:
+                if self.pid != os.getpid():
+                    import redis
+                    from django.conf import settings
+
+                    self.client = redis.Redis.from_url(
+                        settings.REDIS_URL, socket_timeout=2, socket_connect_timeout=1
+                    )
+                    self.emit_script = self.client.register_script(_EMIT_LUA)
+                    self.reserve_script = self.client.register_script(_RESERVE_LUA)
+                    self.pid = os.getpid()
+        return self.client
+
+    def failed(self, exc: Exception) -> None:
+        # Log once per outage and do not retry the connection for a moment, so a burst of
+        # emits during an outage costs nothing.
+        now = time.monotonic()
+        if self.down_since is None:
+            self.down_since = now
+            log.warning("event bus: Redis unavailable (%s); live events are dropped", exc)
+        self.retry_at = now + 1.0
+
+    def recovered(self) -> None:
+        if self.down_since is not None:
+            log.warning("event bus: Redis is back; live events resume")
+            self.down_since = None
+
+    def skip(self) -> bool:
+        return self.down_since is not None and time.monotonic() < self.retry_at
+
+
+_redis = _Redis()
+_local: deque[dict] = deque(maxlen=conf.RING_SIZE)
+_local_lock = threading.Lock()
+
+
+def redis_client():
+    """The bus's Redis client for this process (shared with the SSE view and the hook runner)."""
+    return _redis.get()
+
+
+def emit(kind: str, payload: dict | None = None) -> None:
+    """Announce a lifecycle event. Returns at once; never raises.
+
+    Inside an atomic block the event goes out only when the transaction commits (and not at all
+    on rollback). The payload is serialized now, so later mutation by the caller has no effect.
+    """
+    try:
+        if kind not in KINDS:
+            log.error("event bus: refusing unknown event kind %r", kind)
+            return
+        body = _payload_json(kind, payload or {})
+        try:
+            from django.db import connection, transaction
+
+            in_atomic = connection.in_atomic_block
+        except Exception:  # noqa: BLE001 - no Django DB here: emit now
+            in_atomic = False
+        if in_atomic:
+            transaction.on_commit(partial(_emit_now, kind, body), robust=True)
+        else:
+            _emit_now(kind, body)
+    except Exception:  # noqa: BLE001 - the caller's work must never fail because of the bus
+        log.exception("event bus: emit of %s failed", kind)
+
+
+def _payload_json(kind: str, payload: dict) -> str:
+    clean = {k: v for k, v in payload.items() if k not in RESERVED_KEYS}
+    if len(clean) != len(payload):
+        log.warning("event bus: %s payload carried reserved keys; they were dropped", kind)
+    return json.dumps(clean, separators=(",", ":"), default=str)
+
+
+def _emit_now(kind: str, payload_json: str) -> None:
+    ts_ms = int(time.time() * 1000)
+    inner = payload_json[1:-1]
+    suffix = (
+        f',"ts_ms":{ts_ms},"schema":{SCHEMA_VERSION},"kind":{json.dumps(kind)}'
+        + (f",{inner}" if inner else "")
+        + "}"
+    )
+    event = None
+    if not _redis.skip():
+        try:
+            event = _publish('{"seq":', suffix)
+            _redis.recovered()
+        except Exception as exc:  # noqa: BLE001 - Redis down or misconfigured: drop, log once
+            _redis.failed(exc)
+    if event is None:
+        event = json.loads('{"seq":null' + suffix)
+    with _local_lock:
+        _local.append(event)
+    if event.get("seq") is not None:
+        _schedule_hooks(event)
+
+
+def _publish(prefix: str, suffix: str) -> dict:
+    client = _redis.get()
+    k = keys()
+    for _ in range(5):
+        result = _redis.emit_script(
+            keys=[k["seq"], k["reserved"], k["ring"]],
+            args=[prefix, suffix, conf.RING_SIZE, k["channel"]],
+            client=client,
+        )
+        if int(result[0]) > 0:
+            doc = result[1].decode() if isinstance(result[1], bytes) else result[1]
+            return json.loads(doc)
+        _reserve(client, int(result[1]))
+    raise RuntimeError("could not reserve event sequence numbers")
+
+
+def seq_file():
+    from hostmgmt.lib.statedir import state_path
+
+    return state_path(SEQ_FILE)
+
+
+def persisted_mark() -> int:
+    try:
+        return int(seq_file().read_text().strip() or 0)
+    except (FileNotFoundError, ValueError):
+        return 0
+
+
+def _reserve(client, current: int) -> None:
+    """Persist a high-water mark one block ahead, then let Redis hand out seqs up to it."""
+    from hostmgmt.lib.files import atomic_write
+
+    path = seq_file()
+    with open(path.with_name(SEQ_FILE + ".lock"), "a+") as lock_fh:
+        fcntl.flock(lock_fh, fcntl.LOCK_EX)
+        try:
+            mark = persisted_mark()
+            if current > mark:  # the counter ran past the file (file lost): never go back
+                mark = current
+            new_mark = mark + conf.SEQ_BLOCK
+            atomic_write(path, f"{new_mark}\n")
+            k = keys()
+            _redis.reserve_script(
+                keys=[k["seq"], k["reserved"]], args=[mark, new_mark], client=client
+            )
+        finally:
+            fcntl.flock(lock_fh, fcntl.LOCK_UN)
+
+
+def _schedule_hooks(event: dict) -> None:
+    try:
+        from hooks import dispatch
+
+        dispatch.schedule(event)
+    except Exception:  # noqa: BLE001 - hooks are best-effort observers
+        log.exception("event bus: scheduling hooks for seq %s failed", event.get("seq"))
+
+
+# -- readers -------------------------------------------------------------------------------
+
+
+def ring_events(client=None) -> list[dict]:
+    """The replay ring, oldest first (empty when Redis is unavailable)."""
+    client = client or _redis.get()
+    return [json.loads(raw) for raw in client.lrange(keys()["ring"], 0, -1)]
+
+
+def current_seq(client=None) -> int:
+    """The last seq handed out (0 before the first event of this Redis lifetime)."""
+    client = client or _redis.get()
+    raw = client.get(keys()["seq"])
+    return int(raw) if raw is not None else persisted_mark()
+
+
+def local_events(kind: str | None = None) -> list[dict]:
+    """Events emitted by this process (newest last); lets in-process tests assert on emits."""
+    with _local_lock:
+        events = list(_local)
+    return [e for e in events if kind is None or e["kind"] == kind]
+
+
+def clear_local_events() -> None:
+    with _local_lock:
+        _local.clear()

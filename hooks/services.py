@@ -1,0 +1,111 @@
+"""Hook firings as the Celery worker performs them, and the hook document service for the API."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import logging
+from pathlib import Path
+
+from hooks import conf, deliveries, dispatch, hook_config, runner, ssrf, webhook_client
+from hooks.models import Delivery
+
+log = logging.getLogger("hooks")
+
+
+def get_document() -> dict:
+    snapshot = hook_config.current()
+    doc: dict = {"hooks": list(snapshot.entries)}
+    if not snapshot.valid:
+        doc["invalid"] = snapshot.error or "hooks.json is invalid; every hook is disabled"
+    return doc
+
+
+def replace_document(doc) -> dict:
+    """Validate the whole document, then write it: raises InvalidHooks (nothing written) or
+    OSError (the previous file stays)."""
+    entries = hook_config.validate(doc)
+    hook_config.save(entries)
+    return {"hooks": entries}
+
+
+def fire(event: dict, action: str, entry: dict, permit: str | None) -> None:
+    """Perform one firing and record it; the permit is released whatever happens."""
+    try:
+        if action == "run":
+            fire_run(event, entry)
+        elif action == "webhook":
+            fire_webhook(event, entry)
+    finally:
+        dispatch.release_permit(permit)
+
+
+def fire_run(event: dict, entry: dict) -> None:
+    timeout = int(entry.get("timeout_s") or conf.HOOK_TIMEOUT_DEFAULT_S)
+    result = runner.run_hook_command(entry["run"], event, timeout)
+    if result.outcome != "ok":
+        log.warning(
+            "hook command for %s #%s: %s", event.get("kind"), event.get("seq"), result.error
+        )
+    deliveries.record(
+        Delivery.RUN,
+        entry["run"],
+        event,
+        result.outcome,
+        exit_code=result.exit_code,
+        duration_ms=result.duration_ms,
+        error=result.error,
+    )
+
+
+def sign(secret: bytes, body: bytes) -> str:
+    return "sha256=" + hmac.new(secret, body, hashlib.sha256).hexdigest()
+
+
+def fire_webhook(event: dict, entry: dict) -> None:
+    url = entry["webhook"]
+    target = deliveries.safe_url(url)
+    body = json.dumps(event, separators=(",", ":")).encode()
+    headers: dict[str, str] = {}
+    secret_file = entry.get("hmac_secret_file")
+    if secret_file:
+        try:
+            secret = Path(secret_file).expanduser().read_bytes()
+        except OSError as exc:
+            log.warning("hook webhook skipped: secret file unreadable (%s)", exc.strerror)
+            deliveries.record(
+                Delivery.WEBHOOK, target, event, Delivery.SKIPPED, error="secret file unreadable"
+            )
+            return
+        headers["X-Mgmt-Signature"] = sign(secret, body)
+    try:
+        result = webhook_client.post_json(url, body, headers, conf.WEBHOOK_TIMEOUT_S)
+    except ssrf.UrlRefused as exc:
+        log.warning("hook webhook to %s refused: %s", target, exc)
+        deliveries.record(Delivery.WEBHOOK, target, event, Delivery.REFUSED, error=str(exc))
+        return
+    ok = result.status is not None and 200 <= result.status < 300
+    if not ok:
+        log.warning("hook webhook to %s: %s", target, result.error or f"HTTP {result.status}")
+    deliveries.record(
+        Delivery.WEBHOOK,
+        target,
+        event,
+        Delivery.OK if ok else Delivery.FAILED,
+        http_status=result.status,
+        duration_ms=result.duration_ms,
+        error=result.error or ("" if ok else f"HTTP {result.status}"),
+    )
+
+
+def record_drop(event: dict, action: str, entry: dict) -> None:
+    channel = Delivery.RUN if action == "run" else Delivery.WEBHOOK
+    target = entry.get("run", "") if action == "run" else deliveries.safe_url(entry["webhook"])
+    deliveries.record(
+        channel,
+        target,
+        event,
+        Delivery.DROPPED,
+        error=f"{conf.HOOKS_MAX_IN_FLIGHT} firings already in flight",
+    )

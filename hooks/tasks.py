@@ -1,0 +1,53 @@
+"""Celery tasks of the hooks app: thin wrappers, served by the dedicated `hooks` worker."""
+
+from __future__ import annotations
+
+from celery import shared_task
+
+from hooks import conf
+
+
+@shared_task(name="hooks.fire", queue=conf.HOOKS_QUEUE, ignore_result=True)
+def fire(event: dict, action: str, entry: dict, permit: str | None = None) -> None:
+    from hooks import services
+
+    services.fire(event, action, entry, permit)
+
+
+@shared_task(name="hooks.record_drop", queue=conf.HOOKS_QUEUE, ignore_result=True)
+def record_drop(event: dict, action: str, entry: dict) -> None:
+    from hooks import services
+
+    services.record_drop(event, action, entry)
+
+
+@shared_task(
+    bind=True,
+    name="hooks.stream_webhook",
+    queue=conf.HOOKS_QUEUE,
+    ignore_result=True,
+    max_retries=conf.STREAM_WEBHOOK_RETRIES,
+)
+def stream_webhook(self, url: str, body_text: str, signature: str | None) -> None:
+    from hooks import stream_webhooks
+
+    retry = stream_webhooks.deliver(
+        url, body_text.encode(), signature, attempt=self.request.retries + 1
+    )
+    if retry and self.request.retries < self.max_retries:
+        raise self.retry(countdown=stream_webhooks.backoff_s(self.request.retries))
+
+
+@shared_task(name="hooks.prep_undo", queue=conf.HOOKS_QUEUE, ignore_result=True)
+def prep_undo(session_key: str) -> None:
+    from hooks import prep
+
+    prep.run_undo(session_key)
+
+
+@shared_task(name="hooks.prep_undo_orphans", queue=conf.HOOKS_QUEUE, ignore_result=True)
+def prep_undo_orphans() -> None:
+    """Queued at host start: no session survives a restart, so every owed undo is an orphan."""
+    from hooks import prep
+
+    prep.undo_orphans()

@@ -1,0 +1,241 @@
+"""Admin and management routes of the operator console: scoped tokens, logs, updater status,
+host restart, the runtime snapshot and the Windows-only routes' Linux answers.
+"""
+
+from __future__ import annotations
+
+from django.http import HttpResponse
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
+from rest_framework import serializers
+from rest_framework.response import Response
+
+from hostmgmt.api.base import AdminAPIView, MgmtAPIView, json_object
+from hostmgmt.api.errors import ApiError
+from hostmgmt.auth.admin import AdminPrincipal
+from hostmgmt.console import logfile, platform, runtime, tokens, updater
+
+
+def ok(**fields) -> dict:
+    return {"status": True, "status_code": 200, **fields}
+
+
+def int_param(request, name: str, default: int, low: int, high: int | None = None) -> int:
+    """A query integer: 400 when malformed or below `low`, clamped to `high`."""
+    raw = request.query_params.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ApiError(400, f"{name} must be an integer") from None
+    if value < low:
+        raise ApiError(400, f"{name} must be at least {low}")
+    return min(value, high) if high is not None else value
+
+
+def _token_fields() -> dict:
+    return {
+        "name": serializers.CharField(),
+        "scopes": serializers.ListField(child=serializers.CharField()),
+    }
+
+
+_TokenList = inline_serializer(
+    "TokenList",
+    {
+        "status": serializers.BooleanField(),
+        "status_code": serializers.IntegerField(),
+        "tokens": inline_serializer("TokenItem", _token_fields(), many=True),
+    },
+)
+_TokenMint = inline_serializer("TokenMintRequest", _token_fields())
+_TokenMinted = inline_serializer(
+    "TokenMinted",
+    {
+        "status": serializers.BooleanField(),
+        "status_code": serializers.IntegerField(),
+        "name": serializers.CharField(),
+        "scopes": serializers.ListField(child=serializers.CharField()),
+        "token": serializers.CharField(help_text="64 hex; shown in this response only"),
+    },
+)
+
+
+class TokensView(AdminAPIView):
+    """Scoped API tokens. Admin or `tokens:manage`; a token can only grant scopes it holds."""
+
+    scopes = {"GET": "tokens:manage", "POST": "tokens:manage"}
+
+    @extend_schema(responses=_TokenList, summary="List scoped tokens (hashes never shown)")
+    def get(self, request):
+        return Response(ok(tokens=tokens.list_tokens()))
+
+    @extend_schema(
+        request=_TokenMint,
+        responses=_TokenMinted,
+        summary="Mint a scoped token",
+        description="400: malformed name, unknown scope or duplicate name. 403: a non-admin "
+        "caller asked for a scope it does not hold.",
+    )
+    def post(self, request):
+        body = json_object(request)
+        principal: AdminPrincipal = request.user
+        granted_by = None if principal.is_admin else principal.scopes
+        name, scopes = body.get("name"), body.get("scopes")
+        try:
+            plaintext = tokens.mint(name, scopes, granted_by=granted_by)
+        except tokens.TokenError as exc:
+            raise ApiError(exc.status, str(exc)) from None
+        return Response(ok(name=name, scopes=list(dict.fromkeys(scopes)), token=plaintext))
+
+
+class TokenDetailView(AdminAPIView):
+    scopes = {"DELETE": "tokens:manage"}
+
+    @extend_schema(
+        responses={200: OpenApiTypes.OBJECT},
+        summary="Revoke a token (effective on the next request)",
+        description="400 malformed name; 404 no token with that name.",
+    )
+    def delete(self, request, name: str):
+        try:
+            tokens.revoke(name)
+        except tokens.TokenError as exc:
+            raise ApiError(exc.status, str(exc)) from None
+        return Response(ok())
+
+
+class AdminLogsView(AdminAPIView):
+    """The host's own log as text, newest last: at most the last 256 KiB, secrets masked."""
+
+    scopes = {"GET": "logs:get"}
+
+    @extend_schema(responses={(200, "text/plain"): OpenApiTypes.STR}, summary="Host log (text)")
+    def get(self, request):
+        response = HttpResponse(logfile.tail_text(), content_type="text/plain; charset=utf-8")
+        response["Cache-Control"] = "no-store"
+        return response
+
+
+_LogPage = inline_serializer(
+    "LogPage",
+    {
+        "entries": inline_serializer(
+            "LogEntry",
+            {
+                "seq": serializers.IntegerField(),
+                "ts_ms": serializers.IntegerField(),
+                "level": serializers.CharField(),
+                "target": serializers.CharField(),
+                "msg": serializers.CharField(),
+            },
+            many=True,
+        ),
+        "next": serializers.IntegerField(),
+        "dropped": serializers.BooleanField(),
+    },
+)
+
+
+class V1LogsView(MgmtAPIView):
+    @extend_schema(
+        parameters=[
+            OpenApiParameter("after", int, description="return entries with seq above this"),
+            OpenApiParameter("limit", int, description="1-1000 (default 1000; larger clamps)"),
+        ],
+        responses=_LogPage,
+        summary="Host log entries, oldest first",
+        description="seq values are positions in the log history: monotonic, not contiguous. "
+        "Pass `next` back as `after` to page. `dropped` means entries after `after` rotated "
+        "away. 400 for a negative or non-integer parameter.",
+    )
+    def get(self, request):
+        after = int_param(request, "after", 0, 0, 2**63 - 1)
+        limit = int_param(request, "limit", logfile.PAGE_DEFAULT, 1, logfile.PAGE_MAX)
+        return Response(logfile.page(after, limit))
+
+
+class AdminUpdateView(AdminAPIView):
+    scopes = {"GET": "config:get"}
+
+    @extend_schema(
+        responses={200: OpenApiTypes.OBJECT},
+        summary="Updater status (report only; no apply on this host)",
+    )
+    def get(self, request):
+        return Response(ok(**updater.status()))
+
+
+class V1UpdateStatusView(MgmtAPIView):
+    @extend_schema(responses={200: OpenApiTypes.OBJECT}, summary="UpdateStatus")
+    def get(self, request):
+        return Response(updater.status())
+
+
+class V1UpdateCheckView(MgmtAPIView):
+    @extend_schema(
+        request=None,
+        responses={200: OpenApiTypes.OBJECT},
+        summary="Check the release manifest now",
+        description="409 checks disabled; 429 checked less than 30 s ago.",
+    )
+    def post(self, request):
+        try:
+            return Response(updater.check(force=True))
+        except updater.CheckRefused as exc:
+            raise ApiError(exc.status, str(exc)) from None
+
+
+class V1StatusView(MgmtAPIView):
+    @extend_schema(responses={200: OpenApiTypes.OBJECT}, summary="RuntimeStatus snapshot")
+    def get(self, request):
+        return Response(runtime.snapshot())
+
+
+class RestartView(AdminAPIView):
+    """Admin only; the host restarts half a second after this answer."""
+
+    @extend_schema(request=None, responses={200: OpenApiTypes.OBJECT}, summary="Restart host")
+    def post(self, request):
+        try:
+            platform.schedule_restart()
+        except platform.RestartUnavailable as exc:
+            raise ApiError(503, str(exc)) from None
+        return Response(ok(restarting=True))
+
+
+class VigemStatusView(AdminAPIView):
+    scopes = {"GET": "config:get"}
+
+    @extend_schema(
+        responses={200: OpenApiTypes.OBJECT},
+        summary="Gamepad driver status (Windows only)",
+        description="On Linux: 200 with `status: false`, an `error` and empty driver values.",
+    )
+    def get(self, request):
+        return Response(platform.vigembus_status())
+
+
+class VigemInstallView(AdminAPIView):
+    @extend_schema(
+        request=None,
+        responses={501: OpenApiTypes.OBJECT},
+        summary="Install the gamepad driver (Windows only)",
+        description="On Linux always 501 `{status: false, error}`.",
+    )
+    def post(self, request):
+        raise ApiError(501, platform.NOT_ON_LINUX["vigembus"])
+
+
+class ResetDisplayPersistenceView(AdminAPIView):
+    scopes = {"POST": "display:reset"}
+
+    @extend_schema(
+        request=None,
+        responses={501: OpenApiTypes.OBJECT},
+        summary="Reset display device persistence (Windows only)",
+        description="On Linux always 501 `{status: false, error}`.",
+    )
+    def post(self, request):
+        raise ApiError(501, platform.NOT_ON_LINUX["display"])

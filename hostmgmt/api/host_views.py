@@ -1,0 +1,129 @@
+"""Host routes of both APIs: configuration, the broadcast switch, restart and shutdown."""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+
+from django.http import QueryDict
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiExample, extend_schema
+from rest_framework.response import Response
+
+from hostmgmt.api.base import AdminAPIView, MgmtAPIView
+from hostmgmt.api.errors import ApiError
+from hostmgmt.config import service
+from hostmgmt.supervisor import main as supervisor
+
+log = logging.getLogger(__name__)
+
+# Long enough for daphne to flush the 202 before the supervisor starts stopping children.
+SIGNAL_DELAY_S = 0.5
+
+_STATE_DOC = (
+    "Host config state: `settings` (the file form), `configured`, `requires_restart` (always "
+    "true), `env_path` (the companion env file written on every save)."
+)
+
+
+class HostConfigView(MgmtAPIView):
+    @extend_schema(responses={200: OpenApiTypes.OBJECT}, description=_STATE_DOC)
+    def get(self, request):
+        return Response(service.v1_state())
+
+    @extend_schema(
+        request=OpenApiTypes.OBJECT,
+        responses={200: OpenApiTypes.OBJECT},
+        description=(
+            "Replace the host config file form (sections `general`, `input`, `audio_video`, "
+            "`network`, `encoders` and top-level enums). Omitted fields return to defaults; "
+            "`network.compat` is ignored (see PUT /host/compat). 400 with `fields` on any bad "
+            "value, nothing written; 500 when the file cannot be written."
+        ),
+        examples=[
+            OpenApiExample(
+                "low-latency",
+                value={
+                    "version": 1,
+                    "audio_video": {"max_fps": 120},
+                    "latency_profile": "low_latency",
+                },
+            )
+        ],
+    )
+    def put(self, request):
+        return Response(service.v1_replace(json_body(request)))
+
+
+class HostCompatView(MgmtAPIView):
+    @extend_schema(
+        request=OpenApiTypes.OBJECT,
+        responses={200: OpenApiTypes.OBJECT},
+        description="`{enabled: bool}`: the compat-plane broadcast switch (on forces mDNS on).",
+        examples=[OpenApiExample("on", value={"enabled": True})],
+    )
+    def put(self, request):
+        return Response(service.set_compat(json_body(request)))
+
+
+def json_body(request):
+    """The parsed JSON body; an absent body is a 400, never "every field omitted"."""
+    data = request.data
+    if request.stream is None or isinstance(data, QueryDict):
+        raise ApiError(400, "a JSON request body is required")
+    return data
+
+
+def _later(fn) -> None:
+    timer = threading.Timer(SIGNAL_DELAY_S, fn)
+    timer.daemon = True
+    timer.start()
+
+
+class HostRestartView(MgmtAPIView):
+    @extend_schema(request=None, responses={202: None})
+    def post(self, request):
+        pid = os.environ.get("HOST_SUPERVISOR_PID", "")
+        if not pid.isdigit():
+            raise ApiError(500, "restart cannot be scheduled: not running under the supervisor")
+        log.info("restart requested through the management API")
+        _later(supervisor.request_restart)
+        return Response(status=202)
+
+
+class HostShutdownView(MgmtAPIView):
+    @extend_schema(request=None, responses={202: None})
+    def post(self, request):
+        if os.environ.get("HOST_SUPERVISOR_PID", "").isdigit():
+            log.info("shutdown requested through the management API")
+            _later(supervisor.request_shutdown)
+        else:
+            log.warning("shutdown requested but no supervisor to stop")
+        return Response(status=202)
+
+
+class AdminConfigView(AdminAPIView):
+    scopes = {"GET": "config:get", "POST": "config:set"}
+
+    @extend_schema(
+        responses={200: OpenApiTypes.OBJECT},
+        description=(
+            "`status`, `platform`, `version`, every key with its value; `file_only` (redacted), "
+            "`defaults` and `restart_required_keys` alongside."
+        ),
+    )
+    def get(self, request):
+        return Response(service.admin_get())
+
+    @extend_schema(
+        request=OpenApiTypes.OBJECT,
+        responses={200: OpenApiTypes.OBJECT},
+        description=(
+            "Flat object of key/value pairs merged into the config file; null or '' resets a "
+            "key. Arrays (except for list keys), scalars and empty objects are 400."
+        ),
+        examples=[OpenApiExample("rate cap", value={"rate_cap_pct": 70, "dscp_qos": False})],
+    )
+    def post(self, request):
+        return Response(service.admin_post(json_body(request)))

@@ -1,0 +1,137 @@
+"""Admin routes of live telemetry, stream statistics and session history (`logs:get`)."""
+
+from __future__ import annotations
+
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
+from rest_framework import serializers
+from rest_framework.response import Response
+
+from hostmgmt.api.base import AdminAPIView
+from hostmgmt.api.console_views import int_param, ok
+from hostmgmt.api.errors import ApiError
+from hostmgmt.console import telemetry
+from streaming import history, stats
+
+_Series = serializers.ListField(child=serializers.FloatField())
+_Telemetry = inline_serializer(
+    "TelemetryResponse",
+    {
+        "status": serializers.BooleanField(),
+        "status_code": serializers.IntegerField(),
+        "telemetry": inline_serializer(
+            "Telemetry",
+            {
+                "host_cpu_pct": _Series,
+                "host_gpu_pct": _Series,
+                "host_ram_used_mb": _Series,
+                "window_s": serializers.IntegerField(),
+            },
+        ),
+    },
+)
+
+
+def _summary(name: str):
+    return inline_serializer(
+        name,
+        {
+            "min": serializers.FloatField(allow_null=True),
+            "max": serializers.FloatField(allow_null=True),
+            "avg": serializers.FloatField(allow_null=True),
+            "samples": serializers.IntegerField(),
+        },
+    )
+
+
+_Latency = inline_serializer(
+    "LatencyResponse",
+    {
+        "status": serializers.BooleanField(),
+        "status_code": serializers.IntegerField(),
+        "capture_ms": _summary("CaptureLatency"),
+        "encode_ms": _summary("EncodeLatency"),
+    },
+)
+
+
+class TelemetryView(AdminAPIView):
+    scopes = {"GET": "logs:get"}
+
+    @extend_schema(
+        responses=_Telemetry,
+        summary="Host CPU, GPU and RAM over the last two minutes (oldest first)",
+        description="Sampled every 2 s by the supervisor. `host_gpu_pct` is empty on hosts "
+        "without NVML or a DRM `gpu_busy_percent`; every series is empty when no sampler runs.",
+    )
+    def get(self, request):
+        return Response(ok(telemetry=telemetry.read()))
+
+
+class LatencyView(AdminAPIView):
+    scopes = {"GET": "logs:get"}
+
+    @extend_schema(
+        responses=_Latency,
+        summary="Capture and encode latency of the live stream (ms)",
+        description="Over the last 600 frames; `samples` 0 and null numbers when no stream.",
+    )
+    def get(self, request):
+        return Response(ok(**stats.latency()))
+
+
+class NetworkStatsView(AdminAPIView):
+    scopes = {"GET": "logs:get"}
+
+    @extend_schema(
+        responses={200: OpenApiTypes.OBJECT},
+        summary="Adaptive-bitrate network feedback of the live stream",
+        description="`network{window_s, samples[{ts_ms, rtt_ms, loss_pct, bitrate_kbps, "
+        "target_kbps}], rtt_ms, loss_pct, bitrate_kbps, target_kbps}` where each named field is "
+        "`{min, max, avg, samples}`; empty when no stream runs.",
+    )
+    def get(self, request):
+        return Response(ok(network=stats.network()))
+
+
+def _record(row) -> dict:
+    return {"id": row.pk, **row.as_record()}
+
+
+class SessionsView(AdminAPIView):
+    scopes = {"GET": "logs:get"}
+
+    @extend_schema(
+        parameters=[
+            OpenApiParameter("limit", int, description="1-1000, default 100; larger clamps"),
+            OpenApiParameter("app", str, description="exact app name"),
+            OpenApiParameter("client", str, description="exact client name"),
+        ],
+        responses={200: OpenApiTypes.OBJECT},
+        summary="Session history, newest first",
+        description="`{status, status_code, sessions[record + id]}`. 400 for a limit below 1 "
+        "or not an integer.",
+    )
+    def get(self, request):
+        limit = int_param(request, "limit", history.LIMIT_DEFAULT, 1, history.LIMIT_MAX)
+        app = request.query_params.get("app", "")[:256]
+        client = request.query_params.get("client", "")[:256]
+        rows = history.recent(limit, app=app, client=client)
+        return Response(ok(sessions=[_record(r) for r in rows]))
+
+
+class SessionDetailView(AdminAPIView):
+    scopes = {"GET": "logs:get"}
+
+    @extend_schema(
+        responses={200: OpenApiTypes.OBJECT},
+        operation_id="session_detail",
+        summary="One session with its per-second samples (for the console chart)",
+        description="`{status, status_code, session{record, id, samples[{t, bitrate_kbps, "
+        "rtt_ms, encode_ms}]}}`; 404 unknown id.",
+    )
+    def get(self, request, record_id: int):
+        row = history.get(record_id)
+        if row is None:
+            raise ApiError(404, "no session with that id")
+        return Response(ok(session={**_record(row), "samples": row.samples}))

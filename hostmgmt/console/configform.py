@@ -1,0 +1,126 @@
+"""The /config page's model: every key of the schema grouped as the spec groups them, with its
+current file value, default, rule and restart marker; and the form's submit handling.
+
+Validation and persistence go through the config store and service the APIs use, so the page
+can never accept what `POST /api/config` would refuse.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from hostmgmt.config import service, store
+from hostmgmt.config.schema import KEYS
+
+SECRET_MASK = "********"
+GROUP_TITLES = {
+    "network": "Network and scheduling",
+    "access": "Access, pairing and webhooks",
+    "security": "Security",
+    "video": "Video and capture",
+    "headless": "Headless and virtual displays",
+    "input": "Input",
+    "audio": "Audio processing",
+    "general": "General",
+}
+
+
+@dataclass
+class Field:
+    name: str
+    type: str
+    default: Any
+    rule: str
+    restart: bool
+    help: str
+    choices: tuple[str, ...]
+    secret: bool
+    value: str = ""
+    error: str = ""
+
+
+@dataclass
+class Group:
+    id: str
+    title: str
+    fields: list[Field] = field(default_factory=list)
+
+
+def _rule(spec) -> str:
+    if spec.choices:
+        return "one of " + ", ".join(spec.choices)
+    if spec.min is not None or spec.max is not None:
+        return f"{spec._fmt(spec.min)} to {spec._fmt(spec.max)}"
+    return {"bool": "true or false", "list": "comma-separated list", "url": "http(s) URL"}.get(
+        spec.type, ""
+    )
+
+
+def _shown(spec, raw: str | None) -> str:
+    if raw is None:
+        return ""
+    if spec.secret:
+        return SECRET_MASK if raw else ""
+    if spec.type in ("bool", "enum") and raw.strip():
+        # Selects offer canonical spellings only: `yes` shows (and round-trips) as `true`.
+        try:
+            value = spec.parse(raw)
+        except ValueError:
+            return raw
+        return "" if value is None else spec.render(value)
+    return raw
+
+
+def groups(submitted: dict[str, str] | None = None, errors: dict[str, str] | None = None):
+    raw = store.read_raw()
+    out: dict[str, Group] = {}
+    for name, spec in KEYS.items():
+        if spec.file_only:
+            continue  # tokens have their own page; profiles and the compat switch are file-only
+        group = out.setdefault(
+            spec.group, Group(spec.group, GROUP_TITLES.get(spec.group, spec.group.title()))
+        )
+        value = _shown(spec, raw.get(name))
+        if submitted is not None and name in submitted:
+            value = submitted[name]
+        group.fields.append(
+            Field(
+                name=name,
+                type=spec.type,
+                default=spec.default,
+                rule=_rule(spec),
+                restart=spec.restart,
+                help=spec.help,
+                choices=spec.choices,
+                secret=spec.secret,
+                value=value,
+                error=(errors or {}).get(name, ""),
+            )
+        )
+    order = list(GROUP_TITLES)
+    return sorted(out.values(), key=lambda g: order.index(g.id) if g.id in order else len(order))
+
+
+def changes(form) -> dict[str, str]:
+    """The keys whose submitted text differs from what the page showed."""
+    raw = store.read_raw()
+    changed = {}
+    for name, spec in KEYS.items():
+        if spec.file_only or name not in form:
+            continue
+        text = form.get(name, "").strip()
+        if text != _shown(spec, raw.get(name)):
+            changed[name] = text
+    return changed
+
+
+def save(changed: dict[str, str]) -> dict:
+    """Validate then persist; raises store.ConfigError with per-key messages."""
+    updates: dict[str, Any] = {k: (None if v == "" else v) for k, v in changed.items()}
+    updates = {k: v for k, v in updates.items() if not (KEYS[k].secret and v == SECRET_MASK)}
+    if not updates:
+        return {"restart_required": False, "saved": 0}
+    store.validate(updates)  # per-key errors for the form
+    result = service.admin_post(updates)
+    return {"restart_required": result.get("restart_required", False), "saved": len(updates)}

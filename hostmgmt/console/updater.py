@@ -1,0 +1,222 @@
+"""Update status: is a newer release announced by the signed release manifest?
+
+The manifest is fetched from `update_manifest_url` (host config file, else the
+HOST_UPDATE_MANIFEST_URL environment) and must carry a valid Ed25519 signature by the key pinned
+in `settings.UPDATE_PUBLIC_KEY`; anything else is recorded as `last_error` and never believed.
+This host only reports: there is no apply (`apply` is `notify`).
+
+Manifest document (JSON, at most 64 KiB):
+    {"payload": "<base64 of the UTF-8 JSON below>", "signature": "<base64 Ed25519 signature
+     of the payload bytes>"}
+    payload: {"version": "v2026.1201.0-stable", "channel": "stable", "serial": 1764547200,
+              "published_at": "2026-12-01T00:00:00Z", "notes_url": "https://..."}
+
+The last check is kept in `update-state.json` (state dir) so every process reports the same, and
+`update.available` is emitted once per discovered version, even across restarts.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import logging
+import os
+import re
+import time
+import urllib.error
+import urllib.request
+from datetime import datetime
+
+from django.conf import settings
+
+from hostmgmt.lib.files import atomic_write
+from hostmgmt.lib.statedir import state_path
+from hostmgmt.version import VERSION
+
+log = logging.getLogger(__name__)
+
+STATE_FILE = "update-state.json"
+MAX_MANIFEST_BYTES = 64 * 1024
+FETCH_TIMEOUT_S = 10
+STALE_DAYS = 45
+CHECK_MIN_INTERVAL_S = 30
+INSTALL_KIND = "source"
+_VERSION_RE = re.compile(r"^v(\d{4})\.(\d{3,4})\.(\d+)(?:-[A-Za-z0-9.]+)?$")
+
+
+class ManifestError(ValueError):
+    pass
+
+
+class CheckRefused(Exception):
+    def __init__(self, status: int, message: str):
+        super().__init__(message)
+        self.status = status
+
+
+def version_key(version: str) -> tuple[int, int, int] | None:
+    """Build versions `v<YYYY>.<MDD>.<N>-<suffix>` compare by (year, month-day, build)."""
+    match = _VERSION_RE.match(version or "")
+    if match is None:
+        return None
+    return int(match.group(1)), int(match.group(2)), int(match.group(3))
+
+
+def is_newer(candidate: str, current: str = VERSION) -> bool:
+    a, b = version_key(candidate), version_key(current)
+    return a is not None and b is not None and a > b
+
+
+def manifest_url() -> str:
+    from hostmgmt.config import store
+
+    try:
+        raw = store.read_raw().get("update_manifest_url", "")
+    except OSError:
+        raw = ""
+    return (raw or os.environ.get("HOST_UPDATE_MANIFEST_URL", "")).strip()
+
+
+def check_disabled() -> bool:
+    return os.environ.get("UPDATE_CHECK", "").strip() == "0"
+
+
+def verify_manifest(document: bytes, public_key_b64: str) -> dict:
+    """The verified payload of a manifest document, or ManifestError saying why not."""
+    from cryptography.exceptions import InvalidSignature
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
+    if not public_key_b64:
+        raise ManifestError("no release signing key is pinned in this build")
+    try:
+        key = Ed25519PublicKey.from_public_bytes(base64.b64decode(public_key_b64, validate=True))
+    except (binascii.Error, ValueError):
+        raise ManifestError("the pinned release key is malformed") from None
+    try:
+        outer = json.loads(document)
+        payload = base64.b64decode(outer["payload"], validate=True)
+        signature = base64.b64decode(outer["signature"], validate=True)
+    except (ValueError, KeyError, TypeError, binascii.Error):
+        raise ManifestError("manifest is not a signed manifest document") from None
+    try:
+        key.verify(signature, payload)
+    except InvalidSignature:
+        raise ManifestError("manifest signature does not verify") from None
+    try:
+        data = json.loads(payload)
+    except ValueError:
+        raise ManifestError("manifest payload is not JSON") from None
+    if not isinstance(data, dict) or version_key(str(data.get("version", ""))) is None:
+        raise ManifestError("manifest payload lacks a valid version")
+    return {
+        "version": str(data["version"]),
+        "channel": str(data.get("channel") or "stable"),
+        "serial": int(data["serial"]) if isinstance(data.get("serial"), int) else 0,
+        "published_at": str(data.get("published_at") or ""),
+        "notes_url": str(data.get("notes_url") or ""),
+    }
+
+
+def _fetch(url: str) -> bytes:
+    if not url.startswith(("https://", "http://")):
+        raise ManifestError("update_manifest_url must be an http(s) URL")
+    request = urllib.request.Request(url, headers={"User-Agent": f"streaming-host/{VERSION}"})
+    with urllib.request.urlopen(request, timeout=FETCH_TIMEOUT_S) as response:  # noqa: S310
+        body = response.read(MAX_MANIFEST_BYTES + 1)
+    if len(body) > MAX_MANIFEST_BYTES:
+        raise ManifestError("manifest is larger than 64 KiB")
+    return body
+
+
+def load_state() -> dict:
+    try:
+        data = json.loads(state_path(STATE_FILE).read_text())
+    except (FileNotFoundError, ValueError, OSError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _save_state(state: dict) -> None:
+    atomic_write(state_path(STATE_FILE), json.dumps(state))
+
+
+def check(force: bool = False) -> dict:
+    """Fetch and verify the manifest now; record the outcome; announce a new version once."""
+    if check_disabled():
+        raise CheckRefused(409, "update checks are disabled (UPDATE_CHECK=0)")
+    state = load_state()
+    last = state.get("last_checked_unix") or 0
+    if force and time.time() - last < CHECK_MIN_INTERVAL_S:
+        raise CheckRefused(429, "checked less than 30 s ago; try again shortly")
+    state.update({"last_checked_unix": int(time.time()), "last_error": None})
+    state["not_published"] = False
+    url = manifest_url()
+    try:
+        if not url:
+            raise ManifestError("no update_manifest_url is configured")
+        manifest = verify_manifest(_fetch(url), settings.UPDATE_PUBLIC_KEY)
+    except urllib.error.HTTPError as exc:
+        if exc.code == 404:
+            state["not_published"] = True
+        else:
+            state["last_error"] = f"manifest fetch failed: HTTP {exc.code}"
+    except (urllib.error.URLError, OSError, ManifestError) as exc:
+        reason = getattr(exc, "reason", None) or exc
+        state["last_error"] = f"manifest check failed: {reason}"
+    else:
+        state["manifest"] = manifest
+        announced = [v for v in state.get("announced", []) if isinstance(v, str)]
+        if is_newer(manifest["version"]) and manifest["version"] not in announced:
+            announced.append(manifest["version"])
+            _announce(manifest)
+        state["announced"] = announced[-20:]
+    if state.get("last_error") and url:  # an unconfigured updater is a choice, not a fault
+        log.warning("%s", state["last_error"])
+    _save_state(state)
+    return status(state)
+
+
+def _announce(manifest: dict) -> None:
+    from hooks.events import emit
+
+    emit(
+        "update.available",
+        {
+            "version": manifest["version"],
+            "channel": manifest["channel"],
+            "install_kind": INSTALL_KIND,
+        },
+    )
+
+
+def _stale(published_at: str) -> bool:
+    try:
+        when = datetime.fromisoformat(published_at.replace("Z", "+00:00"))
+    except ValueError:
+        return False
+    return (time.time() - when.timestamp()) > STALE_DAYS * 86400
+
+
+def status(state: dict | None = None) -> dict:
+    """UpdateStatus (mgmt-api-records §1.13), for both APIs."""
+    state = load_state() if state is None else state
+    manifest = state.get("manifest") if isinstance(state.get("manifest"), dict) else None
+    info = None
+    if manifest:
+        info = {**manifest, "stale": _stale(manifest.get("published_at", ""))}
+    return {
+        "install_kind": INSTALL_KIND,
+        "channel": (manifest or {}).get("channel", "stable"),
+        "current_version": VERSION,
+        "apply": "notify",
+        "channel_hint": "git pull && make run",
+        "check_disabled": check_disabled(),
+        "available": bool(manifest and is_newer(manifest["version"])),
+        "manifest": info,
+        "last_checked_unix": state.get("last_checked_unix"),
+        "last_error": state.get("last_error"),
+        "not_published": bool(state.get("not_published")),
+        "apply_supported": False,
+        "note": "this host reports updates only; apply them with the channel_hint command",
+    }

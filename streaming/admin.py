@@ -1,0 +1,60 @@
+"""Django admin of the `streaming` app: session history (console issue); other models of the
+app add their registrations below."""
+
+from django.contrib import admin
+
+from streaming.models import CustomPreset, SessionRecord, VirtualDisplay
+
+
+@admin.register(SessionRecord)
+class SessionRecordAdmin(admin.ModelAdmin):
+    list_display = (
+        "t_start",
+        "t_end",
+        "app_name",
+        "client_name",
+        "plane",
+        "codec",
+        "width",
+        "height",
+        "fps",
+        "avg_bitrate_kbps",
+        "avg_rtt_ms",
+        "dropped_frames",
+        "error",
+    )
+    list_filter = ("plane", "codec", "app_name", "client_name")
+    search_fields = ("app_name", "client_name", "client_address", "client_fingerprint", "error")
+    date_hierarchy = "t_start"
+    ordering = ("-t_start",)
+    # History is what the host recorded; editing it would falsify the record.
+    readonly_fields = [f.name for f in SessionRecord._meta.fields]
+
+    def has_add_permission(self, request):
+        return False
+
+
+@admin.register(VirtualDisplay)
+class VirtualDisplayAdmin(admin.ModelAdmin):
+    """Read-only: the state machine owns these rows (release them through the API)."""
+
+    list_display = ("slot", "state", "mode", "backend", "client", "sessions", "deadline", "pid")
+    list_filter = ("state", "backend")
+    search_fields = ("client",)
+    readonly_fields = [f.name for f in VirtualDisplay._meta.fields]
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+
+@admin.register(CustomPreset)
+class CustomPresetAdmin(admin.ModelAdmin):
+    list_display = ("id", "name", "game_session", "created_at")
+    search_fields = ("name",)
+    readonly_fields = ("id", "created_at")
+
+    def has_add_permission(self, request):
+        return False  # ids are host-assigned: create presets through the API

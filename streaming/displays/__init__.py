@@ -1,0 +1,1 @@
+"""Virtual displays: policy and presets, the state machine, and the Xvfb backend."""

@@ -1,0 +1,253 @@
+"""The virtual display state machine.
+
+    acquire ──▶ active ──last session leaves──▶ lingering (deadline) ──deadline──▶ torn down
+                  ▲  │                          │      │
+                  │  └──keep_alive forever──▶ pinned   └──/display/release──▶ torn down
+                  └──────── re-acquire (same identity and mode) ──┘
+
+`keep_alive: off` (or a deliberate stop under `duration`) tears down at once. Release never
+touches an active display. Rows live in the database (shared by daphne, workers and the
+supervisor); the supervisor's tick expires deadlines, and its start/stop hooks make countdowns
+survive a restart while leaving no X server behind (`reaper`).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import re
+
+from django.db import transaction
+from django.utils import timezone
+
+from streaming.displays import policy as policies
+from streaming.displays import xvfb
+from streaming.models import VirtualDisplay
+
+log = logging.getLogger(__name__)
+
+MODE_RE = re.compile(r"^(\d{2,5})x(\d{2,5})(?:@(\d{1,3}))?$")
+MIN_W, MAX_W, MIN_H, MAX_H, MAX_HZ = 320, 7680, 200, 4320, 240
+
+
+class DisplayError(Exception):
+    """A request the machine refuses; `status` is the HTTP status an API would answer."""
+
+    def __init__(self, status: int, message: str):
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+def parse_mode(mode: str) -> tuple[int, int, int]:
+    m = MODE_RE.match(str(mode).strip())
+    if not m:
+        raise DisplayError(400, "mode must be WIDTHxHEIGHT@HZ")
+    w, h, hz = int(m.group(1)), int(m.group(2)), int(m.group(3) or 60)
+    if not (MIN_W <= w <= MAX_W and MIN_H <= h <= MAX_H and 1 <= hz <= MAX_HZ):
+        raise DisplayError(400, f"mode must be {MIN_W}-{MAX_W} x {MIN_H}-{MAX_H} @ 1-{MAX_HZ}")
+    return w, h, hz
+
+
+def _emit(kind: str, payload: dict) -> None:
+    try:
+        from hooks.events import emit
+    except ImportError:  # the bus is optional for this module's own tests
+        log.info("event %s %s", kind, payload)
+        return
+    emit(kind, payload)
+
+
+def _identity_key(identity: str, client: str, mode: str) -> str:
+    if identity == "shared":
+        return "shared"
+    if identity == "per-client-mode":
+        return f"client:{client}|{mode}"
+    return f"client:{client}"
+
+
+def _lowest_free(used: set[int], start: int = 0) -> int:
+    n = start
+    while n in used:
+        n += 1
+    return n
+
+
+def _teardown(display: VirtualDisplay) -> None:
+    xvfb.stop(display.pid)
+    display.delete()
+
+
+def _place(display: VirtualDisplay, axes: dict) -> None:
+    """Layout inside group 0: manual positions per identity slot, else a left-to-right row."""
+    others = list(VirtualDisplay.objects.exclude(pk=display.pk).filter(group=display.group))
+    display.display_index = len(others)
+    positions = axes["layout"].get("positions") or {}
+    key = str(display.identity_slot if display.identity_slot is not None else 0)
+    if axes["layout"]["mode"] == "manual" and key in positions:
+        display.x, display.y = positions[key]["x"], positions[key]["y"]
+    else:
+        display.x = max((o.x + o.width for o in others), default=0)
+        display.y = 0
+
+
+def acquire(client: str, mode: str) -> dict:
+    """A display for a new session of `client` at `mode`, per the policy in force now."""
+    width, height, refresh = parse_mode(mode)
+    mode = f"{width}x{height}@{refresh}"
+    client = (client or "").strip()[:128]
+    stored, _ = policies.load()
+    axes = policies.effective(stored)
+    ident = _identity_key(axes["identity"], client, mode)
+    with transaction.atomic():
+        same = list(VirtualDisplay.objects.select_for_update().filter(identity_key=ident))
+        for display in same:
+            if display.mode == mode and xvfb.alive(display.pid):
+                # Re-acquire (kept) or join (active, same mode): the countdown is cancelled.
+                display.state, display.deadline = VirtualDisplay.ACTIVE, None
+                display.sessions += 1
+                display.save()
+                return info(display)
+        for display in same:
+            if display.state != VirtualDisplay.ACTIVE or not xvfb.alive(display.pid):
+                _teardown(display)  # kept at another mode, or its server died: start afresh
+                continue
+            conflict = axes["mode_conflict"]
+            if conflict == "reject":
+                raise DisplayError(409, f"a display for this client is live at {display.mode}")
+            if conflict == "join":
+                display.sessions += 1
+                display.save()
+                return info(display)
+            if conflict == "steal":
+                _teardown(display)
+        live = list(VirtualDisplay.objects.select_for_update().order_by("updated_at"))
+        kept = [d for d in live if d.state != VirtualDisplay.ACTIVE]
+        while len(live) >= axes["max_displays"] and kept:
+            oldest = kept.pop(0)
+            _teardown(oldest)
+            live.remove(oldest)
+        if len(live) >= axes["max_displays"]:
+            raise DisplayError(409, f"max_displays ({axes['max_displays']}) are in use")
+        try:
+            pid, x_display = xvfb.start(width, height)
+        except xvfb.BackendError as exc:
+            raise DisplayError(503, str(exc)) from None
+        slots = set(VirtualDisplay.objects.values_list("slot", flat=True))
+        id_slots = set(
+            VirtualDisplay.objects.exclude(identity_slot=None).values_list(
+                "identity_slot", flat=True
+            )
+        )
+        # GAP: topology is recorded only; separate Xvfb servers have no shared desktop to extend.
+        topology = axes["topology"] if axes["topology"] != "auto" else "exclusive"
+        display = VirtualDisplay(
+            slot=_lowest_free(slots),
+            backend=xvfb.BACKEND,
+            width=width,
+            height=height,
+            refresh=refresh,
+            state=VirtualDisplay.ACTIVE,
+            sessions=1,
+            client=client,
+            identity_key=ident,
+            identity_slot=None if ident == "shared" else _lowest_free(id_slots),
+            topology=topology,
+            policy=axes,
+            pid=pid,
+            x_display=x_display,
+        )
+        _place(display, axes)
+        try:
+            display.save()
+        except Exception:
+            xvfb.stop(pid)
+            raise
+        _emit("display.created", {"backend": display.backend, "mode": display.mode})
+        return info(display)
+
+
+def disconnect(slot: int, deliberate: bool = False) -> dict | None:
+    """A session leaves the display at `slot`; returns its new info, or None when torn down."""
+    with transaction.atomic():
+        display = VirtualDisplay.objects.select_for_update().filter(slot=slot).first()
+        if display is None or display.state != VirtualDisplay.ACTIVE:
+            raise DisplayError(404, f"no active display in slot {slot}")
+        display.sessions = max(0, display.sessions - 1)
+        if display.sessions > 0:
+            display.save()
+            return info(display)
+        keep = display.policy.get("keep_alive") or {"mode": "off"}
+        if keep["mode"] == "forever":
+            display.state = VirtualDisplay.PINNED
+        elif keep["mode"] == "duration" and not deliberate:
+            display.state = VirtualDisplay.LINGERING
+            display.deadline = timezone.now() + dt.timedelta(seconds=keep["seconds"])
+        else:
+            _teardown(display)
+            return None
+        display.save()
+        return info(display)
+
+
+def release(slot: int | None = None) -> int:
+    """Tear down kept (lingering or pinned) displays, one slot or all; never an active one."""
+    with transaction.atomic():
+        kept = VirtualDisplay.objects.select_for_update().exclude(state=VirtualDisplay.ACTIVE)
+        if slot is not None:
+            kept = kept.filter(slot=slot)
+        displays = list(kept)
+        for display in displays:
+            _teardown(display)
+    if displays:
+        _emit("display.released", {"count": len(displays)})
+    return len(displays)
+
+
+def expire_due(now: dt.datetime | None = None) -> int:
+    """Tear down every lingering display whose countdown has ended."""
+    now = now or timezone.now()
+    if not VirtualDisplay.objects.filter(
+        state=VirtualDisplay.LINGERING, deadline__lte=now
+    ).exists():
+        return 0
+    with transaction.atomic():
+        due = list(
+            VirtualDisplay.objects.select_for_update().filter(
+                state=VirtualDisplay.LINGERING, deadline__lte=now
+            )
+        )
+        for display in due:
+            log.info("display slot %d lingered out; tearing down", display.slot)
+            _teardown(display)
+    return len(due)
+
+
+def info(display: VirtualDisplay, now: dt.datetime | None = None) -> dict:
+    expires = None
+    if display.state == VirtualDisplay.LINGERING and display.deadline:
+        left = (display.deadline - (now or timezone.now())).total_seconds()
+        expires = max(0, int(left * 1000))
+    return {
+        "slot": display.slot,
+        "backend": display.backend,
+        "mode": display.mode,
+        "state": display.state,
+        "expires_in_ms": expires,
+        "sessions": display.sessions,
+        "client": display.client or None,
+        "group": display.group,
+        "display_index": display.display_index,
+        "x": display.x,
+        "y": display.y,
+        "identity_slot": display.identity_slot,
+        "topology": display.topology,
+        "x_display": display.x_display or None,
+        "pid": display.pid,
+        "running": xvfb.alive(display.pid),
+    }
+
+
+def state() -> dict:
+    now = timezone.now()
+    return {"displays": [info(d, now) for d in VirtualDisplay.objects.all()]}

@@ -1,0 +1,166 @@
+"""The Xvfb backend: one X server per virtual display, at the display's mode.
+
+Servers run in their own session (a terminal's Ctrl-C or the supervisor's signal to its process
+group never reaches them) and carry `HOST_DISPLAY_OWNER=<state dir>` in their environment, so the
+host can find and kill every server it owns even when its database rows are gone. Whichever
+process starts a server keeps a thread waiting on it, so a server killed from another process
+is reaped rather than left as a zombie.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import select
+import shutil
+import signal
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+from hostmgmt.lib.statedir import state_dir
+
+log = logging.getLogger(__name__)
+
+BACKEND = "xvfb"
+OWNER_ENV = "HOST_DISPLAY_OWNER"
+START_TIMEOUT_S = 10.0
+STOP_GRACE_S = 3.0
+DEPTH = 24
+
+
+class BackendError(RuntimeError):
+    pass
+
+
+def binary() -> str | None:
+    return shutil.which("Xvfb")
+
+
+def available() -> bool:
+    return binary() is not None
+
+
+def _owner() -> str:
+    return str(state_dir())
+
+
+def start(width: int, height: int) -> tuple[int, str]:
+    """Start a server and return (pid, ":N") once it accepts connections."""
+    exe = binary()
+    if exe is None:
+        raise BackendError("Xvfb is not installed (Debian package xvfb)")
+    read_fd, write_fd = os.pipe()
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), OWNER_ENV: _owner()}
+    argv = [
+        exe,
+        "-screen",
+        "0",
+        f"{width}x{height}x{DEPTH}",
+        "-nolisten",
+        "tcp",
+        "-noreset",
+        "-displayfd",
+        str(write_fd),
+    ]
+    try:
+        proc = subprocess.Popen(
+            argv,
+            pass_fds=(write_fd,),
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+    except OSError as exc:
+        os.close(read_fd)
+        os.close(write_fd)
+        raise BackendError(f"cannot start Xvfb: {exc}") from None
+    os.close(write_fd)
+    threading.Thread(target=proc.wait, name=f"xvfb-reaper-{proc.pid}", daemon=True).start()
+    # Read up to the newline: Xvfb writes the number and the newline separately and dies if the
+    # reader closes in between.
+    buf = b""
+    deadline = time.monotonic() + START_TIMEOUT_S
+    try:
+        while not buf.endswith(b"\n"):
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([read_fd], [], [], left)[0]:
+                break
+            chunk = os.read(read_fd, 32)
+            if not chunk:
+                break
+            buf += chunk
+    finally:
+        os.close(read_fd)
+    number = buf.decode(errors="replace").strip()
+    if not number.isdigit():
+        stop(proc.pid)
+        raise BackendError(f"Xvfb did not start at {width}x{height}")
+    return proc.pid, f":{number}"
+
+
+def _cmdline(pid: int) -> list[bytes]:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return []
+
+
+def _state(pid: int) -> str:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        return stat.rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return "X"
+
+
+def is_ours(pid: int) -> bool:
+    """True when `pid` is a live Xvfb this host (this state dir) started."""
+    argv = _cmdline(pid)
+    if not argv or os.path.basename(argv[0]) != b"Xvfb":
+        return False
+    try:
+        environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+    except OSError:
+        return False
+    return f"{OWNER_ENV}={_owner()}".encode() in environ
+
+
+def alive(pid: int | None) -> bool:
+    return bool(pid) and _state(pid) not in ("Z", "X") and is_ours(pid)
+
+
+def stop(pid: int | None) -> None:
+    """Terminate one of our servers and wait until it is gone (zombie counts as gone)."""
+    if not pid or not is_ours(pid):
+        return
+    for sig, grace in ((signal.SIGTERM, STOP_GRACE_S), (signal.SIGKILL, STOP_GRACE_S)):
+        try:
+            os.kill(pid, sig)
+        except ProcessLookupError:
+            return
+        deadline = time.monotonic() + grace
+        while time.monotonic() < deadline:
+            if _state(pid) in ("Z", "X"):
+                return
+            time.sleep(0.02)
+    log.warning("Xvfb %d did not exit", pid)
+
+
+def owned_pids() -> list[int]:
+    """Every live Xvfb this state dir owns, found by scanning /proc."""
+    pids = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit() and alive(int(entry)):
+            pids.append(int(entry))
+    return pids
+
+
+def stop_all() -> int:
+    pids = owned_pids()
+    for pid in pids:
+        stop(pid)
+    return len(pids)

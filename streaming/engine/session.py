@@ -1,0 +1,356 @@
+"""One GameStream session on real sockets: RTSP, ENet control, video and audio (no Django).
+
+This is the transport half of the engine: it binds the four listeners for one armed launch,
+walks the client through the RTSP handshake (:mod:`streaming.compat.rtsp`), binds its ENet
+peer by the connect data, finds its video/audio endpoints from the pings, then encodes frames
+from ``frame_source`` at the negotiated rate and sends them with FEC, plus CBR Opus silence.
+
+Threads, each owning its socket: RTSP accept loop, ENet service loop, video sender, audio
+sender. They share only flags and counters. ``stop()`` sends the graceful termination
+message, then joins everything; every thread also ends on its own when the client goes away
+(ENet disconnect, control timeout, a control message failing authentication).
+
+What the caller (the Celery session task, not written yet) supplies: the launch's secrets and
+mode, a ``frame_source`` (Xvfb capture via mss), and ``on_event`` to turn lifecycle moments
+into host events (``client.connected``, ``stream.started``, ...).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import socket
+import threading
+import time
+from collections.abc import Callable
+
+import numpy as np
+
+from streaming.compat import control, rtsp
+from streaming.compat.audio import AudioPacketizer, OpusSilence
+from streaming.compat.enet_transport import EnetHost
+from streaming.compat.video import FRAME_TYPE_IDR, FRAME_TYPE_P, VideoPacketizer
+from streaming.engine.encoder import VideoEncoder
+from streaming.engine.launch import InputSink, Launch, SessionStats, rikeyid_from_iv
+
+__all__ = ["InputSink", "Launch", "SessionStats", "StreamSession", "rikeyid_from_iv"]
+
+log = logging.getLogger("streaming.engine")
+
+PING_WAIT_S = 10.0  # the client's video/audio pings must arrive within this
+PACING_BATCH = 64
+SO_BUSY_POLL = 46  # linux/socket.h; not exported by Python's socket module
+TOS_VIDEO = 0xA0  # DSCP CS5
+TOS_AUDIO = 0xB8  # DSCP EF
+
+
+class StreamSession:
+    def __init__(
+        self,
+        launch: Launch,
+        frame_source: Callable[[int, int], np.ndarray],
+        on_event: Callable[..., None] | None = None,
+        input_sink: InputSink | None = None,
+    ):
+        self.launch = launch
+        self.frame_source = frame_source
+        self.on_event = on_event or (lambda kind, **data: None)
+        self.input_sink = input_sink
+        offered = rtsp.ENC_CONTROL_V2 | rtsp.ENC_AUDIO
+        if launch.offer_video_encryption:
+            offered |= rtsp.ENC_VIDEO
+        self.rtsp = rtsp.RtspSession(
+            launch.video_port,
+            launch.audio_port,
+            launch.control_port,
+            launch.ping_payload,
+            launch.connect_data,
+            encryption_supported=offered,
+            key=launch.rikey if launch.rtsp_encryption else None,
+        )
+        self.stats = SessionStats()
+        self.stop_reason: str | None = None
+        self._stop = threading.Event()
+        self._announced = threading.Event()
+        self._idr = threading.Event()
+        self._peer = None
+        self._threads: list[threading.Thread] = []
+        self._cipher = control.ControlCipher(launch.rikey)
+        opened: list[socket.socket] = []
+        try:
+            self._rtsp_sock = socket.create_server((launch.host, launch.rtsp_port))
+            opened.append(self._rtsp_sock)
+            self._rtsp_sock.settimeout(0.2)
+            self._video_sock = self._udp(launch.video_port, TOS_VIDEO)
+            opened.append(self._video_sock)
+            self._audio_sock = self._udp(launch.audio_port, TOS_AUDIO)
+            opened.append(self._audio_sock)
+            self._enet = EnetHost(launch.control_port, launch.host)
+        except OSError:
+            for s in opened:  # a port in use must not leak the listeners already bound
+                s.close()
+            raise
+
+    def _udp(self, port: int, tos: int) -> socket.socket:
+        s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        s.bind((self.launch.host, port))
+        s.settimeout(0.2)
+        with contextlib.suppress(OSError):
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4 << 20)
+        if self.launch.dscp_qos:
+            with contextlib.suppress(OSError):
+                s.setsockopt(socket.IPPROTO_IP, socket.IP_TOS, tos)
+        if self.launch.busy_poll_us:
+            with contextlib.suppress(OSError):  # needs CAP_NET_ADMIN above the sysctl default
+                s.setsockopt(socket.SOL_SOCKET, SO_BUSY_POLL, self.launch.busy_poll_us)
+        return s
+
+    def _send_video(self, rows: np.ndarray, addr: tuple[str, int]) -> None:
+        if not self.launch.max_send_mbps:
+            for row in rows:
+                with contextlib.suppress(BlockingIOError):
+                    self._video_sock.sendto(row, addr)
+            return
+        bytes_per_s = self.launch.max_send_mbps * 1e6 / 8
+        start = time.monotonic()
+        for first in range(0, rows.shape[0], PACING_BATCH):
+            batch = rows[first : first + PACING_BATCH]
+            for row in batch:
+                with contextlib.suppress(BlockingIOError):
+                    self._video_sock.sendto(row, addr)
+            due = start + (first + batch.shape[0]) * rows.shape[1] / bytes_per_s
+            delay = due - time.monotonic()
+            if delay > 0:
+                time.sleep(delay)
+
+    # ---- lifecycle ----
+
+    def start(self) -> None:
+        for target in (self._rtsp_loop, self._control_loop, self._video_loop, self._audio_loop):
+            t = threading.Thread(target=target, name=f"gs-{target.__name__}", daemon=True)
+            t.start()
+            self._threads.append(t)
+
+    def stop(self, reason: str = "host") -> None:
+        if self.stop_reason is None:
+            self.stop_reason = reason
+        self._stop.set()
+        for t in self._threads:
+            if t is not threading.current_thread():
+                t.join(timeout=5)
+        for s in (self._rtsp_sock, self._video_sock, self._audio_sock):
+            s.close()
+        self._enet.close()
+
+    def _end(self, reason: str) -> None:
+        """A worker thread decided the session is over."""
+        if self.stop_reason is None:
+            self.stop_reason = reason
+        self._stop.set()
+
+    @property
+    def running(self) -> bool:
+        return not self._stop.is_set()
+
+    # ---- RTSP: one request per connection, reply, close ----
+
+    def _rtsp_loop(self) -> None:
+        # GAP: one connection at a time; a client that connects and stays silent holds the
+        # listener for up to the 5 s read timeout.
+        while not self._stop.is_set():
+            try:
+                conn, _ = self._rtsp_sock.accept()
+            except (TimeoutError, OSError):
+                continue
+            with conn:
+                conn.settimeout(5)
+                data = b""
+                try:
+                    while not rtsp.request_complete(data) and len(data) < rtsp.MAX_REQUEST_BYTES:
+                        chunk = conn.recv(65536)
+                        if not chunk:
+                            break
+                        data += chunk
+                    conn.sendall(self.rtsp.handle(data))
+                except OSError:
+                    continue
+            if self.rtsp.params is not None:
+                self._announced.set()
+
+    # ---- control: ENet + AES-GCM ----
+
+    def _control_loop(self) -> None:
+        last_seen = time.monotonic()
+        while not self._stop.is_set():
+            ev = self._enet.service(10)
+            now = time.monotonic()
+            if ev is None:
+                if self._peer is not None and now - last_seen > self.launch.control_timeout_s:
+                    self.on_event("client.disconnected", reason="timeout")
+                    self._end("timeout")
+                continue
+            if ev.kind == "connect":
+                if ev.connect_data != self.launch.connect_data or self._peer is not None:
+                    self._enet.disconnect_now(ev.peer)
+                    continue
+                self._peer = ev.peer
+                self.on_event("client.connected")
+            elif not _same_peer(ev.peer, self._peer):
+                continue
+            elif ev.kind == "disconnect":
+                self.on_event("client.disconnected", reason="disconnected")
+                self._end("client")
+                break
+            else:
+                try:
+                    msg_type, payload = self._cipher.open(ev.data)
+                    actions = control.interpret(msg_type, payload)
+                except control.ControlError as e:
+                    log.warning("control stream: %s", e)
+                    self._end("protocol_error")
+                    break
+                if actions.idr_requested:
+                    self._idr.set()
+                if actions.input_data is not None and self.input_sink is not None:
+                    try:
+                        self.input_sink.handle(actions.input_data)
+                    except Exception:  # an input bug must not end the stream
+                        log.exception("input sink failed")
+                if actions.ping:
+                    with contextlib.suppress(AttributeError):
+                        self.stats.rtt_ms.append(int(ev.peer.roundTripTime))
+            last_seen = now
+        if self.input_sink is not None:
+            with contextlib.suppress(Exception):
+                self.input_sink.disconnect()  # release held keys/buttons, unplug pads
+        if self._peer is not None and self.stop_reason == "host":
+            # Termination, then no ENet disconnect: MCC drops the peer itself on receipt,
+            # and a disconnect overtaking the message reads as an error (-1) on its side.
+            self._enet.send(self._peer, self._cipher.termination())
+            self._enet.flush()
+            deadline = time.monotonic() + 0.3  # let ENet see the ack (or retransmit)
+            while time.monotonic() < deadline:
+                self._enet.service(10)
+
+    # ---- media endpoints ----
+
+    def _await_ping(self, sock: socket.socket) -> tuple[str, int] | None:
+        """The client announces its receive address with 'payload || counter' (or 'PING')."""
+        deadline = time.monotonic() + PING_WAIT_S
+        want = self.launch.ping_payload.encode()
+        while not self._stop.is_set() and time.monotonic() < deadline:
+            try:
+                data, addr = sock.recvfrom(64)
+            except (TimeoutError, OSError):
+                continue
+            if data[:16] == want or data == b"PING":
+                return addr
+        return None
+
+    def _video_loop(self) -> None:
+        while not self._announced.wait(0.2):
+            if self._stop.is_set():
+                return
+        params = self.rtsp.params
+        addr = self._await_ping(self._video_sock)
+        if addr is None:
+            if not self._stop.is_set():
+                self._end("no_video_ping")
+            return
+        encoder = VideoEncoder(
+            params.width,
+            params.height,
+            params.fps,
+            bitrate_kbps=max(params.bitrate_kbps * (100 - self.launch.fec_percentage) // 100, 500),
+            codec=self.launch.codec,
+            max_ref_frames=max(params.max_ref_frames, 1),
+        )
+        packetizer = VideoPacketizer(
+            packet_size=params.packet_size,
+            fec_percentage=self.launch.fec_percentage,
+            min_required_fec_packets=params.min_fec_packets,
+            encryption_key=self.launch.rikey if params.video_encrypted else None,
+        )
+        self._video_sock.setblocking(False)
+        interval = 1.0 / params.fps
+        epoch = time.monotonic()
+        next_at = epoch
+        try:
+            while not self._stop.is_set():
+                if self._idr.is_set():
+                    self._idr.clear()
+                    encoder.request_idr()
+                frame = encoder.encode(self.frame_source(params.width, params.height))
+                if frame is not None:
+                    ts = int((time.monotonic() - epoch) * 90000)
+                    rows = packetizer.packetize(
+                        frame.data,
+                        FRAME_TYPE_IDR if frame.keyframe else FRAME_TYPE_P,
+                        ts,
+                        latency_01ms=int(frame.encode_ms * 10),
+                    )
+                    self._send_video(rows, addr)
+                    self.stats.frames_sent += 1
+                    self.stats.idr_frames += frame.keyframe
+                    self.stats.bytes_sent += rows.nbytes
+                    self.stats.encode_ms.append(frame.encode_ms)
+                    if self.stats.frames_sent == 1:
+                        self.on_event("stream.started")
+                addr = self._latest_ping(addr)
+                next_at += interval
+                delay = next_at - time.monotonic()
+                if delay > 0:
+                    time.sleep(delay)
+                else:
+                    next_at = time.monotonic()  # behind: drop the backlog, don't spiral
+        finally:
+            encoder.close()
+            self.on_event("stream.stopped")
+
+    def _latest_ping(self, addr: tuple[str, int]) -> tuple[str, int]:
+        """Later pings may come from a new address (NAT rebinding): follow them."""
+        want = self.launch.ping_payload.encode()
+        while True:
+            try:
+                data, new = self._video_sock.recvfrom(64)
+            except (BlockingIOError, OSError):
+                return addr
+            if data[:16] == want or data == b"PING":
+                addr = new
+
+    def _audio_loop(self) -> None:
+        while not self._announced.wait(0.2):
+            if self._stop.is_set():
+                return
+        params = self.rtsp.params
+        addr = self._await_ping(self._audio_sock)
+        if addr is None:
+            return
+        silence = OpusSilence(
+            packet_ms=params.audio_packet_ms,
+            bitrate=512_000 if params.audio_high_quality else 96_000,
+        )
+        packetizer = AudioPacketizer(
+            key=self.launch.rikey if params.audio_encrypted else None,
+            rikeyid=self.launch.rikeyid,
+            packet_ms=params.audio_packet_ms,
+        )
+        opus = silence.next_packet()  # silence is constant: encode once
+        interval = params.audio_packet_ms / 1000
+        next_at = time.monotonic()
+        while not self._stop.is_set():
+            for packet in packetizer.packetize(opus):
+                with contextlib.suppress(OSError):
+                    self._audio_sock.sendto(packet, addr)
+            self.stats.audio_packets += 1
+            next_at += interval
+            delay = next_at - time.monotonic()
+            if delay > 0:
+                time.sleep(delay)
+            elif delay < -0.1:
+                next_at = time.monotonic()
+
+
+def _same_peer(a, b) -> bool:
+    # pyenet may wrap one ENetPeer in several Python objects; its hash is the C pointer.
+    return b is not None and (a is b or hash(a) == hash(b))

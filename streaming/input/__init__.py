@@ -1,0 +1,1 @@
+"""Client input into the session: keyboard and mouse via XTest, gamepads via uinput."""

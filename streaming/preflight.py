@@ -1,0 +1,236 @@
+"""The readiness report of `GET /diagnostics/preflight`.
+
+Read-only by contract: it opens nothing a session would (no display, no stream); the only
+writes are a probe file in the state dir, removed at once, and the encoder cache.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import tempfile
+import time
+
+import psutil
+from django.conf import settings
+
+PASS, WARN, FAIL, SKIP = "pass", "warn", "fail", "skip"
+
+
+def _check(cid, label, status, detail, remediation=None) -> dict:
+    out = {"id": cid, "label": label, "status": status, "detail": detail}
+    if remediation:
+        out["remediation"] = remediation
+    return out
+
+
+def config_storage() -> dict:
+    from hostmgmt.lib.statedir import state_dir
+
+    path = state_dir()
+    try:
+        fd, name = tempfile.mkstemp(dir=path, prefix=".preflight-")
+        os.close(fd)
+        os.unlink(name)
+    except OSError as exc:
+        return _check(
+            "config-storage",
+            "State directory writable",
+            FAIL,
+            f"{path}: {exc.strerror}",
+            "make the state directory writable by the host user",
+        )
+    return _check("config-storage", "State directory writable", PASS, str(path))
+
+
+def host_config() -> dict:
+    from hostmgmt.config import store
+    from hostmgmt.config.schema import key
+
+    bad = []
+    for name, raw in store.read_raw().items():
+        spec = key(name)
+        if spec is not None and raw != "":
+            try:
+                spec.parse(raw)
+            except ValueError:
+                bad.append(name)
+    if bad:
+        return _check(
+            "host-config",
+            "Host config valid",
+            WARN,
+            f"invalid values (defaults apply): {', '.join(sorted(bad))}",
+            "fix these keys in host.conf or through the config API",
+        )
+    return _check("host-config", "Host config valid", PASS, "every value is within its rule")
+
+
+def tls() -> dict:
+    from hostmgmt import identity
+
+    if identity.tls_material_valid():
+        return _check("tls", "TLS certificate and key", PASS, "valid and matching")
+    return _check(
+        "tls",
+        "TLS certificate and key",
+        FAIL,
+        "missing, expired or not a pair",
+        "delete tls-cert.pem and tls-key.pem; the host recreates them at start",
+    )
+
+
+def redis_and_worker() -> list[dict]:
+    import redis
+
+    try:
+        redis.Redis.from_url(settings.REDIS_URL, socket_timeout=1, socket_connect_timeout=1).ping()
+    except Exception as exc:  # noqa: BLE001 - any failure is the answer
+        return [
+            _check("redis", "Redis reachable", FAIL, exc.__class__.__name__, "start the host"),
+            _check("worker", "Task worker reachable", SKIP, "needs Redis"),
+        ]
+    checks = [_check("redis", "Redis reachable", PASS, "ping answered")]
+    try:
+        from hostmgmt.celery import app
+
+        replies = app.control.ping(timeout=1.0)
+    except Exception as exc:  # noqa: BLE001
+        replies, err = [], exc.__class__.__name__
+    else:
+        err = "no worker answered within 1 s"
+    if replies:
+        checks.append(_check("worker", "Task worker reachable", PASS, f"{len(replies)} answered"))
+    else:
+        checks.append(_check("worker", "Task worker reachable", FAIL, err, "start the host"))
+    return checks
+
+
+def encoder() -> dict:
+    from hostmgmt.config import store
+    from streaming import encoders
+
+    backend = encoders.resolve_backend(store.get("encoder"))
+    if backend is None:
+        return _check(
+            "encoder",
+            "Video encoder opens",
+            FAIL,
+            "no encoder opened",
+            "install a PyAV build with libx264",
+        )
+    codecs = ", ".join(encoders.codecs(store.get("encoder")))
+    status = PASS if backend != "software" else WARN
+    return _check(
+        "encoder",
+        "Video encoder opens",
+        status,
+        f"{backend}: {codecs}",
+        None if status == PASS else "no hardware encoder; software encoding is used",
+    )
+
+
+def capture() -> list[dict]:
+    from streaming import capture as cap
+    from streaming import compositors
+
+    found = [m["id"] for m in cap.methods() if m["available"] and m["id"] != "auto"]
+    heads = [h["id"] for h in compositors.headless() if h["available"] and h["id"] != "auto"]
+    return [
+        _check(
+            "capture-backends",
+            "Capture method available",
+            PASS if found else FAIL,
+            ", ".join(found) or "none",
+            None if found else "install xvfb or run the host inside a desktop session",
+        ),
+        _check(
+            "compositor",
+            "Headless backend available",
+            PASS if heads else WARN,
+            ", ".join(heads) or "none",
+            None if heads else "install xvfb, labwc or gamescope",
+        ),
+    ]
+
+
+def _our_pids() -> set[int]:
+    root = os.environ.get("HOST_SUPERVISOR_PID", "")
+    try:
+        proc = psutil.Process(int(root) if root.isdigit() else os.getpid())
+        return {proc.pid, *(c.pid for c in proc.children(recursive=True))}
+    except psutil.Error:
+        return {os.getpid()}
+
+
+def ports() -> dict:
+    ports_ = settings.PORTS
+    bind = settings.HOST_BIND
+    busy = []
+    wanted = [(p, socket.SOCK_STREAM) for p in ports_.tcp_ports()]
+    wanted += [(p, socket.SOCK_DGRAM) for p in ports_.udp_ports()]
+    for number, kind in wanted:
+        family = socket.AF_INET6 if ":" in bind else socket.AF_INET
+        with socket.socket(family, kind) as sock:
+            if kind == socket.SOCK_STREAM:
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                sock.bind((bind, number))
+            except OSError:
+                busy.append((number, kind))
+    if not busy:
+        return _check("ports", "Ports free or ours", PASS, "every port is free")
+    ours = _our_pids()
+    try:
+        # Only listening TCP and bound UDP sockets own a port; a closed connection in TIME_WAIT
+        # shares the local port but has no pid and must not count as a foreign holder.
+        owners = {
+            (c.laddr.port, c.type): c.pid
+            for c in psutil.net_connections("inet")
+            if c.laddr and c.pid and (c.type == socket.SOCK_DGRAM or c.status == psutil.CONN_LISTEN)
+        }
+    except psutil.Error:
+        owners = {}
+    foreign = [n for n, k in busy if owners.get((n, k)) not in ours]
+    if foreign:
+        return _check(
+            "ports",
+            "Ports free or ours",
+            FAIL,
+            f"held by another process: {', '.join(map(str, sorted(set(foreign))))}",
+            "stop the other program or set HOST_PORT to another base port",
+        )
+    return _check(
+        "ports", "Ports free or ours", PASS, f"{len(busy)} in use by this host, the rest free"
+    )
+
+
+def compat_broadcast() -> dict:
+    from hostmgmt.config import store
+
+    on = bool(store.get("compat_enabled"))
+    return _check(
+        "compat-broadcast",
+        "Compatibility-plane broadcast",
+        PASS,
+        "on (mDNS announces the host)" if on else "off",
+    )
+
+
+def report() -> dict:
+    checks = [
+        config_storage(),
+        host_config(),
+        tls(),
+        *redis_and_worker(),
+        encoder(),
+        *capture(),
+        ports(),
+        compat_broadcast(),
+    ]
+    return {
+        "schema": 1,
+        "generated_unix_ms": int(time.time() * 1000),
+        "ready": all(c["status"] != FAIL for c in checks),
+        "checks": checks,
+    }

@@ -1,0 +1,194 @@
+"""The running compat session as the rest of the host sees it: one record in Redis.
+
+Why Redis: the session lives in a Celery worker process, while the nvhttp listener (/launch,
+/serverinfo), daphne (/api/v1/status, DELETE /api/v1/session, /api/apps/close) and the pairing
+services (unpair, disable) sit in other processes. The stream ports are fixed per host, so
+there is at most one session: one state key, claimed with SET NX by /launch (a second launch
+is refused at once) and kept alive by the task's heartbeat (a crashed worker's claim expires
+after STATE_TTL_S). Requests to the task (stop, resume) go through a list it polls.
+
+State document (written by the task, read here): id, arm, state (starting, armed,
+streaming, ending), app_id, app_name, client {fingerprint, name, uuid}, width, height, fps,
+bitrate_kbps, packet_size, min_fec, codec, t_start.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+
+log = logging.getLogger("streaming.sessions")
+
+PREFIX = "hostmgmt:stream"
+STATE_KEY = f"{PREFIX}:session"
+CTL_KEY = f"{PREFIX}:ctl"
+STATE_TTL_S = 15
+RESULT_TTL_S = 60
+
+
+def _redis():
+    from hooks.events import redis_client
+
+    return redis_client()
+
+
+def result_key(arm: str) -> str:
+    return f"{PREFIX}:result:{arm}"
+
+
+# -- the state record ------------------------------------------------------------------------
+def current() -> dict | None:
+    try:
+        raw = _redis().get(STATE_KEY)
+    except Exception as exc:  # noqa: BLE001 - no Redis: no session can be running either
+        log.warning("session state unavailable (%s)", exc.__class__.__name__)
+        return None
+    if not raw:
+        return None
+    try:
+        return json.loads(raw)
+    except ValueError:
+        return None
+
+
+def claim(state: dict) -> bool:
+    """Take the one session slot; False when a session holds it."""
+    return bool(_redis().set(STATE_KEY, json.dumps(state), nx=True, ex=STATE_TTL_S))
+
+
+def publish(state: dict) -> bool:
+    """The task's heartbeat: rewrite the record while it is still ours."""
+    r = _redis()
+    raw = r.get(STATE_KEY)
+    if not raw or json.loads(raw).get("id") != state["id"]:
+        return False
+    r.set(STATE_KEY, json.dumps(state), ex=STATE_TTL_S)
+    return True
+
+
+def release(session_id: int) -> None:
+    r = _redis()
+    raw = r.get(STATE_KEY)
+    if raw and json.loads(raw).get("id") == session_id:
+        r.delete(STATE_KEY, CTL_KEY)
+
+
+# -- requests to the task --------------------------------------------------------------------
+def _push(message: dict) -> None:
+    r = _redis()
+    r.rpush(CTL_KEY, json.dumps(message))
+    r.expire(CTL_KEY, STATE_TTL_S * 4)
+
+
+def pop_requests() -> list[dict]:
+    r = _redis()
+    out = []
+    while (raw := r.lpop(CTL_KEY)) is not None:
+        try:
+            out.append(json.loads(raw))
+        except ValueError:
+            continue
+    return out
+
+
+def request_stop(reason: str, deliberate: bool = True, wait_s: float = 0.0) -> bool:
+    """Ask the running session to end; True when one was running. Optionally wait for it."""
+    state = current()
+    if state is None:
+        return False
+    _push({"op": "stop", "id": state["id"], "reason": reason, "deliberate": deliberate})
+    deadline = time.monotonic() + wait_s
+    while wait_s and time.monotonic() < deadline:
+        now = current()
+        if now is None or now.get("id") != state["id"]:
+            break
+        time.sleep(0.05)
+    return True
+
+
+def request_resume(arm: dict) -> None:
+    state = current()
+    if state is not None:
+        _push({"op": "resume", "id": state["id"], **arm})
+
+
+def report(arm: str, status: int, message: str = "") -> None:
+    """The task tells the waiting /launch or /resume how arming went."""
+    r = _redis()
+    r.rpush(result_key(arm), json.dumps({"status": status, "message": message}))
+    r.expire(result_key(arm), RESULT_TTL_S)
+
+
+def wait_report(arm: str, timeout_s: float) -> dict | None:
+    r = _redis()
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        item = r.blpop([result_key(arm)], timeout=1)
+        if item:
+            return json.loads(item[1])
+    return None
+
+
+# -- what other apps look up by name ---------------------------------------------------------
+def current_game() -> int:
+    """The app id /serverinfo reports (0 = none)."""
+    state = current()
+    if not state:
+        return 0
+    try:
+        return int(state.get("app_id") or 0)
+    except ValueError:
+        return 0
+
+
+def end_client_sessions(fingerprints: list[str] | None) -> None:
+    """Pairing's hook: unpair / disable / unpair-all cut the client's running stream."""
+    state = current()
+    if state is None:
+        return
+    fp = (state.get("client") or {}).get("fingerprint", "")
+    if fingerprints is None or fp.lower() in {f.lower() for f in fingerprints}:
+        request_stop("unpaired", deliberate=True, wait_s=5)
+
+
+def runtime_status() -> dict:
+    """The compat part of GET /api/v1/status (mgmt-api-records §1.3 RuntimeStatus)."""
+    state = current()
+    if not state:
+        return {"video_streaming": False, "audio_streaming": False, "active_sessions": 0,
+                "session": None, "stream": None, "games": []}  # fmt: skip
+    streaming = state.get("state") == "streaming"
+    size = {"width": state["width"], "height": state["height"], "fps": state["fps"]}
+    stream = None
+    if streaming:
+        stream = {
+            **size,
+            "bitrate_kbps": int(state.get("bitrate_kbps") or 0),
+            "packet_size": int(state.get("packet_size") or 0),
+            "min_fec": int(state.get("min_fec") or 0),
+            "codec": state.get("codec") or "h264",
+            "time_to_first_frame_ms": None,
+            "last_resize_ms": None,
+        }
+    game = {
+        "session_id": state["id"],
+        "client": (state.get("client") or {}).get("name", ""),
+        "title": state.get("app_name", ""),
+        "plane": "compat",
+        "state": "running" if state.get("state") in ("armed", "streaming") else "launching",
+    }
+    return {
+        "video_streaming": streaming,
+        "audio_streaming": streaming,
+        "active_sessions": 1 if streaming else 0,
+        "session": size,
+        "stream": stream,
+        "games": [game],
+    }
+
+
+def kept_displays() -> int:
+    from streaming.models import VirtualDisplay
+
+    return VirtualDisplay.objects.filter(state__in=("lingering", "pinned")).count()

@@ -1,0 +1,199 @@
+"""Updater status against a signed manifest served over HTTP, restart, Windows-only routes,
+and the runtime snapshot."""
+
+from __future__ import annotations
+
+import base64
+import json
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from django.test import Client
+
+from hooks import events
+from hostmgmt.config import store
+from hostmgmt.console import platform, updater
+from hostmgmt.lib.statedir import state_path
+
+NEWER = "v2099.101.0-stable"
+
+
+def signed(payload: dict, key: Ed25519PrivateKey) -> bytes:
+    raw = json.dumps(payload).encode()
+    return json.dumps(
+        {
+            "payload": base64.b64encode(raw).decode(),
+            "signature": base64.b64encode(key.sign(raw)).decode(),
+        }
+    ).encode()
+
+
+@pytest.fixture
+def release(settings):
+    """A release server on loopback, a pinned key, and a clean update state."""
+    key = Ed25519PrivateKey.generate()
+    raw_pub = key.public_key().public_bytes(
+        serialization.Encoding.Raw, serialization.PublicFormat.Raw
+    )
+    settings.UPDATE_PUBLIC_KEY = base64.b64encode(raw_pub).decode()
+    served = {"body": b"", "status": 200}
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802
+            self.send_response(served["status"])
+            self.end_headers()
+            self.wfile.write(served["body"])
+
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, args=(0.02,), daemon=True).start()
+    store.write({"update_manifest_url": f"http://127.0.0.1:{server.server_port}/m.json"})
+    state_path(updater.STATE_FILE).unlink(missing_ok=True)
+    events.clear_local_events()
+    yield key, served
+    server.shutdown()
+    state_path(updater.STATE_FILE).unlink(missing_ok=True)
+
+
+def manifest(version=NEWER):
+    return {
+        "version": version,
+        "channel": "stable",
+        "serial": 1,
+        "published_at": "2099-01-01T00:00:00Z",
+        "notes_url": "https://example.invalid/notes",
+    }
+
+
+def test_version_order():
+    assert updater.is_newer("v2026.1201.0-x", "v2026.1126.5-dev")
+    assert updater.is_newer("v2026.1126.1-x", "v2026.1126.0-dev")
+    assert not updater.is_newer("v2026.1126.0-x", "v2026.1126.0-dev")
+    assert not updater.is_newer("garbage", "v2026.1126.0-dev")
+
+
+def test_newer_release_is_reported_and_announced_once(release):
+    key, served = release
+    served["body"] = signed(manifest(), key)
+    status = updater.check()
+    assert status["available"] is True
+    assert status["manifest"]["version"] == NEWER and status["manifest"]["stale"] is False
+    assert status["last_error"] is None and status["apply"] == "notify"
+    updater.check()
+    announced = events.local_events("update.available")
+    assert len(announced) == 1
+    assert announced[0]["version"] == NEWER and announced[0]["install_kind"] == "source"
+
+
+def test_bad_signature_is_never_believed(release):
+    key, served = release
+    served["body"] = signed(manifest(), Ed25519PrivateKey.generate())
+    status = updater.check()
+    assert status["available"] is False and status["manifest"] is None
+    assert "signature" in status["last_error"]
+    assert events.local_events("update.available") == []
+
+
+@pytest.mark.parametrize("body", [b"", b"{}", b"[1]", b'{"payload": "!!", "signature": "x"}'])
+def test_garbage_manifest_is_an_error_not_a_crash(release, body):
+    _, served = release
+    served["body"] = body
+    assert updater.check()["last_error"]
+
+
+def test_older_release_is_not_available(release):
+    key, served = release
+    served["body"] = signed(manifest("v2020.101.0-stable"), key)
+    status = updater.check()
+    assert status["available"] is False and status["manifest"]["version"].startswith("v2020")
+
+
+def test_not_published_404(release):
+    _, served = release
+    served["status"] = 404
+    status = updater.check()
+    assert status["not_published"] is True and status["last_error"] is None
+
+
+@pytest.mark.django_db
+def test_routes_and_forced_check_rate_limit(release, admin, mgmt):
+    key, served = release
+    served["body"] = signed(manifest(), key)
+    c = Client()
+    r = c.post("/api/v1/update/check", **mgmt)
+    assert r.status_code == 200 and r.json()["available"] is True
+    assert c.post("/api/v1/update/check", **mgmt).status_code == 429
+    admin_body = c.get("/api/update", **admin).json()
+    assert admin_body["status"] is True and admin_body["available"] is True
+    assert admin_body["apply_supported"] is False
+    v1 = c.get("/api/v1/update/status", **mgmt).json()
+    assert v1["current_version"] and "status" not in v1
+
+
+def test_unconfigured_url_is_reported(settings):
+    state_path(updater.STATE_FILE).unlink(missing_ok=True)
+    store.write({"update_manifest_url": None})
+    status = updater.check()
+    assert "update_manifest_url" in status["last_error"]
+    state_path(updater.STATE_FILE).unlink(missing_ok=True)
+
+
+@pytest.mark.django_db
+def test_windows_only_routes_answer_on_linux(admin):
+    c = Client()
+    status = c.get("/api/vigembus/status", **admin)
+    assert status.status_code == 200
+    assert status.json()["status"] is False and status.json()["installed"] is False
+    for path in ("/api/vigembus/install", "/api/reset-display-device-persistence"):
+        r = c.post(path, **admin)
+        assert r.status_code == 501
+        assert r.json()["status"] is False and r.json()["error"]
+
+
+@pytest.mark.django_db
+def test_restart_goes_through_the_supervisor(admin, monkeypatch):
+    calls = []
+    monkeypatch.setenv("HOST_SUPERVISOR_PID", "1")
+    monkeypatch.setattr("hostmgmt.supervisor.main.request_restart", lambda: calls.append(1))
+    monkeypatch.setattr(platform, "RESTART_DELAY_S", 0.01)
+    r = Client().post("/api/restart", **admin)
+    assert r.status_code == 200 and r.json()["restarting"] is True
+    deadline = time.monotonic() + 2
+    while not calls and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert calls == [1]
+
+
+@pytest.mark.django_db
+def test_restart_outside_runhost_is_503_and_needs_admin(admin, monkeypatch):
+    monkeypatch.delenv("HOST_SUPERVISOR_PID", raising=False)
+    assert Client().post("/api/restart", **admin).status_code == 503
+    from hostmgmt.auth import api_tokens
+
+    token = api_tokens.mint("logs", ["logs:get"])
+    r = Client().post("/api/restart", HTTP_AUTHORIZATION=f"Bearer {token}")
+    assert r.status_code == 403
+
+
+@pytest.mark.django_db
+def test_runtime_status_shape(mgmt):
+    body = Client().get("/api/v1/status", **mgmt).json()
+    for field in (
+        "video_streaming",
+        "audio_streaming",
+        "pin_pending",
+        "paired_clients",
+        "native_paired_clients",
+        "active_sessions",
+        "session",
+        "stream",
+        "games",
+    ):
+        assert field in body
+    assert isinstance(body["games"], list) and isinstance(body["paired_clients"], int)

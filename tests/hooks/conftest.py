@@ -1,0 +1,102 @@
+"""Fixtures of the hooks tests: a real Redis for the bus, a test CA and receivers, and one host
+of our own (hooks.json, the on-connect env hook and the shortened keep-alive are global to a
+host, so the shared live host stays untouched)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from tests.hooks import helpers
+
+
+@pytest.fixture(scope="session")
+def redis_url():
+    """A private redis-server on a unix socket, as the supervisor runs it."""
+    from hostmgmt.supervisor import redis_server
+
+    tmp = Path(tempfile.mkdtemp(prefix="hooks-redis-"))
+    sock = tmp / "redis.sock"
+    proc = subprocess.Popen(
+        redis_server.redis_argv(sock, tmp / "data"),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    url = f"unix://{sock}"
+    redis_server.wait_ready(url)
+    yield url
+    proc.terminate()
+    proc.wait(10)
+
+
+@pytest.fixture
+def bus(redis_url, settings, tmp_path, monkeypatch):
+    """The event bus on a clean Redis and a fresh state dir (seq file included)."""
+    import redis
+
+    from hooks import events, hook_config
+
+    settings.REDIS_URL = redis_url
+    monkeypatch.setenv("HOST_STATE_DIR", str(tmp_path))
+    redis.Redis.from_url(redis_url).flushall()
+    events._redis.__init__()
+    events.clear_local_events()
+    hook_config._cache.invalidate()
+    yield events
+    events._redis.__init__()
+    hook_config._cache.invalidate()
+
+
+@pytest.fixture(scope="session")
+def tls_material():
+    return helpers.make_ca_and_cert(Path(tempfile.mkdtemp(prefix="hooks-ca-")))
+
+
+@pytest.fixture(scope="session")
+def hooks_host(tls_material):
+    """Our own real host: runhost, daphne TLS, Redis, Celery (both workers)."""
+    from tests.livehost import start_host
+
+    out = Path(tempfile.mkdtemp(prefix="hooks-e2e-out-"))
+    env = {
+        "HOST_SSE_KEEPALIVE_S": "0.5",
+        "HOST_WEBHOOK_CA_BUNDLE": str(tls_material.ca_path),
+        "HOST_STREAM_WEBHOOK_BACKOFF_S": "0.2",
+        "HOST_ON_CONNECT_CMD": f"cat > {out}/on-connect.json; env > {out}/on-connect.env",
+    }
+    if helpers.receiver_ip() == "127.0.0.1":
+        # No non-loopback address on this machine: the test-only escape hatch (docs/events.md).
+        env.update({"HOST_TESTING": "1", "HOST_WEBHOOK_ALLOW_LOOPBACK": "1"})
+    host = start_host(env=env)
+    host.out_dir = out
+    try:
+        yield host
+    finally:
+        code = host.stop()
+        if code != 0:
+            print(host.log_tail(), file=sys.stderr)
+
+
+@pytest.fixture(scope="session")
+def emitter(hooks_host):
+    em = helpers.Emitter(hooks_host)
+    yield em
+    em.close()
+
+
+@pytest.fixture
+def emit_in(emitter):
+    """Emit events from a separate process of the host (as a Celery worker or plane would)."""
+
+    def run(kind: str, payload: dict | None = None, count: int = 1) -> None:
+        emitter.emit(kind, payload or {}, count)
+
+    return run
+
+
+os.environ.setdefault("HOST_LOG_LEVEL", "WARNING")

@@ -1,0 +1,104 @@
+"""Hook commands for real: `sh -c`, stdin, environment, ownership check, group kill."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+
+import psutil
+
+from hooks import runner
+
+EVENT = {
+    "seq": 7,
+    "ts_ms": 1,
+    "schema": 1,
+    "kind": "game.exited",
+    "game": {"app": "steam:42", "title": "Bad\x07Game\nTitle", "client": "deck", "plane": "native"},
+    "reason": "terminated",
+}
+
+
+def test_command_gets_event_on_stdin_and_env(tmp_path):
+    out = tmp_path / "out"
+    result = runner.run_hook_command(f"cat > {out}.json; env > {out}.env", EVENT, 10)
+    assert result.outcome == "ok" and result.exit_code == 0
+    assert json.loads((tmp_path / "out.json").read_text()) == EVENT
+    env = dict(
+        line.split("=", 1)
+        for line in (tmp_path / "out.env").read_text().splitlines()
+        if "=" in line
+    )
+    assert env["PF_EVENT_KIND"] == "game.exited"
+    assert env["PF_EVENT_SEQ"] == "7"
+    assert env["PF_EVENT_GAME_APP"] == "steam:42"
+    assert env["PF_EVENT_GAME_TITLE"] == "BadGameTitle"  # control characters stripped
+    assert env["PF_EVENT_REASON"] == "terminated"
+    assert json.loads(env["PF_EVENT_JSON"]) == EVENT
+
+
+def test_env_naming_and_values():
+    env = runner.event_env(
+        {"seq": 1, "kind": "stream.started", "stream": {"hdr": True, "mode": "1920x1080@60"}}
+    )
+    assert env["PF_EVENT_STREAM_HDR"] == "true"
+    assert env["PF_EVENT_STREAM_MODE"] == "1920x1080@60"
+
+
+def test_host_secrets_are_not_passed(tmp_path, monkeypatch):
+    monkeypatch.setenv("HOST_MGMT_TOKEN", "a" * 64)
+    out = tmp_path / "env"
+    runner.run_hook_command(f"env > {out}", EVENT, 10)
+    assert "HOST_MGMT_TOKEN" not in out.read_text()
+
+
+def test_exit_status_is_reported():
+    result = runner.run_hook_command("exit 3", EVENT, 10)
+    assert result.outcome == "failed" and result.exit_code == 3
+
+
+def test_timeout_kills_command_and_its_child(tmp_path):
+    pids = tmp_path / "pids"
+    started = time.monotonic()
+    result = runner.run_hook_command(
+        f"sleep 60 & echo $! > {pids}; echo $$ >> {pids}; wait", EVENT, 1
+    )
+    assert result.outcome == "timeout"
+    assert time.monotonic() - started < 10
+    child, shell = (int(x) for x in pids.read_text().split())
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline and any(_alive(p) for p in (child, shell)):
+        time.sleep(0.05)
+    assert not _alive(child) and not _alive(shell)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+def test_group_writable_script_is_refused(tmp_path):
+    script = tmp_path / "hook.sh"
+    marker = tmp_path / "ran"
+    script.write_text(f"#!/bin/sh\ntouch {marker}\n")
+    script.chmod(0o775)
+    result = runner.run_hook_command(f"{script} --flag", EVENT, 10)
+    assert result.outcome == "refused" and "writable" in result.error
+    assert not marker.exists()
+    script.chmod(0o755)
+    assert runner.run_hook_command(str(script), EVENT, 10).outcome == "ok"
+    assert marker.exists()
+
+
+def test_script_of_another_owner_is_refused(tmp_path):
+    if os.geteuid() != 0:
+        return  # cannot chown without root; the group-writable test covers the check
+    script = tmp_path / "other.sh"
+    script.write_text("#!/bin/sh\nexit 0\n")
+    script.chmod(0o755)
+    os.chown(script, 12345, 12345)
+    result = runner.run_hook_command(str(script), EVENT, 10)
+    assert result.outcome == "refused" and "owned" in result.error
