@@ -6,6 +6,7 @@ bases run side by side.
 
 from __future__ import annotations
 
+import socket
 from dataclasses import asdict, dataclass
 
 DEFAULT_BASE_PORT = 47989
@@ -62,6 +63,23 @@ class PortMap:
 
     def udp_ports(self) -> list[int]:
         return [self.video, self.control, self.audio]
+
+
+def busy_ports(bind: str, ports: PortMap) -> list[tuple[int, socket.SocketKind]]:
+    """The host's ports that something already holds on `bind`, as (port, socket kind)."""
+    family = socket.AF_INET6 if ":" in bind else socket.AF_INET
+    wanted = [(p, socket.SOCK_STREAM) for p in ports.tcp_ports()]
+    wanted += [(p, socket.SOCK_DGRAM) for p in ports.udp_ports()]
+    busy = []
+    for number, kind in wanted:
+        with socket.socket(family, kind) as sock:
+            if kind == socket.SOCK_STREAM:
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                sock.bind((bind, number))
+            except OSError:
+                busy.append((number, kind))
+    return busy
 
 
 def validate_base_port(port: int) -> int:

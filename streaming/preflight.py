@@ -14,6 +14,8 @@ import time
 import psutil
 from django.conf import settings
 
+from hostmgmt.ports import busy_ports
+
 PASS, WARN, FAIL, SKIP = "pass", "warn", "fail", "skip"
 
 
@@ -166,18 +168,7 @@ def _our_pids() -> set[int]:
 def ports() -> dict:
     ports_ = settings.PORTS
     bind = settings.HOST_BIND
-    busy = []
-    wanted = [(p, socket.SOCK_STREAM) for p in ports_.tcp_ports()]
-    wanted += [(p, socket.SOCK_DGRAM) for p in ports_.udp_ports()]
-    for number, kind in wanted:
-        family = socket.AF_INET6 if ":" in bind else socket.AF_INET
-        with socket.socket(family, kind) as sock:
-            if kind == socket.SOCK_STREAM:
-                sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            try:
-                sock.bind((bind, number))
-            except OSError:
-                busy.append((number, kind))
+    busy = busy_ports(bind, ports_)
     if not busy:
         return _check("ports", "Ports free or ours", PASS, "every port is free")
     ours = _our_pids()

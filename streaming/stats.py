@@ -16,11 +16,11 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 import threading
 import time
 from collections import deque
 
+from hostmgmt.lib.files import atomic_write
 from hostmgmt.lib.statedir import state_path
 
 LATENCY_WINDOW = 600  # frames (10 s at 60 fps)
@@ -39,18 +39,7 @@ _flushed = {"latency": 0.0, "network": 0.0}
 
 
 def _write(name: str, data: dict) -> None:
-    path = state_path(name)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{name}.")
-    try:
-        with os.fdopen(fd, "w") as fh:
-            json.dump(data, fh)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
+    atomic_write(state_path(name), json.dumps(data), durable=False)
 
 
 def _read(name: str) -> dict | None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import base64
+
 import pytest
 
 from tests.livehost import LiveHost, start_host
@@ -38,3 +40,35 @@ def live_host():
 @pytest.fixture
 def admin_auth():
     return (ADMIN_USER, ADMIN_PASSWORD)
+
+
+def basic(user: str, password: str) -> str:
+    """An `Authorization` header value for HTTP Basic."""
+    return "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()
+
+
+@pytest.fixture
+def restore_config():
+    """Give the test the in-process host's config file back as it found it, and fresh login
+    buckets, so tests that write config or fail logins cannot leak into each other."""
+    from hostmgmt.auth import throttle
+    from hostmgmt.config import store
+
+    path = store.config_path()
+    saved = path.read_bytes() if path.exists() else None
+    throttle.reset()
+    yield path
+    throttle.reset()
+    if saved is None:
+        path.unlink(missing_ok=True)
+    else:
+        path.write_bytes(saved)
+
+
+@pytest.fixture
+def admin_headers(db, restore_config):
+    """Admin credentials set in the in-process host, as Django test-client headers."""
+    from hostmgmt.auth import credentials
+
+    credentials.set_credentials("admin", "s3cret")
+    return {"HTTP_AUTHORIZATION": basic("admin", "s3cret")}

@@ -13,14 +13,13 @@ import ctypes
 import glob
 import json
 import logging
-import os
-import tempfile
 import threading
 import time
 from collections import deque
 
 import psutil
 
+from hostmgmt.lib.files import atomic_write
 from hostmgmt.lib.statedir import state_path
 
 log = logging.getLogger(__name__)
@@ -120,18 +119,7 @@ class Sampler:
         }
 
     def publish(self) -> None:
-        path = state_path(FILE_NAME)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{FILE_NAME}.")
-        try:
-            with os.fdopen(fd, "w") as fh:
-                json.dump(self.snapshot(), fh)
-            os.replace(tmp, path)
-        except BaseException:
-            try:
-                os.unlink(tmp)
-            except FileNotFoundError:
-                pass
-            raise
+        atomic_write(state_path(FILE_NAME), json.dumps(self.snapshot()), durable=False)
 
 
 def empty() -> dict:

@@ -7,10 +7,14 @@ import tempfile
 from pathlib import Path
 
 
-def atomic_write(path: str | os.PathLike, data: bytes | str, mode: int = 0o600) -> None:
+def atomic_write(
+    path: str | os.PathLike, data: bytes | str, mode: int = 0o600, durable: bool = True
+) -> None:
     """Write `data` to `path` via temp file + fsync + rename, then fsync the directory.
 
     On any failure the previous file is left untouched and the temp file is removed.
+    `durable=False` skips both fsyncs: for snapshots rewritten every few seconds, where a
+    reader must never see half a file but losing the last one in a power cut does not matter.
     """
     target = Path(path)
     if isinstance(data, str):
@@ -20,8 +24,9 @@ def atomic_write(path: str | os.PathLike, data: bytes | str, mode: int = 0o600) 
         os.fchmod(fd, mode)
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
+            if durable:
+                fh.flush()
+                os.fsync(fh.fileno())
         os.replace(tmp, target)
     except BaseException:
         try:
@@ -29,6 +34,8 @@ def atomic_write(path: str | os.PathLike, data: bytes | str, mode: int = 0o600) 
         except FileNotFoundError:
             pass
         raise
+    if not durable:
+        return
     dir_fd = os.open(target.parent, os.O_RDONLY)
     try:
         os.fsync(dir_fd)

@@ -24,7 +24,7 @@ from hostmgmt import identity
 from hostmgmt.auth import tokens
 from hostmgmt.console import telemetry
 from hostmgmt.lib.statedir import REDIS_SOCKET, state_dir
-from hostmgmt.ports import PortMap, validate_base_port
+from hostmgmt.ports import PortMap, busy_ports, validate_base_port
 from hostmgmt.supervisor import lifecycle, redis_server
 from hostmgmt.supervisor.children import Child
 
@@ -52,20 +52,7 @@ def _escape_endpoint(value: str) -> str:
 
 
 def check_ports_free(bind: str, ports: PortMap) -> None:
-    family = socket.AF_INET6 if ":" in bind else socket.AF_INET
-    busy = []
-    for kind, numbers in (
-        (socket.SOCK_STREAM, ports.tcp_ports()),
-        (socket.SOCK_DGRAM, ports.udp_ports()),
-    ):
-        for number in numbers:
-            with socket.socket(family, kind) as sock:
-                if kind == socket.SOCK_STREAM:
-                    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-                try:
-                    sock.bind((bind, number))
-                except OSError:
-                    busy.append(number)
+    busy = [number for number, _ in busy_ports(bind, ports)]
     if busy:
         raise StartupError(
             f"ports {', '.join(map(str, busy))} on {bind} are in use; stop the other host or set "

@@ -2,32 +2,18 @@
 
 from __future__ import annotations
 
-import base64
-
 import pytest
 
-from hostmgmt.auth import throttle, tokens
-from hostmgmt.config import store
+from hostmgmt.auth import tokens
 from hostmgmt.lib.statedir import state_path
+from tests.conftest import basic
 
 
 @pytest.fixture(autouse=True)
-def clean_console_state():
-    path = store.config_path()
-    saved = path.read_bytes() if path.exists() else None
-    throttle.reset()
+def clean_console_state(restore_config):
     yield
-    throttle.reset()
-    if saved is None:
-        path.unlink(missing_ok=True)
-    else:
-        path.write_bytes(saved)
     for name in ("telemetry.json", "stream-latency.json", "stream-network.json"):
         state_path(name).unlink(missing_ok=True)
-
-
-def basic(user: str, password: str) -> str:
-    return "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()
 
 
 @pytest.fixture

@@ -2,29 +2,14 @@
 
 from __future__ import annotations
 
-import base64
-
 import pytest
 
-from hostmgmt.auth import throttle
-from hostmgmt.config import store
+from tests.conftest import basic  # noqa: F401 - re-exported for the platform tests
 
 
 @pytest.fixture(autouse=True)
-def clean_platform_state():
-    path = store.config_path()
-    saved = path.read_bytes() if path.exists() else None
-    throttle.reset()
+def clean_platform_state(restore_config):
     yield
-    throttle.reset()
-    if saved is None:
-        path.unlink(missing_ok=True)
-    else:
-        path.write_bytes(saved)
-
-
-def basic(user: str, password: str) -> str:
-    return "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()
 
 
 @pytest.fixture

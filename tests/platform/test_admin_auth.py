@@ -6,7 +6,7 @@ import pytest
 from django.test import Client
 
 from hostmgmt.auth import api_tokens, throttle
-from tests.platform.conftest import basic
+from tests.conftest import basic
 
 pytestmark = pytest.mark.django_db
 
