@@ -1,4 +1,4 @@
-"""Web pages of the platform: the first-run welcome form and the console's landing page."""
+"""The first-run welcome page (the console's other pages live in hostmgmt.console)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,6 @@ from django.shortcuts import render
 from django.views.decorators.csrf import csrf_protect
 from django.views.decorators.http import require_http_methods
 
-from hostmgmt import services
 from hostmgmt.auth import credentials
 
 
@@ -39,9 +38,3 @@ def welcome(request):
     return render(
         request, "welcome.html", {"error": error, "username": username or "admin"}, status=status
     )
-
-
-def home(request):
-    if not credentials.credentials_exist():
-        return HttpResponseRedirect("/welcome")
-    return render(request, "home.html", {"host": services.host_info(), "health": services.health()})

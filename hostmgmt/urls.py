@@ -31,8 +31,8 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("welcome", pages.welcome, name="welcome"),
     path("", include("pairing.urls_pages")),
+    path("", include("streaming.native.urls_pages")),
     path("", include("hostmgmt.urls_console")),
-    path("", pages.home, name="home"),
 ]
 
 handler400 = error_views.bad_request
