@@ -8,7 +8,7 @@ RUN_STAMP := $(VENV)/.run-installed
 TEST_STAMP := $(VENV)/.test-installed
 PYTEST_ARGS ?=
 
-.PHONY: run test test-fast lint format bench clean system-deps
+.PHONY: run test test-fast lint format clean system-deps system-deps-test
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -22,14 +22,18 @@ $(TEST_STAMP): requirements.txt requirements-test.txt | $(PY)
 	$(PY) -m pip install --quiet -r requirements-test.txt
 	touch $@ $(RUN_STAMP)
 
-# Debian packages the tests drive for real (installed only when missing; needs root or sudo).
+# Debian packages the host (and its tests) drive for real: Xvfb for virtual displays, PulseAudio
+# for session audio, Chromium and xdotool for tests. Installed only when missing (root or sudo).
 system-deps:
-	@./scripts/system-deps.sh
+	@sh scripts/system-deps.sh run
 
-run: $(RUN_STAMP)
+system-deps-test:
+	@sh scripts/system-deps.sh test
+
+run: $(RUN_STAMP) system-deps
 	$(PY) manage.py runhost
 
-test: $(TEST_STAMP) system-deps
+test: $(TEST_STAMP) system-deps-test
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 # Everything but the end-to-end tests that start the real host.

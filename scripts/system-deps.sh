@@ -1,17 +1,21 @@
 #!/bin/sh
-# Installs the Debian packages the test suite needs, only those missing. Each entry is
-# "<command that proves it is there> <package>". Later work appends its own lines.
+# Installs the Debian packages the host drives (`run`) or the tests drive too (`test`), only
+# those missing. Each entry: "check <command that proves it is there> <package> [test]";
+# entries marked `test` are needed by the test suite only.
 set -eu
+MODE="${1:-test}"
 NEEDED=""
 check() {
+    if [ "${3:-}" = "test" ] && [ "$MODE" != "test" ]; then
+        return
+    fi
     command -v "$1" >/dev/null 2>&1 || NEEDED="$NEEDED $2"
 }
-# (command package) pairs; keep one per line.
 check Xvfb xvfb
-check chromium chromium
 check pulseaudio pulseaudio
 check parec pulseaudio-utils
-check xdotool xdotool
+check chromium chromium test
+check xdotool xdotool test
 : placeholder
 
 if [ -z "$NEEDED" ]; then
