@@ -176,7 +176,7 @@ def runtime_status() -> dict:
         "client": (state.get("client") or {}).get("name", ""),
         "title": state.get("app_name", ""),
         "plane": "compat",
-        "state": "running" if state.get("state") in ("armed", "streaming") else "launching",
+        "state": "running" if state.get("state") in ("armed", "streaming", "idle") else "launching",
     }
     return {
         "video_streaming": streaming,

@@ -1,0 +1,39 @@
+"""Ending the running compat session from the management and admin APIs.
+
+Both only ask (`streaming.services.request_stop`): the session task ends itself, so the app's
+process group, the prep undo steps, the display and the history record are handled in one
+place whatever asked. Each waits briefly so a status read right after sees the session gone.
+"""
+
+from __future__ import annotations
+
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import extend_schema
+from rest_framework.response import Response
+
+from hostmgmt.api.base import AdminAPIView, MgmtAPIView
+from streaming import services
+
+WAIT_S = 8.0
+
+
+class SessionView(MgmtAPIView):
+    @extend_schema(
+        request=None,
+        responses={204: None},
+        summary="End the running session",
+        description="Deliberate stop: the display skips its linger (unless kept forever). "
+        "204 whether or not a session was running.",
+    )
+    def delete(self, request):
+        services.request_stop("api", deliberate=True, wait_s=WAIT_S)
+        return Response(status=204)
+
+
+class AppsCloseView(AdminAPIView):
+    scopes = {"POST": "apps:close"}
+
+    @extend_schema(request=None, responses={200: OpenApiTypes.OBJECT}, summary="Close the app")
+    def post(self, request):
+        services.request_stop("app_closed", deliberate=True, wait_s=WAIT_S)
+        return Response({"status": True})

@@ -1,0 +1,38 @@
+"""The stream parameters a session takes from the host config (read at each arm, so a config
+edit counts from the next launch or resume, never mid-stream)."""
+
+from __future__ import annotations
+
+from django.conf import settings
+
+from streaming.engine.launch import Launch
+
+
+def _config(name: str, default):
+    try:
+        from hostmgmt.config import store
+
+        value = store.get(name)
+    except Exception:  # noqa: BLE001 - a broken config must not stop a stream
+        return default
+    return default if value is None else value
+
+
+def make_launch(arm: dict) -> Launch:
+    ports = settings.PORTS
+    return Launch(
+        rikey=bytes.fromhex(arm["rikey"]),
+        rikeyid=int(arm["rikeyid"]),
+        host=settings.HOST_BIND,
+        rtsp_port=ports.rtsp,
+        video_port=ports.video,
+        control_port=ports.control,
+        audio_port=ports.audio,
+        fec_percentage=int(_config("fec_percentage", 20)),
+        codec="h264_nvenc" if _config("encoder", "auto") == "nvenc" else "libx264",
+        control_timeout_s=int(_config("ping_timeout", 10000)) / 1000,
+        dscp_qos=bool(_config("dscp_qos", True)),
+        busy_poll_us=int(_config("busy_poll_us", 0)),
+        # GAP: rate_cap_pct needs the link speed; frames go out as one burst (no pacing cap).
+        # GAP: rtspenc:// (corever >= 1) and video encryption are not offered; plain rtsp://.
+    )

@@ -1,0 +1,57 @@
+"""/launch parameter checks, without sockets: what a client may ask for and what is refused."""
+
+from __future__ import annotations
+
+import pytest
+
+from streaming.compat.session_routes import (
+    DEFAULT_MODE,
+    BadLaunch,
+    parse_keys,
+    parse_mode,
+    parse_options,
+)
+
+
+@pytest.mark.parametrize(
+    "raw,want",
+    [(None, DEFAULT_MODE), ("0x0x0", DEFAULT_MODE), ("1280x720x60", (1280, 720, 60)),
+     ("3840x2160x120", (3840, 2160, 120)), ("320x200x10", (320, 200, 10))],
+)  # fmt: skip
+def test_modes_accepted(raw, want):
+    assert parse_mode(raw) == want
+
+
+@pytest.mark.parametrize(
+    "raw",
+    ["0x720x60", "100000x720x60", "1280x0x60", "1280x720x0", "1280x720x100000", "1280x720",
+     "1280x720x60x1", "-1280x720x60", "axbxc", "319x200x60", "7681x4320x60", "1280x720x241"],
+)  # fmt: skip
+def test_absurd_modes_are_400(raw):
+    with pytest.raises(BadLaunch) as exc:
+        parse_mode(raw)
+    assert exc.value.status == 400
+
+
+def test_keys():
+    assert parse_keys({"rikey": "00" * 15 + "AB", "rikeyid": "-5"}) == {
+        "rikey": "00" * 15 + "ab",
+        "rikeyid": -5,
+    }
+    for bad in ({"rikeyid": "1"}, {"rikey": "00" * 16}, {"rikey": "0" * 31, "rikeyid": "1"},
+                {"rikey": "zz" * 16, "rikeyid": "1"}, {"rikey": "00" * 16, "rikeyid": "1.5"},
+                {"rikey": "00" * 16, "rikeyid": str(2**31)}):  # fmt: skip
+        with pytest.raises(BadLaunch):
+            parse_keys(bad)
+
+
+def test_audio_and_hdr_options():
+    assert parse_options({"hdrMode": "1", "surroundAudioInfo": "196610"}) == {
+        "hdrMode": 1,
+        "surroundAudioInfo": 196610,
+    }
+    assert parse_options({"localAudioPlayMode": "0", "sops": ""}) == {"localAudioPlayMode": 0}
+    for bad in ({"hdrMode": "2"}, {"localAudioPlayMode": "x"}, {"surroundAudioInfo": "3"},
+                {"surroundAudioInfo": "-1"}):  # fmt: skip
+        with pytest.raises(BadLaunch):
+            parse_options(bad)
