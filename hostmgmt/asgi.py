@@ -1,4 +1,5 @@
-"""ASGI entry point served by daphne: the body-size guard in front of Django."""
+"""ASGI entry point served by daphne: the body-size guard in front of Django, then sync views
+on a thread pool and async views (event streams) through Django's ASGI handler."""
 
 from __future__ import annotations
 
@@ -8,8 +9,11 @@ import os
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "hostmgmt.settings")
 
 from django.core.asgi import get_asgi_application  # noqa: E402
+from django.core.wsgi import get_wsgi_application  # noqa: E402
 
-django_app = get_asgi_application()
+from hostmgmt.sync_dispatch import SyncViewDispatcher  # noqa: E402
+
+django_app = SyncViewDispatcher(get_asgi_application(), get_wsgi_application())
 
 from django.conf import settings  # noqa: E402
 

@@ -46,8 +46,15 @@ def ensure_identity() -> dict:
     return record
 
 
+_unique_id: dict[str, str] = {}
+
+
 def unique_id() -> str:
-    return ensure_identity()["uniqueid"]
+    """The host's unique id; it never changes once created, so read it once per state dir."""
+    key = str(state_dir())
+    if key not in _unique_id:
+        _unique_id[key] = ensure_identity()["uniqueid"]
+    return _unique_id[key]
 
 
 def host_name() -> str:

@@ -16,6 +16,7 @@ import logging
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 from hostmgmt.lib.files import atomic_write
@@ -38,6 +39,8 @@ CODEC_ORDER = ("h264", "hevc", "av1")
 
 _lock = threading.Lock()
 _cached: dict | None = None
+_checked_at = 0.0
+RECHECK_S = 10.0
 
 
 def _fingerprint() -> str:
@@ -96,9 +99,15 @@ def _run_probe() -> dict[str, dict[str, bool]]:
 
 def available() -> dict[str, dict[str, bool]]:
     """backend -> codec -> opens, from cache when this machine was probed already."""
-    global _cached
+    global _cached, _checked_at
     with _lock:
+        # GET /host calls this per request; device nodes change rarely, so look at most every
+        # few seconds instead of globbing /dev each time.
+        now = time.monotonic()
+        if _cached is not None and now - _checked_at < RECHECK_S:
+            return _cached["encoders"]
         fp = _fingerprint()
+        _checked_at = now
         if _cached is not None and _cached.get("fingerprint") == fp:
             return _cached["encoders"]
         path = state_dir() / CACHE_FILE

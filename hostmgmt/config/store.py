@@ -78,13 +78,30 @@ def parse_lines(text: str) -> list[Line]:
     return lines
 
 
+# Every request reads a key or two (origin class, CSRF origins, tokens): parse the file once
+# per version of it. Writes replace the file by rename, so a new inode or mtime means new text.
+_parsed: tuple[tuple, dict[str, str]] | None = None
+
+
 def read_raw() -> dict[str, str]:
     """Every key of the file with its raw string value (the last occurrence wins)."""
+    global _parsed
+    path = config_path()
     try:
-        text = config_path().read_text(encoding="utf-8", errors="replace")
+        st = path.stat()
     except FileNotFoundError:
         return {}
-    return {ln.key: ln.value for ln in parse_lines(text) if ln.key and ln.value is not None}
+    version = (str(path), st.st_ino, st.st_mtime_ns, st.st_size)
+    cached = _parsed
+    if cached is not None and cached[0] == version:
+        return dict(cached[1])
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except FileNotFoundError:
+        return {}
+    raw = {ln.key: ln.value for ln in parse_lines(text) if ln.key and ln.value is not None}
+    _parsed = (version, raw)
+    return dict(raw)
 
 
 def get(name: str) -> Any:

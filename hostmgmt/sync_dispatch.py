@@ -1,0 +1,112 @@
+"""Serve Django's sync views from a thread pool in one hop, and async views through ASGI.
+
+Under daphne, Django's ASGI handler runs a sync view behind about eight event-loop/thread
+hops (request signals, each sync middleware boundary, the view), each ~0.1 ms here, and all
+sync work shares one thread, so one slow view (an art fetch waiting on a CDN) stalls every
+other request. Routing sync views to Django's WSGI handler on a pool of threads costs one
+hop and lets slow views block only their own thread. Async views (the SSE streams) keep the
+ASGI handler, which is the only one that can stream without holding a thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from tempfile import SpooledTemporaryFile
+
+from asgiref.sync import iscoroutinefunction
+from django.urls import Resolver404, get_resolver
+
+BODY_SPOOL_BYTES = 65536
+
+
+def _environ(scope, body) -> dict:
+    """The WSGI environ of an ASGI HTTP scope (PEP 3333 names; header values latin-1)."""
+    environ = {
+        "REQUEST_METHOD": scope["method"],
+        "SCRIPT_NAME": "",
+        "PATH_INFO": scope["path"].encode("utf-8").decode("latin-1"),
+        "QUERY_STRING": scope.get("query_string", b"").decode("latin-1"),
+        "SERVER_PROTOCOL": f"HTTP/{scope.get('http_version', '1.1')}",
+        "wsgi.version": (1, 0),
+        "wsgi.url_scheme": scope.get("scheme", "http"),
+        "wsgi.input": body,
+        "wsgi.errors": sys.stderr,
+        "wsgi.multithread": True,
+        "wsgi.multiprocess": True,
+        "wsgi.run_once": False,
+    }
+    server = scope.get("server") or ("localhost", 80)
+    environ["SERVER_NAME"] = str(server[0])
+    environ["SERVER_PORT"] = str(server[1] or 0)
+    if scope.get("client"):
+        environ["REMOTE_ADDR"] = scope["client"][0]
+        environ["REMOTE_PORT"] = str(scope["client"][1])
+    for raw_name, raw_value in scope.get("headers", []):
+        name = raw_name.decode("latin-1").upper().replace("-", "_")
+        if name not in ("CONTENT_LENGTH", "CONTENT_TYPE"):
+            name = f"HTTP_{name}"
+        value = raw_value.decode("latin-1")
+        environ[name] = f"{environ[name]},{value}" if name in environ else value
+    return environ
+
+
+class SyncViewDispatcher:
+    """ASGI app: async views → `asgi_app`; everything else → `wsgi_app` on a thread pool."""
+
+    def __init__(self, asgi_app, wsgi_app, threads: int = 16):
+        self.asgi_app = asgi_app
+        self.wsgi_app = wsgi_app
+        self.pool = ThreadPoolExecutor(threads, thread_name_prefix="django-sync")
+        self._async_paths: dict[str, bool] = {}
+
+    def _is_async_view(self, path: str) -> bool:
+        cached = self._async_paths.get(path)
+        if cached is not None:
+            return cached
+        try:
+            match = get_resolver().resolve(path)
+            result = iscoroutinefunction(match.func)
+        except Resolver404:
+            result = False
+        if len(self._async_paths) < 4096:  # paths with ids in them must not grow this forever
+            self._async_paths[path] = result
+        return result
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http" or self._is_async_view(scope["path"]):
+            return await self.asgi_app(scope, receive, send)
+        with SpooledTemporaryFile(max_size=BODY_SPOOL_BYTES) as body:
+            while True:
+                message = await receive()
+                if message["type"] == "http.disconnect":
+                    return
+                body.write(message.get("body", b""))
+                if not message.get("more_body"):
+                    break
+            body.seek(0)
+            loop = asyncio.get_running_loop()
+            status, headers, content = await loop.run_in_executor(
+                self.pool, self._run, scope, body
+            )
+        await send({"type": "http.response.start", "status": status, "headers": headers})
+        await send({"type": "http.response.body", "body": content})
+
+    def _run(self, scope, body):
+        started: dict = {}
+
+        def start_response(status, response_headers, exc_info=None):
+            started["status"] = int(status.split(" ", 1)[0])
+            started["headers"] = [
+                (k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in response_headers
+            ]
+
+        result = self.wsgi_app(_environ(scope, body), start_response)
+        try:
+            content = b"".join(result)
+        finally:
+            close = getattr(result, "close", None)
+            if close is not None:
+                close()  # fires request_finished: Django closes this thread's DB connection
+        return started["status"], started["headers"], content
