@@ -17,27 +17,29 @@ django_app = SyncViewDispatcher(get_asgi_application(), get_wsgi_application())
 
 from django.conf import settings  # noqa: E402
 
-from hostmgmt.api.errors import error_body  # noqa: E402
+from hostmgmt.api.errors import error_body, is_v1_path  # noqa: E402
 
 
 class BodyLimit:
     """Answer 413 to bodies over the limit: by Content-Length before reading any of it, and
     for chunked bodies as soon as the running count passes the limit."""
 
-    def __init__(self, app, limit: int):
+    def __init__(self, app, limit: int, mgmt_limit: int):
         self.app = app
-        self.limit = limit
+        self.default_limit = limit
+        self.mgmt_limit = mgmt_limit
 
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
+        limit = self.mgmt_limit if is_v1_path(scope.get("path", "")) else self.default_limit
         for name, value in scope.get("headers", []):
             if name == b"content-length":
                 try:
                     length = int(value)
                 except ValueError:
                     return await self._reply(scope, send, 400, "invalid Content-Length")
-                if length > self.limit:
+                if length > limit:
                     return await self._reply(scope, send, 413, "request body too large")
         seen = 0
         too_large = False
@@ -47,7 +49,7 @@ class BodyLimit:
             message = await receive()
             if message["type"] == "http.request":
                 seen += len(message.get("body", b""))
-                if seen > self.limit:
+                if seen > limit:
                     too_large = True
                     raise BodyTooLarge()
             return message
@@ -80,4 +82,4 @@ class BodyTooLarge(Exception):
     pass
 
 
-application = BodyLimit(django_app, settings.MAX_REQUEST_BODY)
+application = BodyLimit(django_app, settings.MAX_REQUEST_BODY, settings.MGMT_MAX_REQUEST_BODY)

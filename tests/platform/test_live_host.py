@@ -61,15 +61,27 @@ def test_v1_401_without_and_200_with_the_token(live_host):
 
 
 def test_oversized_bodies_get_413_in_each_api_shape(live_host):
-    big = b"x" * (1024 * 1024 + 1)
     with live_host.mgmt() as c:
-        r = c.put("/api/v1/hooks", content=big, headers={"Content-Type": "application/json"})
+        huge = b"x" * (4 * 1024 * 1024 + 1)
+        r = c.put("/api/v1/hooks", content=huge, headers={"Content-Type": "application/json"})
         assert r.status_code == 413
         assert r.json() == {"error": "request body too large"}
     with live_host.client() as c:
+        big = b"x" * (1024 * 1024 + 1)
         r = c.post("/api/password", content=big, headers={"Content-Type": "application/json"})
         assert r.status_code == 413
         assert r.json()["status_code"] == 413
+
+
+def test_a_2mb_hook_document_is_a_400_with_field_errors(live_host):
+    entry = {"on": "host.started", "run": "true # " + "x" * 1000}
+    doc = {"hooks": [entry] * 2048}  # about 2 MB of otherwise valid JSON
+    with live_host.mgmt() as c:
+        before = c.get("/api/v1/hooks").json()
+        r = c.put("/api/v1/hooks", json=doc)
+        assert r.status_code == 400, r.text
+        assert r.json()["fields"]
+        assert c.get("/api/v1/hooks").json() == before
 
 
 def test_chunked_oversized_body_is_refused(live_host):
