@@ -46,18 +46,11 @@ META_KEYS = (
 def emit_changed(source: str) -> None:
     """`library.changed{source}` once the surrounding transaction (if any) commits."""
 
-    def send() -> None:
-        try:
-            from hooks.events import emit
-        except ImportError:  # GAP: only until the events issue lands hooks/events.py
-            log.warning("library.changed (%s) not emitted: hooks.events is missing", source)
-            return
-        try:
-            emit("library.changed", {"source": source})
-        except Exception:  # noqa: BLE001 - an event failure must never undo a library change
-            log.exception("emitting library.changed failed")
+    from hooks import event_kinds
+    from hooks.events import emit
 
-    transaction.on_commit(send)
+    # emit() waits for the commit by itself and never raises into its caller.
+    emit(event_kinds.LIBRARY_CHANGED, {"source": source})
 
 
 # -- listing ---------------------------------------------------------------------------------

@@ -197,28 +197,4 @@ async def events_stream(request):
         return JsonResponse({"error": "log in first"}, status=401)
     from hooks import sse
 
-    relay = getattr(sse, "stream_response", None)
-    if relay is not None:
-        return await relay(request)
-    # GAP: hooks.sse has no public "stream for an already-authorised caller" entry point; this
-    # repeats events_view's steps after its auth check, through its module internals.
-    from hooks import conf
-
-    try:
-        cursor = sse.parse_cursor(request.GET, request.headers.get("Last-Event-ID"))
-        patterns = sse.parse_kinds(request.GET.get("kinds"))
-    except sse.BadQuery as exc:
-        return JsonResponse({"error": str(exc)}, status=400)
-    if sse.hub.streams >= conf.SSE_MAX_STREAMS:
-        return JsonResponse({"error": "too many event streams open"}, status=503)
-    try:
-        await sse.hub.ensure_ready()
-    except Exception:  # noqa: BLE001 - no Redis: nothing to stream
-        return JsonResponse({"error": "event stream unavailable"}, status=503)
-    from django.http import StreamingHttpResponse
-
-    body = sse._stream(cursor, patterns, request.scope.get("client"))
-    response = StreamingHttpResponse(body, content_type="text/event-stream")
-    response["Cache-Control"] = "no-cache"
-    response["X-Accel-Buffering"] = "no"
-    return response
+    return await sse.stream_response(request)
