@@ -88,7 +88,8 @@ def groups(submitted: dict[str, str] | None = None, errors: dict[str, str] | Non
             Field(
                 name=name,
                 type=spec.type,
-                default=spec.default,
+                # shown as the operator would write it in host.conf ("true", not "True")
+                default=spec.render(spec.default) or None,
                 rule=_rule(spec),
                 restart=spec.restart,
                 help=spec.help,
