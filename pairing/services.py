@@ -74,7 +74,8 @@ def compat_clients():
 
 
 def list_clients() -> list[PairedClient]:
-    return list(compat_clients())
+    """Both planes: native (browser) clients are listed, renamed, disabled and unpaired here too."""
+    return list(PairedClient.objects.all())
 
 
 def runtime_counts() -> dict:
@@ -96,7 +97,7 @@ def valid_fingerprint(value: str) -> bool:
 def unpair_fingerprint(fingerprint: str) -> bool:
     """Remove one client by fingerprint (any case). False when there is none."""
     fp = fingerprint.lower()
-    deleted, _ = compat_clients().filter(fingerprint=fp).delete()
+    deleted, _ = PairedClient.objects.filter(fingerprint=fp).delete()
     if deleted:
         log.info("unpaired client %s", fp[:12])
         end_client_sessions([fp])
@@ -104,7 +105,7 @@ def unpair_fingerprint(fingerprint: str) -> bool:
 
 
 def unpair_uuid(uuid: str) -> bool:
-    client = compat_clients().filter(uuid__iexact=uuid).first()
+    client = PairedClient.objects.filter(uuid__iexact=uuid).first()
     if client is None:
         return False
     return unpair_fingerprint(client.fingerprint)
@@ -112,17 +113,17 @@ def unpair_uuid(uuid: str) -> bool:
 
 def unpair_all() -> int:
     with transaction.atomic():
-        count, _ = compat_clients().delete()
+        count, _ = PairedClient.objects.all().delete()
     log.info("unpaired all %d clients", count)
     end_client_sessions(None)
     return count
 
 
 def set_enabled(uuid: str, enabled: bool) -> bool:
-    client = compat_clients().filter(uuid__iexact=uuid).first()
+    client = PairedClient.objects.filter(uuid__iexact=uuid).first()
     if client is None:
         return False
-    compat_clients().filter(pk=client.pk).update(enabled=enabled)
+    PairedClient.objects.filter(pk=client.pk).update(enabled=enabled)
     log.info("client %s %s", client.fingerprint[:12], "enabled" if enabled else "disabled")
     if not enabled:
         end_client_sessions([client.fingerprint])
@@ -131,6 +132,12 @@ def set_enabled(uuid: str, enabled: bool) -> bool:
 
 def end_client_sessions(fingerprints: list[str] | None) -> None:
     """Stop the streaming sessions of these clients (None: every session)."""
+    try:
+        from streaming.native import sessions as native_sessions
+
+        native_sessions.end(fingerprints)
+    except Exception:  # noqa: BLE001 - the unpair itself has happened; native peers also poll
+        log.exception("ending native sessions failed")
     try:
         from streaming import services as streaming_services
     except ImportError:

@@ -1,0 +1,239 @@
+// The player page: WebRTC receive-only video + an input data channel, paired by approval.
+// Identity: one RTCCertificate generated once and kept in IndexedDB, so the DTLS fingerprint
+// the host sees in our offer is the same on every visit (the operator approves it once).
+"use strict";
+(() => {
+  const $ = (id) => document.getElementById(id);
+  const state = { state: "idle", fingerprint: null, stats: {}, host: {}, pc: null, dc: null };
+  window.nativePlayer = state;
+  state.pongs = {};
+  // Data-channel echo time in ms (the input path's transport share of latency).
+  state.ping = () => new Promise((resolve) => {
+    const c = Math.random().toString(36).slice(2), t0 = performance.now();
+    state.pongs[c] = () => resolve(performance.now() - t0);
+    send({ t: "ping", c });
+  });
+
+  function csrf() {
+    const m = document.cookie.match(/(?:^|; )csrftoken=([^;]+)/);
+    return m ? decodeURIComponent(m[1]) : "";
+  }
+  function say(text, st) {
+    $("status").textContent = text;
+    if (st) state.state = st;
+  }
+
+  function idb() {
+    return new Promise((resolve, reject) => {
+      const req = indexedDB.open("native-player", 1);
+      req.onupgradeneeded = () => req.result.createObjectStore("keys");
+      req.onsuccess = () => resolve(req.result);
+      req.onerror = () => reject(req.error);
+    });
+  }
+  async function certificate() {
+    const db = await idb();
+    const get = (key) => new Promise((res, rej) => {
+      const r = db.transaction("keys").objectStore("keys").get(key);
+      r.onsuccess = () => res(r.result); r.onerror = () => rej(r.error);
+    });
+    let cert = await get("cert");
+    if (cert && cert.expires > Date.now() + 86400e3) return cert;
+    cert = await RTCPeerConnection.generateCertificate(
+      { name: "ECDSA", namedCurve: "P-256", expires: 365 * 86400e3 });
+    await new Promise((res, rej) => {
+      const tx = db.transaction("keys", "readwrite");
+      tx.objectStore("keys").put(cert, "cert");
+      tx.oncomplete = res; tx.onerror = () => rej(tx.error);
+    });
+    return cert;
+  }
+
+  function gathered(pc) {
+    if (pc.iceGatheringState === "complete") return Promise.resolve();
+    return new Promise((res) => {
+      const done = () => { if (pc.iceGatheringState === "complete") res(); };
+      pc.addEventListener("icegatheringstatechange", done);
+      setTimeout(res, 3000);  // host candidates come at once; do not hang on a slow interface
+    });
+  }
+
+  function send(msg) {
+    if (state.dc && state.dc.readyState === "open") state.dc.send(JSON.stringify(msg));
+  }
+
+  async function start(ev) {
+    if (ev) ev.preventDefault();
+    stop("restart");
+    localStorage.setItem("native-name", $("name").value);
+    const [w, h] = $("mode").value.split("x").map(Number);
+    const fps = Number($("fps").value);
+    say("Preparing…", "offering");
+    const pc = new RTCPeerConnection({ certificates: [await certificate()] });
+    state.pc = pc;
+    const tr = pc.addTransceiver("video", { direction: "recvonly" });
+    const caps = RTCRtpReceiver.getCapabilities("video").codecs;
+    const h264 = caps.filter((c) => c.mimeType === "video/H264"
+      && /packetization-mode=1/.test(c.sdpFmtpLine || "") && /profile-level-id=42/.test(c.sdpFmtpLine || ""));
+    if (h264.length) tr.setCodecPreferences([...h264, ...caps.filter((c) => c.mimeType === "video/rtx")]);
+    state.dc = pc.createDataChannel("input", { ordered: true });
+    state.dc.onmessage = (e) => onHost(JSON.parse(e.data));
+    pc.addTransceiver("audio", { direction: "recvonly" });
+    const media = new MediaStream();
+    pc.ontrack = (e) => { media.addTrack(e.track); $("video").srcObject = media; };
+    $("video").muted = false;  // Start was a click: sound may play
+    pc.onconnectionstatechange = () => {
+      const s = pc.connectionState;
+      if (s === "connected") { say(`Playing ${w}x${h}@${fps}.`, "playing"); $("fullscreen").disabled = false; }
+      if ((s === "failed" || s === "closed" || s === "disconnected") && state.pc === pc
+          && state.state === "playing") {
+        say(`Connection ${s}. Reconnecting…`, "reconnecting");
+        setTimeout(() => { if (state.pc === pc) start(); }, 2000);
+      }
+    };
+    await pc.setLocalDescription(await pc.createOffer());
+    await gathered(pc);
+    const body = { sdp: pc.localDescription.sdp, name: $("name").value, app: $("app").value,
+                   width: w, height: h, fps, pin: $("pin").value || undefined };
+    $("stop").disabled = false;
+    await knock(pc, body);
+  }
+
+  async function knock(pc, body) {
+    while (state.pc === pc) {
+      let r;
+      try {
+        r = await fetch("/native/offer", { method: "POST", credentials: "same-origin",
+          headers: { "Content-Type": "application/json", "X-CSRFToken": csrf() },
+          body: JSON.stringify(body) });
+      } catch (e) { say(`Host unreachable: ${e}`, "error"); return; }
+      const data = await r.json().catch(() => ({ error: `HTTP ${r.status}` }));
+      if (data.fingerprint) state.fingerprint = data.fingerprint;
+      if (r.status === 202) {
+        say(`Waiting for the operator to approve this device (request ${data.id}).`, "pending");
+        await new Promise((res) => setTimeout(res, 1500));
+        continue;
+      }
+      if (!r.ok) { say(`Refused: ${data.error}`, "refused"); pc.close(); return; }
+      say("Approved. Connecting…", "connecting");
+      await pc.setRemoteDescription({ type: "answer", sdp: data.sdp });
+      return;
+    }
+  }
+
+  function stop(why) {
+    if (state.pc) { const pc = state.pc; state.pc = null; pc.close(); }
+    state.dc = null;
+    if (why !== "restart") { say("Stopped.", "stopped"); $("stop").disabled = true; }
+  }
+
+  function onHost(msg) {
+    if (msg.t === "stats") state.host = msg;
+    else if (msg.t === "pong" && state.pongs[msg.c]) { state.pongs[msg.c](); delete state.pongs[msg.c]; }
+    else if (msg.t === "bye") {
+      const pc = state.pc; state.pc = null; if (pc) pc.close();
+      say(`Session ended by the host (${msg.reason}).`, "ended");
+    }
+  }
+
+  // -- stats overlay -----------------------------------------------------------------------
+  let prev = null;
+  setInterval(async () => {
+    const pc = state.pc;
+    if (!pc || pc.connectionState !== "connected") { $("stats").hidden = true; return; }
+    const rep = await pc.getStats();
+    let inb = null, rtt = null;
+    rep.forEach((s) => {
+      if (s.type === "inbound-rtp" && s.kind === "video") inb = s;
+      if (s.type === "candidate-pair" && s.nominated && s.currentRoundTripTime !== undefined) rtt = s.currentRoundTripTime;
+    });
+    if (!inb) return;
+    const now = inb.timestamp;
+    if (prev) {
+      const dt = (now - prev.timestamp) / 1000;
+      state.stats = {
+        fps: (inb.framesDecoded - prev.framesDecoded) / dt,
+        kbps: ((inb.bytesReceived - prev.bytesReceived) * 8) / dt / 1000,
+        rtt_ms: rtt === null ? null : rtt * 1000,
+        decode_ms: inb.framesDecoded ? (inb.totalDecodeTime / inb.framesDecoded) * 1000 : null,
+        frames: inb.framesDecoded, width: inb.frameWidth, height: inb.frameHeight,
+      };
+      const s = state.stats;
+      $("stats").textContent = `${s.width}x${s.height}  ${s.fps.toFixed(1)} fps  ` +
+        `${Math.round(s.kbps)} kbit/s  RTT ${s.rtt_ms === null ? "?" : s.rtt_ms.toFixed(1)} ms  ` +
+        `decode ${s.decode_ms === null ? "?" : s.decode_ms.toFixed(1)} ms  ` +
+        `host encode ${state.host.encode_ms ?? "?"} ms`;
+      $("stats").hidden = false;
+    }
+    prev = inb;
+  }, 1000);
+
+  // -- input ---------------------------------------------------------------------------------
+  const video = $("video");
+  const playing = () => state.state === "playing";
+  function contentPoint(e) {
+    const r = video.getBoundingClientRect();
+    const vw = video.videoWidth || r.width, vh = video.videoHeight || r.height;
+    const scale = Math.min(r.width / vw, r.height / vh);
+    const cw = vw * scale, ch = vh * scale;
+    const x = e.clientX - r.left - (r.width - cw) / 2, y = e.clientY - r.top - (r.height - ch) / 2;
+    return { x: Math.round(x / scale), y: Math.round(y / scale), w: vw, h: vh };
+  }
+  video.addEventListener("mousemove", (e) => {
+    if (!playing()) return;
+    if (document.pointerLockElement === video) send({ t: "r", dx: e.movementX, dy: e.movementY });
+    else { const p = contentPoint(e); send({ t: "m", ...p }); }
+  });
+  video.addEventListener("mousedown", (e) => {
+    if (!playing()) return;
+    if (document.pointerLockElement !== video && document.fullscreenElement) video.requestPointerLock();
+    const p = contentPoint(e); if (document.pointerLockElement !== video) send({ t: "m", ...p });
+    send({ t: "b", b: e.button + 1, d: 1 }); e.preventDefault();
+  });
+  video.addEventListener("mouseup", (e) => { if (playing()) send({ t: "b", b: e.button + 1, d: 0 }); });
+  video.addEventListener("contextmenu", (e) => e.preventDefault());
+  video.addEventListener("wheel", (e) => {
+    if (!playing()) return;
+    if (e.deltaY) send({ t: "s", a: -Math.sign(e.deltaY) * 120, h: 0 });
+    if (e.deltaX) send({ t: "s", a: Math.sign(e.deltaX) * 120, h: 1 });
+    e.preventDefault();
+  }, { passive: false });
+  const typing = (e) => e.target instanceof HTMLInputElement || e.target instanceof HTMLSelectElement;
+  for (const [type, down] of [["keydown", 1], ["keyup", 0]]) {
+    document.addEventListener(type, (e) => {
+      if (!playing() || typing(e) || e.repeat) return;
+      send({ t: "k", vk: e.keyCode, d: down }); e.preventDefault();
+    });
+  }
+
+  // Gamepads (standard mapping) -> GameStream button flags, Y axes pointing up.
+  const PAD_BUTTONS = [0x1000, 0x2000, 0x4000, 0x8000, 0x0100, 0x0200, 0, 0, 0x0020, 0x0010,
+                       0x0040, 0x0080, 0x0001, 0x0002, 0x0004, 0x0008, 0x0400];
+  const padSent = {};
+  const axis = (v) => Math.max(-32768, Math.min(32767, Math.round((v || 0) * 32767)));
+  function pollPads() {
+    if (playing() && navigator.getGamepads) {
+      for (const gp of navigator.getGamepads()) {
+        if (!gp || gp.mapping !== "standard" || gp.index > 15) continue;
+        let b = 0;
+        gp.buttons.forEach((btn, i) => { if (btn.pressed && PAD_BUTTONS[i]) b |= PAD_BUTTONS[i]; });
+        const msg = { t: "p", i: gp.index, b,
+          lt: Math.round((gp.buttons[6]?.value || 0) * 255), rt: Math.round((gp.buttons[7]?.value || 0) * 255),
+          lx: axis(gp.axes[0]), ly: axis(-gp.axes[1]), rx: axis(gp.axes[2]), ry: axis(-gp.axes[3]) };
+        const key = JSON.stringify(msg);
+        if (padSent[gp.index] !== key) { padSent[gp.index] = key; send(msg); }
+      }
+    }
+    requestAnimationFrame(pollPads);
+  }
+  requestAnimationFrame(pollPads);
+
+  $("fullscreen").addEventListener("click", async () => {
+    await $("stage").requestFullscreen();
+    if (navigator.keyboard && navigator.keyboard.lock) navigator.keyboard.lock().catch(() => {});
+    video.requestPointerLock();
+  });
+  $("stop").addEventListener("click", () => stop());
+  $("setup").addEventListener("submit", start);
+  $("name").value = localStorage.getItem("native-name") || "";
+})();

@@ -1,0 +1,1 @@
+"""The native plane: a browser tab plays over WebRTC, paired by operator approval."""

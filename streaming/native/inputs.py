@@ -1,0 +1,83 @@
+"""Data-channel input messages of the player page -> streaming.input (XTest and uinput pads).
+
+JSON, one event per message:
+`{"t":"k","vk":65,"d":1}` key (Windows virtual-key codes, as `KeyboardEvent.keyCode` gives),
+`{"t":"m","x":..,"y":..,"w":..,"h":..}` absolute move on a w x h view,
+`{"t":"r","dx":..,"dy":..}` relative move (pointer lock), `{"t":"b","b":1,"d":1}` button,
+`{"t":"s","a":-120,"h":0}` wheel in 1/120 notches,
+`{"t":"p","i":0,"b":0x1000,"lt":0..255,"rt":..,"lx":-32768..32767,"ly":..,"rx":..,"ry":..}`
+a pad's whole state (GameStream button flags, Y up), sent by the page when it changes.
+The XTest injector clamps and rate-limits; pads are created on first use.
+"""
+
+from __future__ import annotations
+
+import logging
+
+log = logging.getLogger("streaming.native")
+
+
+class Pads:
+    """The session's virtual pads. # GAP: untested end to end here (no /dev/uinput)."""
+
+    def __init__(self):
+        self._pads: dict = {}
+        self.unavailable: str | None = None
+
+    def update(self, ev: dict) -> bool:
+        from streaming.input.gamepad import (
+            GamepadUnavailable,
+            PadState,
+            VirtualGamepad,
+            check_index,
+        )
+
+        if self.unavailable:
+            return False
+        index = check_index(int(ev["i"]))
+        state = PadState(
+            int(ev.get("b", 0)),
+            int(ev.get("lt", 0)),
+            int(ev.get("rt", 0)),
+            int(ev.get("lx", 0)),
+            int(ev.get("ly", 0)),
+            int(ev.get("rx", 0)),
+            int(ev.get("ry", 0)),
+        ).clamped()
+        pad = self._pads.get(index)
+        if pad is None:
+            try:
+                pad = self._pads[index] = VirtualGamepad(index)
+            except GamepadUnavailable as exc:
+                self.unavailable = str(exc)
+                log.info("gamepads unavailable: %s", exc)
+                return False
+        pad.update(state)
+        return True
+
+    def close(self) -> None:
+        for pad in self._pads.values():
+            pad.close()
+        self._pads.clear()
+
+
+def inject(x, ev: dict, pads: Pads | None = None) -> bool:
+    try:
+        kind = ev.get("t")
+        if kind == "p":
+            return pads.update(ev) if pads is not None else False
+        if x is None:
+            return False
+        if kind == "k":
+            return x.key(int(ev["vk"]), bool(ev["d"]))
+        if kind == "m":
+            return x.move_absolute(ev["x"], ev["y"], ev["w"], ev["h"])
+        if kind == "r":
+            return x.move_relative(ev["dx"], ev["dy"])
+        if kind == "b":
+            return x.button(int(ev["b"]), bool(ev["d"]))
+        if kind == "s":
+            return x.scroll(int(ev["a"]), bool(ev.get("h")))
+    except (KeyError, TypeError, ValueError):
+        return False
+    return False

@@ -1,0 +1,212 @@
+"""Video for the native plane: an encoder process (mss capture of the virtual display ->
+streaming.engine.encoder.VideoEncoder -> H.264 Annex-B) and the aiortc track that hands those
+pre-encoded access units to the RTP sender.
+
+Why its own process: next to the asyncio loop that runs DTLS/SRTP, PyAV's encode time grew
+from 2.4 ms to 11.5 ms (issue 10); the GIL is the reason. Why pre-encoded: aiortc's own H.264
+encoder runs at the medium preset with a 3 Mbit/s cap and 30 fps pacing. Keyframes: the RTP
+sender's PLI/FIR handler is pointed at `request_keyframe`, and an IDR also goes out every
+`IDR_EVERY_S` so a browser that lost packets without asking still recovers. No Django here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import fractions
+import struct
+import threading
+import time
+
+import av
+from aiortc.mediastreams import MediaStreamError, MediaStreamTrack
+
+HEADER = struct.Struct("<?dd")  # keyframe, capture wall time, encode ms
+IDR_EVERY_S = 2.0
+CLOCK = 90_000
+
+
+def encoder_main(
+    conn, keyframe, stop, x_display: str, width: int, height: int, fps: int, kbps: int
+) -> None:
+    """Child process: capture at `fps`, encode, send (header + Annex-B) per frame."""
+    import mss
+    import numpy as np
+
+    from streaming.engine.encoder import VideoEncoder
+
+    enc = VideoEncoder(width, height, fps=fps, bitrate_kbps=kbps)
+    sct = mss.MSS(display=x_display)
+    monitor = sct.monitors[1]
+    interval = 1.0 / fps
+    next_t = time.monotonic()
+    last_idr = 0.0
+    try:
+        while not stop.is_set():
+            now = time.monotonic()
+            if now < next_t:
+                time.sleep(next_t - now)
+            next_t = max(next_t + interval, time.monotonic() - interval)
+            t_cap = time.time()
+            shot = sct.grab(monitor)
+            frame = np.frombuffer(shot.raw, np.uint8).reshape(shot.height, shot.width, 4)
+            if frame.shape[:2] != (height, width):
+                import cv2
+
+                frame = cv2.resize(frame, (width, height), interpolation=cv2.INTER_AREA)
+            if keyframe.is_set() or time.monotonic() - last_idr > IDR_EVERY_S:
+                keyframe.clear()
+                enc.request_idr()
+                last_idr = time.monotonic()
+            out = enc.encode(frame)
+            if out is None:
+                continue
+            try:
+                conn.send_bytes(HEADER.pack(out.keyframe, t_cap, out.encode_ms) + out.data)
+            except (BrokenPipeError, OSError):
+                break
+    finally:
+        enc.close()
+        sct.close()
+        conn.close()
+
+
+class EncoderProcess:
+    """Owns the child process and the pipe; `frames()` feeds an asyncio queue from a thread."""
+
+    def __init__(self, x_display: str, width: int, height: int, fps: int, kbps: int):
+        import multiprocessing as mp
+
+        ctx = mp.get_context("spawn")  # no fork of a process holding Django, sockets and a loop
+        self._recv, send = ctx.Pipe(duplex=False)
+        self.keyframe, self.stop_event = ctx.Event(), ctx.Event()
+        self.proc = ctx.Process(
+            target=encoder_main,
+            args=(send, self.keyframe, self.stop_event, x_display, width, height, fps, kbps),
+            daemon=True,
+            name="native-encoder",
+        )
+        self.proc.start()
+        send.close()
+
+    def pump(self, loop: asyncio.AbstractEventLoop, queue: asyncio.Queue) -> None:
+        def run():
+            while True:
+                try:
+                    raw = self._recv.recv_bytes()
+                except (EOFError, OSError):
+                    break
+                loop.call_soon_threadsafe(_put_latest, queue, raw)
+            loop.call_soon_threadsafe(_put_latest, queue, None)
+
+        threading.Thread(target=run, daemon=True, name="native-encoder-pipe").start()
+
+    def close(self) -> None:
+        self.stop_event.set()
+        self.proc.join(3)
+        if self.proc.is_alive():
+            self.proc.kill()
+            self.proc.join(2)
+        self._recv.close()
+
+
+def _put_latest(queue: asyncio.Queue, item) -> None:
+    queue.put_nowait(item)
+
+
+class EncodedVideoTrack(MediaStreamTrack):
+    """A track whose `recv()` yields `av.Packet`s (aiortc then only packetizes them)."""
+
+    kind = "video"
+
+    def __init__(self, encoder: EncoderProcess):
+        super().__init__()
+        self.encoder = encoder
+        self.queue: asyncio.Queue = asyncio.Queue()
+        self.frames = self.bytes = 0
+        self.encode_ms = 0.0
+        self._t0: float | None = None
+        encoder.pump(asyncio.get_running_loop(), self.queue)
+
+    def request_keyframe(self) -> None:
+        self.encoder.keyframe.set()
+
+    async def recv(self):
+        raw = await self.queue.get()
+        if raw is None:
+            self.stop()
+            raise MediaStreamError
+        _keyframe, t_cap, encode_ms = HEADER.unpack_from(raw)
+        data = raw[HEADER.size :]
+        if self._t0 is None:
+            self._t0 = t_cap
+        packet = av.Packet(data)
+        packet.pts = int((t_cap - self._t0) * CLOCK)
+        packet.time_base = fractions.Fraction(1, CLOCK)
+        self.frames += 1
+        self.bytes += len(data)
+        self.encode_ms = encode_ms
+        return packet
+
+
+class CapturedAudioTrack(MediaStreamTrack):
+    """The session's sound: streaming.audio's private null sink + parec, 20 ms s16 stereo
+    blocks handed to aiortc, which encodes Opus. Capture runs in a thread (parec reads block);
+    a slow consumer loses the oldest blocks rather than building delay.
+    # GAP: aiortc's own Opus encoder (voip, 96 kbit/s) is used, not the host_opus_* chain.
+    """
+
+    kind = "audio"
+    BLOCK = 960  # 20 ms at 48 kHz
+
+    def __init__(self, values: dict, session_id: str):
+        super().__init__()
+        self.queue: asyncio.Queue = asyncio.Queue(maxsize=10)
+        self.loop = asyncio.get_running_loop()
+        self.available: bool | None = None
+        self._pts = 0
+        self._halt = threading.Event()
+        self._thread = threading.Thread(
+            target=self._run, args=(values, session_id), daemon=True, name="native-audio"
+        )
+        self._thread.start()
+
+    def _run(self, values: dict, session_id: str) -> None:
+        import logging
+
+        from streaming.audio.capture import SessionAudio
+
+        try:
+            audio = SessionAudio.from_config(values, session_id)
+            if audio is not None:
+                audio.start()
+        except Exception as exc:  # noqa: BLE001 - the session goes on without sound
+            logging.getLogger("streaming.native").warning("no audio: %s", exc)
+            audio = None
+        self.available = audio is not None
+        if audio is None:
+            return
+        try:
+            while not self._halt.is_set():
+                block = audio.read(self.BLOCK, timeout=0.5)
+                if block is not None:
+                    self.loop.call_soon_threadsafe(self._offer, block)
+        finally:
+            audio.close()
+
+    def _offer(self, block) -> None:
+        if self.queue.full():
+            self.queue.get_nowait()
+        self.queue.put_nowait(block)
+
+    async def recv(self):
+        block = await self.queue.get()
+        frame = av.AudioFrame.from_ndarray(block.reshape(1, -1), format="s16", layout="stereo")
+        frame.sample_rate = 48_000
+        frame.pts = self._pts
+        frame.time_base = fractions.Fraction(1, 48_000)
+        self._pts += block.shape[0]
+        return frame
+
+    def close(self) -> None:
+        self._halt.set()
+        self._thread.join(5)

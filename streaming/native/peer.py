@@ -1,0 +1,344 @@
+"""One native session, in its own process: `python -m streaming.native.peer`.
+
+Reads the offer record (JSON line) on stdin, acquires a virtual display at the asked mode,
+starts the encoder process, answers (JSON line on stdout) and then runs the aiortc peer
+connection until the browser leaves, the device is unpaired or disabled (polled every second),
+the host process that started it dies, or SIGTERM. Every exit path releases the display and
+the encoder process and emits the closing events.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import signal
+import sys
+import time
+
+log = logging.getLogger("streaming.native.peer")
+
+MAX_MESSAGE = 1024  # bytes per data-channel message; more is dropped
+CONNECT_TIMEOUT_S = 30
+
+
+def django_now():
+    from django.utils import timezone
+
+    return timezone.now()
+
+
+def _reply(obj: dict) -> None:
+    sys.stdout.write(json.dumps(obj) + "\n")
+    sys.stdout.flush()
+    sys.stdout.close()
+
+
+def _allow_loopback_candidates() -> None:
+    """aioice skips 127.0.0.1; a browser on the same machine needs it (issue 10)."""
+    from aioice import ice
+
+    original = ice.get_host_addresses
+
+    def with_loopback(use_ipv4: bool, use_ipv6: bool) -> list[str]:
+        found = original(use_ipv4, use_ipv6)
+        return (["127.0.0.1"] + found) if use_ipv4 else found
+
+    ice.get_host_addresses = with_loopback
+
+
+class Session:
+    def __init__(self, offer: dict):
+        self.offer = offer
+        self.fp = offer["fingerprint"]
+        self.name = offer["name"]
+        self.width, self.height, self.fps = offer["width"], offer["height"], offer["fps"]
+        self.mode = f"{self.width}x{self.height}@{self.fps}"
+        self.display = None
+        self.encoder = None
+        self.pc = None
+        self.track = None
+        self.audio = None
+        self.closed = False
+        self.samples: list[dict] = []
+        self.t_start = None
+        self.xinput = None
+        self.pads = None
+        self.done = asyncio.Event()
+        # `reason` is the event's vocabulary (quit | timeout | error); `detail` tells the page.
+        self.reason = "quit"
+        self.detail = "quit"
+        self.connected = False
+        self.channel = None
+
+    # -- events ------------------------------------------------------------------------------
+    def _emit(self, kind: str, **extra) -> None:
+        from hooks.events import emit
+
+        client = {"name": self.name, "fingerprint": self.fp, "plane": "native"}
+        session = {"id": os.getpid(), "client": self.name, "mode": self.mode, "hdr": False}
+        stream = {
+            "mode": self.mode,
+            "hdr": False,
+            "client": self.name,
+            "app": self.offer.get("app") or "desktop",
+            "plane": "native",
+        }
+        domain = kind.split(".")[0]
+        payload = {"client": client, "session": session, "stream": stream}[domain]
+        emit(kind, {domain: payload, **extra})
+
+    # -- lifecycle ---------------------------------------------------------------------------
+    async def start(self) -> dict:
+        from aiortc import RTCConfiguration, RTCPeerConnection, RTCSessionDescription
+        from aiortc.rtcrtpsender import RTCRtpSender
+
+        from streaming.displays import machine
+        from streaming.native.media import (
+            CapturedAudioTrack,
+            EncodedVideoTrack,
+            EncoderProcess,
+        )
+
+        self.display = await asyncio.to_thread(machine.acquire, self.name, self.mode)
+        x_display = self.display["x_display"]
+        self.encoder = EncoderProcess(
+            x_display, self.width, self.height, self.fps, self.offer.get("kbps", 12_000)
+        )
+        self.pc = RTCPeerConnection(RTCConfiguration(iceServers=[]))
+        self.track = EncodedVideoTrack(self.encoder)
+        # Track and codec preferences before setRemoteDescription, or aiortc falls back to VP8.
+        transceiver = self.pc.addTransceiver(self.track, direction="sendonly")
+        h264 = [
+            c
+            for c in RTCRtpSender.getCapabilities("video").codecs
+            if c.mimeType in ("video/H264", "video/rtx")
+        ]
+        transceiver.setCodecPreferences(h264)
+        transceiver.sender._send_keyframe = self.track.request_keyframe
+        from hostmgmt.config import store
+
+        values = await asyncio.to_thread(store.values)
+        self.audio = CapturedAudioTrack(values, f"native{os.getpid()}")
+        self.pc.addTransceiver(self.audio, direction="sendonly")
+
+        @self.pc.on("datachannel")
+        def on_channel(channel):
+            self.channel = channel
+            channel.on("message", self.on_input)
+
+        @self.pc.on("connectionstatechange")
+        async def on_state():
+            state = self.pc.connectionState
+            log.info("native %s: %s", self.fp[:12], state)
+            if state == "connected" and not self.connected:
+                self.connected = True
+                self.t_start = django_now()
+                self.track.request_keyframe()
+                self._emit("client.connected")
+                self._emit("session.started")
+                self._emit("stream.started")
+            elif state in ("failed", "closed"):
+                if not self.done.is_set():
+                    self.reason = "error" if state == "failed" else "quit"
+                    self.detail = state
+                self.done.set()
+
+        await self.pc.setRemoteDescription(RTCSessionDescription(self.offer["sdp"], "offer"))
+        if transceiver.mid is None:
+            raise ValueError("the offer has no video to receive")
+        codecs = [c.mimeType for c in transceiver._codecs]
+        if not codecs or codecs[0] != "video/H264":
+            raise ValueError("the browser offered no H.264 (constrained baseline)")
+        await self.pc.setLocalDescription(await self.pc.createAnswer())
+        return {
+            "sdp": self.pc.localDescription.sdp,
+            "type": "answer",
+            "x_display": x_display,
+            "mode": self.mode,
+            "pid": os.getpid(),
+        }
+
+    def on_input(self, message) -> None:
+        if isinstance(message, bytes) or len(message) > MAX_MESSAGE:
+            return
+        try:
+            ev = json.loads(message)
+        except ValueError:
+            return
+        if not isinstance(ev, dict):
+            return
+        if ev.get("t") == "ping":  # input echo for the latency figure
+            self.channel.send(json.dumps({"t": "pong", "c": ev.get("c")}))
+            return
+        from streaming.native.inputs import Pads, inject
+
+        if self.pads is None:
+            self.pads = Pads()
+        if self.xinput is None and ev.get("t") != "p":
+            from streaming.input.xtest import InputUnavailable, XInput
+
+            try:
+                self.xinput = XInput(self.display["x_display"])
+            except InputUnavailable as exc:
+                log.warning("input unavailable: %s", exc)
+                return
+        inject(self.xinput, ev, self.pads)
+
+    async def watch(self) -> None:
+        from streaming.native import services
+
+        parent = int(os.environ.get("NATIVE_PARENT_PID", "0") or 0)
+        started = time.monotonic()
+        last_stats = 0.0
+        while not self.done.is_set():
+            try:
+                await asyncio.wait_for(self.done.wait(), 1.0)
+                break
+            except TimeoutError:
+                pass
+            if not await asyncio.to_thread(services.authorized, self.fp):
+                self.detail = "unpaired or disabled"
+                break
+            if parent and os.getppid() != parent:
+                self.detail = "host exited"
+                break
+            if not self.connected and time.monotonic() - started > CONNECT_TIMEOUT_S:
+                self.reason = self.detail = "timeout"
+                break
+            if self.connected:
+                last_stats = self._sample(last_stats)
+
+    def _sample(self, last: float) -> float:
+        """One second's figures: to the page's overlay and into the history record."""
+        now = time.monotonic()
+        frames, nbytes = self.track.frames, self.track.bytes
+        if last:
+            dt = now - last
+            sample = {
+                "t": len(self.samples),
+                "fps": round((frames - self._f) / dt, 1),
+                "bitrate_kbps": round((nbytes - self._b) * 8 / dt / 1000),
+                "encode_ms": round(self.track.encode_ms, 2),
+            }
+            self.samples.append(sample)
+            if self.channel is not None and self.channel.readyState == "open":
+                self.channel.send(
+                    json.dumps({"t": "stats", **sample, "kbps": sample["bitrate_kbps"]})
+                )
+        self._f, self._b = frames, nbytes
+        return now
+
+    def _record(self) -> None:
+        from django.utils import timezone
+
+        from streaming import history
+
+        n = len(self.samples) or 1
+        history.record_session(
+            t_start=self.t_start,
+            t_end=timezone.now(),
+            app_name=self.offer.get("app_title") or "Desktop",
+            client_name=self.name,
+            codec="h264",
+            width=self.width,
+            height=self.height,
+            fps=self.fps,
+            avg_bitrate_kbps=round(sum(x["bitrate_kbps"] for x in self.samples) / n),
+            avg_encode_ms=round(sum(x["encode_ms"] for x in self.samples) / n, 2),
+            samples=self.samples,
+        )
+
+    async def close(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        from streaming.displays import machine
+        from streaming.native import sessions
+
+        if self.channel is not None and self.channel.readyState == "open":
+            try:
+                self.channel.send(json.dumps({"t": "bye", "reason": self.detail}))
+                await asyncio.sleep(0.1)
+            except Exception:  # noqa: BLE001 - leaving anyway
+                pass
+        if self.pc is not None:
+            await self.pc.close()
+        if self.encoder is not None:
+            await asyncio.to_thread(self.encoder.close)
+        if self.audio is not None:
+            await asyncio.to_thread(self.audio.close)
+        if self.xinput is not None:
+            self.xinput.release_all()
+            self.xinput.close()
+        if self.pads is not None:
+            self.pads.close()
+        if self.display is not None:
+            try:
+                await asyncio.to_thread(machine.disconnect, self.display["slot"], True)
+            except Exception:  # noqa: BLE001 - the display may be gone already
+                log.exception("display release failed")
+        await asyncio.to_thread(sessions.unregister, self.fp, os.getpid())
+        if self.connected:
+            try:
+                await asyncio.to_thread(self._record)
+            except Exception:  # noqa: BLE001 - the history is a nicety; the events still go out
+                log.exception("history record failed")
+            self._emit("stream.stopped")
+            self._emit("session.ended")
+            self._emit("client.disconnected", reason=self.reason)
+
+
+async def run(offer: dict) -> int:
+    from streaming.native import sessions
+
+    session = Session(offer)
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(
+            sig, lambda: (setattr(session, "detail", "ended by the host"), session.done.set())
+        )
+    try:
+        try:
+            answer = await session.start()
+        except Exception as exc:  # noqa: BLE001 - becomes the offer's error answer
+            status = getattr(exc, "status", 400 if isinstance(exc, ValueError) else 500)
+            log.warning("native session refused: %s", exc)
+            await session.close()  # release first: the caller may look right after the answer
+            _reply({"error": str(exc), "status": status})
+            return 1
+        await asyncio.to_thread(
+            sessions.register,
+            session.fp,
+            {
+                "pid": os.getpid(),
+                "name": session.name,
+                "mode": session.mode,
+                "app": offer.get("app") or "desktop",
+                "x_display": answer["x_display"],
+                "slot": session.display["slot"],
+                "started_unix": int(time.time()),
+            },
+        )
+        _reply(answer)
+        await session.watch()
+        return 0
+    finally:
+        await session.close()
+
+
+def main() -> int:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s native-peer %(message)s")
+    offer = json.loads(sys.stdin.readline())
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "hostmgmt.settings")
+    import django
+
+    django.setup()
+    if offer.get("loopback"):
+        _allow_loopback_candidates()
+    return asyncio.run(run(offer))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,156 @@
+"""Devices waiting for the operator, and the armed self-pairing PIN, kept in the host's Redis.
+
+Why Redis: the offer arrives in whichever daphne process took the request, the operator approves
+through another request, and the peer processes read the same state; Redis is the one store they
+all share that already expires keys on its own. No Django here, so the rules are testable with a
+plain Redis.
+
+Rules (mgmt-api-records §1.7): one entry per DTLS fingerprint, 10 min TTL, 32 entries at most,
+4 per source IP; a re-knock refreshes the entry and keeps its id. Deny is not a blocklist.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import time
+from dataclasses import asdict, dataclass
+
+import redis
+
+KEY = "native:pending"  # hash: fingerprint -> entry JSON
+SEQ = "native:pending:seq"
+ARM = "native:pair:arm"
+DENIED = "native:denied:"  # + fingerprint: the device's next knock learns it was denied
+
+TTL_S = 600
+MAX_PENDING = 32
+MAX_PER_IP = 4
+DENIED_NOTICE_S = 120
+
+
+def _keys(raw) -> list[str]:
+    return [k.decode() if isinstance(k, bytes) else k for k in raw]
+
+
+class QueueFull(Exception):
+    """The pending list is at a cap; the message names which one."""
+
+
+@dataclass
+class Pending:
+    id: int
+    fingerprint: str
+    name: str
+    ip: str
+    first_seen: float
+    last_seen: float
+
+    def record(self, now: float | None = None) -> dict:
+        age = int((now or time.time()) - self.first_seen)
+        return {"id": self.id, "name": self.name, "fingerprint": self.fingerprint, "age_secs": age}
+
+
+class PendingQueue:
+    def __init__(self, client: redis.Redis, clock=time.time):
+        self.r = client
+        self.clock = clock
+
+    def _load(self, pipe) -> dict[str, Pending]:
+        now = self.clock()
+        out = {}
+        for fp, raw in pipe.hgetall(KEY).items():
+            entry = Pending(**json.loads(raw))
+            if now - entry.last_seen < TTL_S:
+                out[fp.decode() if isinstance(fp, bytes) else fp] = entry
+        return out
+
+    def entries(self) -> list[Pending]:
+        return sorted(self._load(self.r).values(), key=lambda e: e.id)
+
+    def knock(self, fingerprint: str, name: str, ip: str) -> tuple[Pending, bool]:
+        """Add or refresh the device; (entry, True) the first time it is seen. Raises QueueFull."""
+        result: list = []
+
+        def txn(pipe):
+            result.clear()
+            entries = self._load(pipe)
+            now = self.clock()
+            old = entries.get(fingerprint)
+            if old is None:
+                if len(entries) >= MAX_PENDING:
+                    raise QueueFull(
+                        f"too many devices are waiting for approval ({MAX_PENDING} max, "
+                        f"{TTL_S // 60} min each); ask the operator to approve or deny some"
+                    )
+                same_ip = sum(1 for e in entries.values() if e.ip == ip)
+                if same_ip >= MAX_PER_IP:
+                    raise QueueFull(
+                        f"too many devices from {ip} are waiting for approval "
+                        f"({MAX_PER_IP} per address, {TTL_S // 60} min each)"
+                    )
+                entry = Pending(int(pipe.incr(SEQ)), fingerprint, name, ip, now, now)
+            else:
+                entry = old
+                entry.last_seen, entry.ip = now, ip
+                entry.name = name or entry.name
+            stale = [fp for fp in _keys(pipe.hkeys(KEY)) if fp not in entries]
+            pipe.multi()
+            if stale:
+                pipe.hdel(KEY, *stale)
+            pipe.hset(KEY, fingerprint, json.dumps(asdict(entry)))
+            pipe.expire(KEY, TTL_S)
+            result.extend([entry, old is None])
+
+        self.r.transaction(txn, KEY)
+        return result[0], result[1]
+
+    def take(self, pending_id: int) -> Pending | None:
+        """Remove and return the live entry with this id (None: unknown or expired)."""
+        for fp, entry in self._load(self.r).items():
+            if entry.id == pending_id:
+                if self.r.hdel(KEY, fp):
+                    return entry
+                return None  # someone else took it first
+        return None
+
+    def drop(self, fingerprint: str) -> None:
+        self.r.hdel(KEY, fingerprint)
+
+    # -- the denied notice ---------------------------------------------------------------------
+    def mark_denied(self, fingerprint: str) -> None:
+        self.r.set(DENIED + fingerprint, "1", ex=DENIED_NOTICE_S)
+
+    def pop_denied(self, fingerprint: str) -> bool:
+        return bool(self.r.delete(DENIED + fingerprint))
+
+    # -- armed PIN -----------------------------------------------------------------------------
+    def arm(self, ttl_s: int, fingerprint: str | None) -> dict:
+        pin = f"{secrets.randbelow(10_000):04d}"
+        state = {"pin": pin, "fingerprint": fingerprint, "expires_at": self.clock() + ttl_s}
+        self.r.set(ARM, json.dumps(state), ex=ttl_s)
+        return state
+
+    def armed(self) -> dict | None:
+        raw = self.r.get(ARM)
+        if not raw:
+            return None
+        state = json.loads(raw)
+        return state if state["expires_at"] > self.clock() else None
+
+    def disarm(self) -> None:
+        self.r.delete(ARM)
+
+    def consume_pin(self, pin: str, fingerprint: str) -> bool:
+        """True (and the window closes) when `pin` matches the armed window for this device.
+
+        A window bound to another fingerprint refuses without being consumed.
+        """
+        state = self.armed()
+        if state is None or not isinstance(pin, str):
+            return False
+        if state["fingerprint"] and state["fingerprint"] != fingerprint:
+            return False
+        if not secrets.compare_digest(pin.strip(), state["pin"]):
+            return False
+        return bool(self.r.delete(ARM))

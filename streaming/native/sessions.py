@@ -1,0 +1,175 @@
+"""Native sessions: one peer process per browser, started on demand by the offer endpoint.
+
+Why a dedicated process and not the Celery worker the design names: a WebRTC session lives for
+hours and the prefork worker also runs library scans and the compat engine (another engineer
+is reshaping that task right now); a process per session is simpler to bound and kill, and its
+death is the session's end. The offer goes in on stdin, the answer comes back on stdout; the
+registry (fingerprint -> pid, display, mode) lives in Redis so every daphne process and the
+API can find and end a session. # GAP: the Celery/Redis handoff of the design is not used.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import select
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+from django.conf import settings
+
+log = logging.getLogger("streaming.native")
+
+REGISTRY = "native:sessions"  # hash: fingerprint -> JSON record
+ANSWER_TIMEOUT_S = 20
+ROOT = Path(__file__).resolve().parents[2]
+
+
+class SessionError(Exception):
+    def __init__(self, status: int, message: str):
+        super().__init__(message)
+        self.status = status
+
+
+def _redis():
+    from streaming.native.services import redis_client
+
+    return redis_client()
+
+
+def registry() -> dict[str, dict]:
+    out = {}
+    for fp, raw in _redis().hgetall(REGISTRY).items():
+        rec = json.loads(raw)
+        if _alive(rec.get("pid")):
+            out[fp.decode()] = rec
+        else:
+            _redis().hdel(REGISTRY, fp)
+    return out
+
+
+def register(fingerprint: str, record: dict) -> None:
+    _redis().hset(REGISTRY, fingerprint, json.dumps(record))
+
+
+def unregister(fingerprint: str, pid: int) -> None:
+    raw = _redis().hget(REGISTRY, fingerprint)
+    if raw and json.loads(raw).get("pid") == pid:
+        _redis().hdel(REGISTRY, fingerprint)
+
+
+def _alive(pid) -> bool:
+    if not isinstance(pid, int) or pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def end(fingerprints: list[str] | None) -> int:
+    """SIGTERM the peer processes of these devices (None: all). The peer also polls its own
+    authorization every second, so a session whose process is out of reach still ends."""
+    count = 0
+    for fp, rec in registry().items():
+        if fingerprints is None or fp in fingerprints:
+            try:
+                os.kill(rec["pid"], signal.SIGTERM)
+                count += 1
+            except ProcessLookupError:
+                pass
+    return count
+
+
+def _reap(proc: subprocess.Popen) -> None:
+    threading.Thread(target=proc.wait, daemon=True, name=f"native-reap-{proc.pid}").start()
+
+
+def start(offer: dict) -> dict:
+    """Start a peer process for an authorized device and return its answer {sdp, type}."""
+    end([offer["fingerprint"]])  # a reconnect replaces the old session
+    log_file = open(Path(settings.LOG_FILE).parent / "native-peer.log", "ab")  # noqa: SIM115 - the child owns it
+    env = dict(os.environ, NATIVE_PARENT_PID=str(os.getpid()))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "streaming.native.peer"],
+        cwd=ROOT,
+        env=env,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=log_file,
+    )
+    log_file.close()
+    _reap(proc)
+    try:
+        proc.stdin.write(json.dumps(offer).encode() + b"\n")
+        proc.stdin.close()
+        line = _read_line(proc, ANSWER_TIMEOUT_S)
+    except (OSError, SessionError):
+        proc.kill()
+        raise
+    finally:
+        proc.stdout.close()
+    try:
+        answer = json.loads(line)
+    except ValueError:
+        proc.kill()
+        raise SessionError(500, "the session process gave no answer") from None
+    if "error" in answer:
+        raise SessionError(answer.get("status", 500), answer["error"])
+    return answer
+
+
+def _read_line(proc: subprocess.Popen, timeout: float) -> bytes:
+    deadline = time.monotonic() + timeout
+    buf = b""
+    fd = proc.stdout.fileno()
+    while b"\n" not in buf:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise SessionError(504, "the session did not start in time")
+        ready, _, _ = select.select([fd], [], [], left)
+        if ready:
+            chunk = os.read(fd, 65536)
+            if not chunk:
+                raise SessionError(500, "the session process exited before answering")
+            buf += chunk
+    return buf.split(b"\n", 1)[0]
+
+
+def runtime_status() -> dict:
+    """The native part of `GET /api/v1/status`, for streaming.services.runtime_status to merge:
+    {"active_sessions", "video_streaming", "audio_streaming", "sessions": [...]}."""
+    try:
+        live = registry()
+    except Exception:  # noqa: BLE001 - no Redis: report nothing rather than fail the status
+        return {
+            "active_sessions": 0,
+            "video_streaming": False,
+            "audio_streaming": False,
+            "sessions": [],
+        }
+    rows = [
+        {
+            "client": r["name"],
+            "fingerprint": fp,
+            "mode": r["mode"],
+            "app": r["app"],
+            "plane": "native",
+            "started_unix": r["started_unix"],
+        }
+        for fp, r in live.items()
+    ]
+    return {
+        "active_sessions": len(rows),
+        "video_streaming": bool(rows),
+        "audio_streaming": bool(rows),
+        "sessions": rows,
+    }

@@ -1,0 +1,82 @@
+"""Helpers for native-plane tests: a browser-less client of /native/offer and event reading."""
+
+from __future__ import annotations
+
+import json
+import queue
+import secrets
+
+from tests.hooks.helpers import SSEClient
+
+
+def fake_fp() -> str:
+    return secrets.token_hex(32)
+
+
+def offer_sdp(fp: str, video: bool = True) -> str:
+    colons = ":".join(fp[i : i + 2] for i in range(0, 64, 2)).upper()
+    lines = ["v=0", "o=- 1 1 IN IP4 127.0.0.1", "s=-", "t=0 0", f"a=fingerprint:sha-256 {colons}"]
+    if video:
+        lines.append("m=video 9 UDP/TLS/RTP/SAVPF 96")
+    return "\r\n".join(lines) + "\r\n"
+
+
+class Knocker:
+    """Talks to /native/offer the way the page does (CSRF cookie + header, same origin)."""
+
+    def __init__(self, host):
+        self.host = host
+        self.c = host.client()
+        r = self.c.get("/play")
+        assert r.status_code == 200, r.text
+        self.token = self.c.cookies["csrftoken"]
+
+    def post(self, body, **headers):
+        hdrs = {"X-CSRFToken": self.token, "Referer": f"{self.host.url}/play"}
+        hdrs.update(headers)
+        data = body if isinstance(body, bytes) else json.dumps(body).encode()
+        hdrs.setdefault("Content-Type", "application/json")
+        return self.c.post("/native/offer", content=data, headers=hdrs)
+
+    def knock(self, fp: str, name: str = "tv", **extra):
+        body = {"sdp": offer_sdp(fp), "name": name, "width": 1280, "height": 720, "fps": 60}
+        body.update(extra)
+        return self.post(body)
+
+    def close(self):
+        self.c.close()
+
+
+def device_events(host, since: int, kinds: str, fp: str, timeout: float = 3.0) -> list[str]:
+    """Kinds of the events since `since` (replayed) whose device/client fingerprint is `fp`."""
+    sse = SSEClient(host, f"/api/v1/events?since={since}&kinds={kinds}")
+    out = []
+    try:
+        while True:
+            try:
+                frame = sse.next(timeout)
+            except queue.Empty:
+                return out
+            data = frame.json()
+            ref = data.get("device") or data.get("client") or {}
+            if ref.get("fingerprint") == fp:
+                assert ref.get("plane") == "native", data
+                out.append(frame.event)
+    finally:
+        sse.close()
+
+
+def last_seq(host) -> int:
+    """The newest event seq now (0 if none), so a test reads only its own events."""
+    sse = SSEClient(host, "/api/v1/events?since=0")
+    seq = 0
+    try:
+        while True:
+            try:
+                frame = sse.next(1.0)
+            except queue.Empty:
+                return seq
+            if frame.id:
+                seq = max(seq, int(frame.id))
+    finally:
+        sse.close()

@@ -1,0 +1,137 @@
+"""Native pairing by approval against the live host: the offer endpoint as the player uses it,
+the /api/v1/native routes as the operator does, and the events both produce."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.native.helpers import Knocker, device_events, fake_fp, last_seq
+
+pytestmark = pytest.mark.e2e
+
+
+@pytest.fixture
+def knocker(live_host):
+    k = Knocker(live_host)
+    yield k
+    k.close()
+
+
+@pytest.fixture
+def api(live_host):
+    with live_host.mgmt() as c:
+        yield c
+    # leave no pending devices behind for the next test
+    with live_host.mgmt() as c:
+        for p in c.get("/api/v1/native/pending").json():
+            c.post(f"/api/v1/native/pending/{p['id']}/deny")
+
+
+def test_pending_once_approve_and_listings(live_host, knocker, api, admin_auth):
+    fp, since = fake_fp(), last_seq(live_host)
+    r1 = knocker.knock(fp, name="Living\u202eroom \x07 TV  ")
+    r2 = knocker.knock(fp, name="Living\u202eroom \x07 TV  ")
+    assert r1.status_code == r2.status_code == 202, r1.text
+    assert r1.json()["id"] == r2.json()["id"]  # a re-knock keeps the id
+    pending = [p for p in api.get("/api/v1/native/pending").json() if p["fingerprint"] == fp]
+    assert len(pending) == 1
+    entry = pending[0]
+    assert entry["name"] == "Livingroom TV" and entry["age_secs"] >= 0
+
+    r = api.post(f"/api/v1/native/pending/{entry['id']}/approve", json={"name": "Den"})
+    assert r.status_code == 200 and r.json() == {"name": "Den", "fingerprint": fp}
+    assert api.post(f"/api/v1/native/pending/{entry['id']}/approve").status_code == 404
+    assert api.post("/api/v1/native/pending/999999/deny").status_code == 404
+
+    assert {"name": "Den", "fingerprint": fp} in api.get("/api/v1/native/clients").json()
+    v1 = {c["fingerprint"]: c for c in api.get("/api/v1/clients").json()}
+    assert v1[fp]["plane"] == "native" and v1[fp]["name"] == "Den"
+    with live_host.client(auth=admin_auth) as admin:
+        certs = admin.get("/api/clients/list").json()["named_certs"]
+    assert any(c["cert"] == fp for c in certs)
+    assert api.get("/api/v1/native/pair").json()["paired_clients"] >= 1
+
+    kinds = device_events(live_host, since, "pairing.*", fp)
+    assert kinds == ["pairing.pending", "pairing.completed"]
+
+    # Disabling refuses it; unpairing makes it pending again.
+    uuid = v1[fp]["uuid"]
+    with live_host.client(auth=admin_auth) as admin:
+        r = admin.post("/api/clients/update", json={"uuid": uuid, "enabled": False})
+        assert r.json()["status"] is True
+    r = knocker.knock(fp)
+    assert r.status_code == 403 and "disabled" in r.json()["error"]
+    assert api.delete("/api/v1/native/clients/" + "g" * 64).status_code == 400
+    assert api.delete(f"/api/v1/native/clients/{fp.upper()}").status_code == 204
+    assert api.delete(f"/api/v1/native/clients/{fp}").status_code == 404
+    assert knocker.knock(fp).status_code == 202
+
+
+def test_deny_then_retry(live_host, knocker, api):
+    fp, since = fake_fp(), last_seq(live_host)
+    pid = knocker.knock(fp, name="kid").json()["id"]
+    assert api.post(f"/api/v1/native/pending/{pid}/deny").status_code == 204
+    assert api.post(f"/api/v1/native/pending/{pid}/deny").status_code == 404
+    r = knocker.knock(fp, name="kid")
+    assert r.status_code == 403 and "denied" in r.json()["error"]
+    again = knocker.knock(fp, name="kid")  # deny is not a blocklist
+    assert again.status_code == 202 and again.json()["id"] != pid
+    assert device_events(live_host, since, "pairing.*", fp) == [
+        "pairing.pending",
+        "pairing.denied",
+        "pairing.pending",
+    ]
+
+
+def test_per_ip_cap_says_so(knocker, api):
+    fps = [fake_fp() for _ in range(5)]
+    codes = [knocker.knock(fp).status_code for fp in fps[:4]]
+    assert codes == [202] * 4
+    r = knocker.knock(fps[4])
+    assert r.status_code == 429
+    assert "4 per address" in r.json()["error"]
+    assert knocker.knock(fps[0]).status_code == 202  # known devices may still re-knock
+
+
+def test_arm_pin_self_pairing(live_host, knocker, api):
+    assert api.post("/api/v1/native/pair/arm", json={"ttl_secs": 1}).json()["expires_in_secs"] <= 15
+    big = api.post("/api/v1/native/pair/arm", json={"ttl_secs": 100000}).json()
+    assert 590 <= big["expires_in_secs"] <= 600 and big["armed"]
+    assert api.post("/api/v1/native/pair/arm", json={"ttl_secs": "x"}).status_code == 400
+    assert api.delete("/api/v1/native/pair").status_code == 204
+    assert api.get("/api/v1/native/pair").json()["armed"] is False
+
+    bound, other = fake_fp(), fake_fp()
+    status = api.post("/api/v1/native/pair/arm", json={"fingerprint": f" {bound.upper()} "}).json()
+    pin = status["pin"]
+    assert len(pin) == 4 and pin.isdigit()
+    assert knocker.knock(other, pin=pin).status_code == 202  # bound elsewhere: not consumed
+    assert api.get("/api/v1/native/pair").json()["armed"] is True
+    wrong = f"{(int(pin) + 1) % 10000:04d}"
+    assert knocker.knock(bound, pin=wrong).status_code == 202
+    r = knocker.knock(bound, name="pin pad", pin=pin)
+    # Paired now; the fake SDP has no ICE/DTLS, so the session itself fails to start.
+    assert r.status_code == 400, r.text
+    assert api.get("/api/v1/display/state").json()["displays"] == []  # nothing leaked
+    assert {"name": "pin pad", "fingerprint": bound} in api.get("/api/v1/native/clients").json()
+    assert api.get("/api/v1/native/pair").json()["armed"] is False  # consumed
+    assert api.delete(f"/api/v1/native/clients/{bound}").status_code == 204
+
+
+def test_bad_offers(knocker):
+    fp = fake_fp()
+    assert knocker.post(b"{not json").status_code == 400
+    assert knocker.post({"sdp": "v=0", "width": 1280, "height": 720, "fps": 60}).status_code == 400
+    body = {"sdp": "x", "width": 1280, "height": 720, "fps": 60}
+    assert knocker.post(body).status_code == 400
+    body = {"sdp": "v=0\r\nm=video 9 X 96\r\n", "width": 1280, "height": 720, "fps": 60}
+    r = knocker.post(body)
+    assert r.status_code == 400 and "fingerprint" in r.json()["error"]
+    r = knocker.knock(fp, width=13)
+    assert r.status_code == 400
+    r = knocker.post({"sdp": "v=0\r\n" + "a=x\r\n" * 20000, "width": 1, "height": 1, "fps": 1})
+    assert r.status_code == 413
+    r = knocker.post(b"{}", **{"Content-Type": "text/plain"})
+    assert r.status_code == 415
+    no_csrf = knocker.c.post("/native/offer", json={}, headers={"Referer": "https://evil/"})
+    assert no_csrf.status_code == 403

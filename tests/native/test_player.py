@@ -1,0 +1,297 @@
+"""The player page in Debian's headless Chromium against the live host, over real WebRTC.
+
+A new browser becomes pending, the test approves it through the API, the page plays Desktop
+at 1280x720@60; colours the test paints into the virtual display come back out of the
+<video> (latency), decoded fps is measured, a click and a key press arrive in the display;
+unpairing ends the session and the next start is pending again (not played).
+"""
+
+from __future__ import annotations
+
+import queue
+import time
+
+import pytest
+from playwright.sync_api import sync_playwright
+from Xlib import X, display
+
+from tests.hooks.helpers import SSEClient
+from tests.native.helpers import last_seq
+
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+
+CHROMIUM = "/usr/bin/chromium"
+ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--autoplay-policy=no-user-gesture-required",
+    "--disable-features=WebRtcHideLocalIpsWithMdns",
+]
+NAME = "e2e player"
+
+PIXEL_JS = """() => {
+  const v = document.getElementById('video');
+  if (!v.videoWidth) return null;
+  const c = document.createElement('canvas'); c.width = v.videoWidth; c.height = v.videoHeight;
+  const g = c.getContext('2d'); g.drawImage(v, 0, 0);
+  return Array.from(g.getImageData(v.videoWidth / 2, v.videoHeight / 2, 1, 1).data.slice(0, 3));
+}"""
+
+FRAMES_JS = """async (ms) => {
+  const v = document.getElementById('video');
+  let n = 0; const t0 = performance.now();
+  await new Promise((res) => {
+    const tick = () => { n++; if (performance.now() - t0 < ms) v.requestVideoFrameCallback(tick);
+                         else res(); };
+    v.requestVideoFrameCallback(tick);
+  });
+  return n / ((performance.now() - t0) / 1000);
+}"""
+
+
+AUDIO_JS = """async () => {
+  const rep = await window.nativePlayer.pc.getStats();
+  let out = null;
+  rep.forEach((s) => { if (s.type === 'inbound-rtp' && s.kind === 'audio')
+    out = {packets: s.packetsReceived, codec: s.codecId}; });
+  return out;
+}"""
+
+
+FLOOD_JS = """() => {
+  const dc = window.nativePlayer.pc && window.nativePlayer.dc;
+  dc.send("x".repeat(60000));
+  dc.send("{not json");
+  for (let i = 0; i < 3000; i++) {
+    dc.send(JSON.stringify({t: "m", x: i % 1280, y: 5, w: 1280, h: 720}));
+  }
+}"""
+
+
+def wait_for(fn, timeout=30.0, interval=0.2, what="condition"):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = fn()
+        if value:
+            return value
+        time.sleep(interval)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def page_wait(page, js: str, timeout: float) -> None:
+    """Poll with evaluate: the page's CSP forbids the eval that wait_for_function uses."""
+    try:
+        wait_for(lambda: page.evaluate(js), timeout=timeout, interval=0.1, what=js)
+    except AssertionError:
+        raise AssertionError(f"{js} never held; page says: {page.inner_text('#status')}") from None
+
+
+class Painter:
+    """A full-screen X window in the virtual display whose colour the test sets."""
+
+    def __init__(self, name: str):
+        self.d = display.Display(name)
+        screen = self.d.screen()
+        self.w, self.h = screen.width_in_pixels, screen.height_in_pixels
+        self.win = screen.root.create_window(
+            0,
+            0,
+            self.w,
+            self.h,
+            0,
+            screen.root_depth,
+            background_pixel=0,
+            override_redirect=True,
+            event_mask=X.ButtonPressMask | X.KeyPressMask | X.ExposureMask,
+        )
+        self.win.map()
+        self.win.set_input_focus(X.RevertToParent, X.CurrentTime)
+        self.d.sync()
+
+    def paint(self, rgb: tuple[int, int, int]) -> None:
+        r, g, b = rgb
+        self.win.change_attributes(background_pixel=(r << 16) | (g << 8) | b)
+        self.win.clear_area(0, 0, self.w, self.h)
+        self.d.sync()
+
+    def events(self) -> list:
+        out = []
+        while self.d.pending_events():
+            out.append(self.d.next_event())
+        return out
+
+    def close(self) -> None:
+        self.d.close()
+
+
+def close_to(px, rgb, tol=40) -> bool:
+    return px is not None and all(abs(a - b) <= tol for a, b in zip(px, rgb, strict=True))
+
+
+@pytest.fixture(scope="module")
+def browser():
+    pw = sync_playwright().start()
+    b = pw.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+    yield b
+    b.close()
+    pw.stop()
+
+
+def test_pending_approve_play_unpair(live_host, browser, admin_auth):
+    api = live_host.mgmt()
+    since = last_seq(live_host)
+    ctx = browser.new_context(ignore_https_errors=True, base_url=live_host.url)
+    page = ctx.new_page()
+    page.goto("/play")
+    page.fill("#name", NAME)
+    page.select_option("#mode", "1280x720")
+    page.select_option("#fps", "60")
+    page.click("#start")
+
+    # 1. The unknown browser becomes pending; the operator approves it.
+    entry = wait_for(
+        lambda: next(
+            (p for p in api.get("/api/v1/native/pending").json() if p["name"] == NAME), None
+        ),
+        what="the pending device",
+    )
+    assert page.evaluate("window.nativePlayer.state") == "pending"
+    r = api.post(f"/api/v1/native/pending/{entry['id']}/approve", json={})
+    assert r.status_code == 200, r.text
+    fp = r.json()["fingerprint"]
+    assert fp == entry["fingerprint"]
+    assert api.post(f"/api/v1/native/pending/{entry['id']}/approve", json={}).status_code == 404
+    listed = {c["fingerprint"]: c for c in api.get("/api/v1/clients").json()}
+    assert listed[fp]["plane"] == "native"
+
+    # 2. It plays Desktop at 1280x720.
+    page_wait(
+        page,
+        "() => window.nativePlayer.state === 'playing' && "
+        "document.getElementById('video').videoWidth === 1280",
+        30,
+    )
+    assert page.evaluate("document.getElementById('video').videoHeight") == 720
+    displays = api.get("/api/v1/display/state").json()["displays"]
+    x_name = next(d["x_display"] for d in displays if d["client"] == NAME)
+    painter = Painter(x_name)
+    try:
+        # 3. Colours painted into the display come back out of the <video>.
+        latencies = []
+        for rgb in [(255, 0, 0), (0, 255, 0), (0, 0, 255), (255, 255, 0), (255, 0, 255)]:
+            t0 = time.monotonic()
+            painter.paint(rgb)
+            wait_for(
+                lambda rgb=rgb: close_to(page.evaluate(PIXEL_JS), rgb),
+                timeout=10,
+                interval=0.005,
+                what=f"colour {rgb} in the video",
+            )
+            latencies.append((time.monotonic() - t0) * 1000)
+        fps = page.evaluate(FRAMES_JS, 3000)
+        latencies.sort()
+        print(
+            f"\nnative 1280x720@60: {fps:.1f} fps decoded, paint-to-video p50 "
+            f"{latencies[len(latencies) // 2]:.0f} ms, max {latencies[-1]:.0f} ms"
+        )
+        assert fps >= 15, f"only {fps:.1f} fps decoded"
+        # Sound: the session's sink is captured and Opus packets arrive (silence on Desktop).
+        audio = page.evaluate(AUDIO_JS)
+        assert audio and audio["packets"] > 10, audio
+
+        # Oversized messages and a flood on the input channel are dropped, not fatal.
+        page.evaluate(FLOOD_JS)
+        time.sleep(0.5)
+        assert page.evaluate("() => window.nativePlayer.state") == "playing"
+
+        # 4. A click and a key press in the page arrive in the display.
+        painter.events()
+        box = page.locator("#video").bounding_box()
+        page.mouse.click(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+        page.keyboard.press("a")
+        seen = []
+        wait_for(
+            lambda: (
+                seen.extend(painter.events())
+                or ({X.ButtonPress, X.KeyPress} <= {e.type for e in seen})
+            ),
+            timeout=10,
+            what="click and key in the display",
+        )
+    finally:
+        painter.close()
+
+    # Stop and start again: a known browser plays at once, no second approval.
+    page.click("#stop")
+    page_wait(page, "() => window.nativePlayer.state === 'stopped'", 5)
+    page.click("#start")
+    page_wait(page, "() => window.nativePlayer.state === 'playing'", 30)
+    assert not [p for p in api.get("/api/v1/native/pending").json() if p["fingerprint"] == fp]
+    wait_for(
+        lambda: (
+            sum(d["client"] == NAME for d in api.get("/api/v1/display/state").json()["displays"])
+            == 1
+        ),
+        what="one display for the browser after the restart",
+    )
+
+    # 5. Unpair ends the session; a restart is pending again, not played.
+    assert api.delete(f"/api/v1/native/clients/{fp}").status_code == 204
+    page_wait(page, "() => window.nativePlayer.state === 'ended'", 10)
+    wait_for(
+        lambda: (
+            not any(
+                d["client"] == NAME and d["state"] == "active"
+                for d in api.get("/api/v1/display/state").json()["displays"]
+            )
+        ),
+        what="the display released",
+    )
+    page.click("#start")
+    page_wait(page, "() => window.nativePlayer.state === 'pending'", 15)
+    again = api.get("/api/v1/native/pending").json()
+    assert any(p["fingerprint"] == fp for p in again)
+    assert api.get("/api/v1/native/clients").json() == []
+    ctx.close()
+
+    # Both sessions (before and after the restart) are in the history, with figures.
+    with live_host.client(auth=admin_auth) as admin:
+        rows = admin.get("/api/sessions", params={"client": NAME}).json()["sessions"]
+    assert len(rows) == 2, rows
+    assert rows[-1]["app_name"] == "Desktop" and rows[-1]["width"] == 1280
+    assert rows[-1]["avg_bitrate_kbps"] > 0
+
+    # 6. The lifecycle went out on the event stream with plane native.
+    sse = SSEClient(live_host, f"/api/v1/events?since={since}&kinds=client.*,stream.*,session.*")
+    seen = {}
+    try:
+        while True:
+            try:
+                frame = sse.next(3.0)
+            except queue.Empty:
+                break
+            seen.setdefault(frame.event, frame.json())
+    finally:
+        sse.close()
+    for kind in (
+        "client.connected",
+        "client.disconnected",
+        "stream.started",
+        "stream.stopped",
+        "session.started",
+        "session.ended",
+    ):
+        assert kind in seen, sorted(seen)
+    assert seen["client.connected"]["client"] == {
+        "name": NAME,
+        "fingerprint": fp,
+        "plane": "native",
+    }
+    assert seen["client.disconnected"]["reason"] == "quit"
+    assert seen["stream.started"]["stream"]["mode"] == "1280x720@60"
+    assert seen["stream.started"]["stream"]["plane"] == "native"
