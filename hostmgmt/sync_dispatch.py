@@ -87,9 +87,7 @@ class SyncViewDispatcher:
                     break
             body.seek(0)
             loop = asyncio.get_running_loop()
-            status, headers, content = await loop.run_in_executor(
-                self.pool, self._run, scope, body
-            )
+            status, headers, content = await loop.run_in_executor(self.pool, self._run, scope, body)
         await send({"type": "http.response.start", "status": status, "headers": headers})
         await send({"type": "http.response.body", "body": content})
 

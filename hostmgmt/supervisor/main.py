@@ -187,6 +187,7 @@ class Supervisor:
         signal.signal(signal.SIGHUP, self._on_restart)
         self.start_redis()
         from streaming.displays import reaper as displays  # apps are loaded by now
+        from streaming.game import lifecycle as games
 
         displays.on_host_start()  # expire countdowns that ended while down; restore kept displays
         self.children = self.child_specs()
@@ -209,6 +210,7 @@ class Supervisor:
             if self.redis:
                 self.redis.check()
             displays.tick()  # virtual display countdowns (about once a second)
+            games.periodic()  # grace windows of waiting games; games of a dead worker
             time.sleep(0.25)
         self.shutdown()
         if self._restart:

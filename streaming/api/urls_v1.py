@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from streaming.api import views
+from streaming.api import game_views, session_views, views
 
 urlpatterns = [
     path("capture/methods", views.CaptureMethodsView.as_view(), name="v1-capture-methods"),
@@ -18,4 +18,7 @@ urlpatterns = [
     path("display/state", views.DisplayStateView.as_view(), name="v1-display-state"),
     path("gpus", views.GpusView.as_view(), name="v1-gpus"),
     path("gpus/preference", views.GpuPreferenceView.as_view(), name="v1-gpu-preference"),
+    path("session", session_views.SessionView.as_view(), name="v1-session"),
+    path("session/settings", game_views.SessionSettingsView.as_view(), name="v1-session-settings"),
+    path("game/end", game_views.GameEndView.as_view(), name="v1-game-end"),
 ]

@@ -1,0 +1,90 @@
+"""Across processes on a real host: the test plays the engine's worker, the host ends games.
+
+The test process launches the game and watches it (as the session's worker does); the running
+host answers `POST /api/v1/game/end` from its daphne process and expires grace windows from
+its supervisor, both with nothing but the shared state file to go on.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+from streaming.game import lifecycle, registry
+from tests.gamelife.conftest import alive, game_events, wait_for
+
+pytestmark = pytest.mark.e2e
+
+
+@pytest.fixture
+def host_state(live_host, monkeypatch):
+    monkeypatch.setenv("HOST_STATE_DIR", str(live_host.state_dir))
+    from hooks import events
+
+    events.clear_local_events()
+    yield live_host
+    lifecycle._reset_for_tests()
+
+
+def launched(item, session_id):
+    key = lifecycle.game_launched(session_id, f"custom:g{session_id}", f"Game {session_id}",
+                                  client="Deck", detect={"process_name": f"game{session_id}"},
+                                  pgid=item.pgid, exit_timeout=2)  # fmt: skip
+    assert wait_for(lambda: (registry.get(key) or {}).get("state") == "running")
+    return key
+
+
+def test_game_end_over_the_live_api_and_grace_expiry_by_the_supervisor(host_state, launch):
+    with host_state.mgmt() as api:
+        body = {"game_on_session_end": "always", "disconnect_grace_seconds": 600}
+        r = api.put("/api/v1/session/settings", json=body)
+        assert r.status_code == 200, r.text
+        assert api.post("/api/v1/game/end", json={}).status_code == 409  # nothing waits
+
+        first, second = launch(name="game1"), launch(name="game2")
+        k1, k2 = launched(first, 1), launched(second, 2)
+        assert api.post("/api/v1/game/end", json={}).status_code == 409  # both sessions live
+        assert lifecycle.session_ended(1, deliberate=False)["grace"] == 1  # host's file read
+
+        t0 = time.monotonic()
+        r = api.post("/api/v1/game/end", json={"app_id": "custom:g1"})
+        assert r.status_code == 200 and r.json() == {"ended": 1}, r.text
+        assert wait_for(lambda: not alive(first.game_pid()))
+        took = time.monotonic() - t0
+        # The host ended it, so the host announced it, once; our watcher added nothing.
+        assert wait_for(lambda: (registry.get(k1) or {}).get("reason") == "terminated")
+        assert [e["game"]["title"] for e in host_events(api, "game.exited", 1)] == ["Game 1"]
+        assert game_events("game.exited") == []
+        assert alive(second.game_pid())  # its session is live
+        assert api.post("/api/v1/game/end", json={}).status_code == 409
+        print(f"POST /game/end → game gone: {took * 1000:.0f} ms")
+
+        # The supervisor ends a game whose grace window ran out (deadline moved up for speed).
+        lifecycle.session_ended(2, deliberate=False)
+        registry.update(lambda rs: rs[k2].update(grace_deadline=time.time() + 0.3))
+        assert wait_for(lambda: not alive(second.game_pid()), 5.0)
+        assert wait_for(lambda: (registry.get(k2) or {}).get("state") == "exited")
+        assert registry.get(k2)["reason"] == "terminated"
+        exited = host_events(api, "game.exited", 2)
+        assert [(e["game"]["title"], e["reason"]) for e in exited] == [
+            ("Game 1", "terminated"),
+            ("Game 2", "terminated"),
+        ]
+
+
+def host_events(api, kind: str, count: int, timeout: float = 5.0) -> list[dict]:
+    """The host's own event stream (SSE from the start): the first `count` events of `kind`."""
+    found: list[dict] = []
+    deadline = time.monotonic() + timeout
+    with api.stream("GET", f"/api/v1/events?since=0&kinds={kind}", timeout=timeout) as r:
+        assert r.status_code == 200
+        for line in r.iter_lines():
+            if line.startswith("data:"):
+                event = json.loads(line[5:])
+                if event.get("kind") == kind:
+                    found.append(event)
+            if len(found) >= count or time.monotonic() > deadline:
+                break
+    return found
