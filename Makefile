@@ -43,6 +43,7 @@ test-fast: $(TEST_STAMP)
 lint: $(TEST_STAMP)
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
+	HOST_STATE_DIR="$$(mktemp -d)" $(PY) manage.py makemigrations --check --dry-run
 
 format: $(TEST_STAMP)
 	$(PY) -m ruff format .
