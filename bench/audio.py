@@ -7,6 +7,10 @@ Prints, from one run:
 * Opus encode cost per 5/10/20 ms frame at the default settings, against the frame duration;
 * with --latency (needs pulseaudio): tone onset played into a session sink until it comes
   out of capture -> chain -> Opus -> decode, the host's share of capture-to-client latency.
+* with --client N (needs pulseaudio, Xvfb): the end-to-end tone test N times on a host of its
+  own: the session's app writes a 1 kHz tone into its sink, the real client library
+  (moonlight-python) receives it; app write -> the client's receive time of the packet
+  holding the tone's onset (both CLOCK_MONOTONIC), plus the level and frequency received.
 """
 
 from __future__ import annotations
@@ -142,17 +146,72 @@ def bench_latency(trials: int) -> None:
         audio.close()
 
 
+def bench_client_latency(trials: int) -> None:
+    """Capture-to-client latency through a live session (tests/streaming/play_client.py)."""
+    import json
+    import tempfile
+
+    from tests.conftest import ADMIN_PASSWORD, ADMIN_USER
+    from tests.livehost import ROOT, start_host
+    from tests.pairing.live import Moonlight, post_pin
+
+    state = Path(tempfile.mkdtemp(prefix="bench-audio-"))
+    marks = state / "marks"
+    marks.mkdir()
+    tone_app = ROOT / "tests/streaming/tone_app.py"
+    apps = {"apps": [{"name": "Tone", "cmd": f"exec {sys.executable} {tone_app} {marks}"}]}
+    (state / "apps.json").write_text(json.dumps(apps))
+    host = start_host(state_dir=state)
+    lat, levels = [], []
+    try:
+        auth = (ADMIN_USER, ADMIN_PASSWORD)
+        with host.client() as c:
+            c.post("/api/password", json={"newUsername": auth[0], "newPassword": auth[1],
+                                          "confirmNewPassword": auth[1]})  # fmt: skip
+        ml = Moonlight(host, state / "client")
+        ml.start_pairing("1234")
+        post_pin(host, auth, "1234", "bench")
+        ml.wait_paired()
+        (marks / "tone-spec.json").write_text('{"freq": 1000, "amp": 0.25, "seconds": 1}')
+        for _ in range(trials):
+            args = [sys.executable, str(ROOT / "tests/streaming/play_client.py"),
+                    str(host.base_port), str(state / "client"), "Tone", "2", "tone", str(marks),
+                    host.url, host.mgmt_token, str(host.cert_path)]  # fmt: skip
+            subprocess.run(args, cwd=ROOT, check=True, capture_output=True, timeout=120,
+                           env={**os.environ, "PYTHONPATH": str(ROOT)})  # fmt: skip
+            z = np.load(marks / "received.npz")
+            pcm, starts = z["pcm"][:, 0], z["starts"]
+            onset = int(np.argmax(np.abs(pcm) > 0.05))  # the tone peaks at 0.25
+            t_on = json.loads((marks / "tone.json").read_text())["t_on"]
+            first_us = starts[np.searchsorted(starts[:, 0], onset, side="right") - 1, 1]
+            lat.append(first_us / 1e3 - t_on * 1e3)
+            steady = pcm[onset + RATE // 5 : onset + RATE // 5 + RATE // 2]
+            levels.append(20 * np.log10(np.sqrt(np.mean(steady.astype(np.float64) ** 2))))
+    finally:
+        host.stop()
+    lat.sort()
+    print(
+        f"tone, app write -> client receive (pacat 10 ms buffer, null sink, parec 20 ms, chain,"
+        f" Opus, AES, RTP, loopback): median {statistics.median(lat):.1f} ms, min {lat[0]:.1f},"
+        f" max {lat[-1]:.1f} over {len(lat)} sessions; level received"
+        f" {statistics.mean(levels):.2f} dBFS (sent -15.05)"
+    )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seconds", type=float, default=10.0)
     ap.add_argument("--latency", action="store_true")
     ap.add_argument("--trials", type=int, default=10)
+    ap.add_argument("--client", type=int, default=0, metavar="N", help="live-session tone runs")
     args = ap.parse_args()
     print("baseline: one block is 10 ms = 10 000 us of audio; Opus frames 5/10/20 ms")
     bench_chain(args.seconds)
     bench_opus(args.seconds)
     if args.latency:
         bench_latency(args.trials)
+    if args.client:
+        bench_client_latency(args.client)
 
 
 if __name__ == "__main__":

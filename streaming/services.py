@@ -157,7 +157,7 @@ def runtime_status() -> dict:
     state = current()
     if not state:
         return {"video_streaming": False, "audio_streaming": False, "active_sessions": 0,
-                "session": None, "stream": None, "games": []}  # fmt: skip
+                "session": None, "stream": None, "games": _lifecycle_games(None)}  # fmt: skip
     streaming = state.get("state") == "streaming"
     size = {"width": state["width"], "height": state["height"], "fps": state["fps"]}
     stream = None
@@ -184,8 +184,22 @@ def runtime_status() -> dict:
         "active_sessions": 1 if streaming else 0,
         "session": size,
         "stream": stream,
-        "games": [game],
+        "games": [game, *_lifecycle_games(state["id"])],
     }
+
+
+def _lifecycle_games(session_id) -> list[dict]:
+    """Games the lifecycle layer knows beyond the live session's own: kept ones, and the
+    ones waiting out their grace window (ActiveGame records)."""
+    try:
+        from streaming.game import lifecycle
+
+        games = lifecycle.active_games()
+    except Exception:  # noqa: BLE001 - status must answer even with a broken games file
+        log.warning("game records unavailable", exc_info=True)
+        return []
+    return [g for g in games if g.get("state") != "exited"
+            and (session_id is None or g.get("session_id") != session_id)]  # fmt: skip
 
 
 def kept_displays() -> int:

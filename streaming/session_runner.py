@@ -7,9 +7,13 @@ client's RTSP connection never races the listener. The task's own thread then wa
 from other processes (stop, resume), the app exiting, the client never connecting, the stream
 ending; and publishes the heartbeat, live statistics and per-second history samples.
 
-The end runs in reverse whatever happened: stream stopped, app group terminated, `undo` steps
-in reverse, the display handed back to its policy (`disconnect`, deliberate for operator and
-client stops), the history record and the end events.
+Sound, launch limits and the game's lifecycle are `streaming.session_play`'s: the sink exists
+before the app starts (its default sink), and the title is handed to the lifecycle layer.
+
+The end runs in reverse whatever happened: stream stopped, the title closed or left to the
+session settings (else the app group terminated), `undo` steps in reverse, the display
+handed back to its policy (`disconnect`, deliberate for operator and client stops), the
+history record and the end events.
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ from datetime import UTC, datetime
 
 from hooks import prep, stream_webhooks
 from hooks.events import emit
-from streaming import services, stats
+from streaming import services, session_play, stats
 from streaming.apprun import AppProcess, session_env
 from streaming.engine.session import StreamSession
 from streaming.framesource import DisplayCapture
@@ -81,6 +85,9 @@ class Session:
         self.capture: DisplayCapture | None = None
         self.stream: StreamSession | None = None
         self.app = None
+        self.sound = None  # engine.audiofeed.SessionSound, None without sound
+        self.game: session_play.GameLink | None = None
+        self.limits: dict = {}
         self.reason = ""
         self.deliberate = False
         self.error = ""
@@ -148,14 +155,20 @@ class Session:
             raise LaunchFailed(503, f"No virtual display: {exc.message}") from None
         env = session_env(os.environ, x_display=self.display["x_display"], app=self.app,
                           client=self.client, mode=(self.width, self.height, self.fps))  # fmt: skip
-        if self.app.prep:
+        # Limits, sound (the app's default sink is the session's own) and the game's link.
+        play = session_play.prepare(self.id, self.client, self.app, env, self.state)
+        self.limits, self.sound, self.game = play
+        resumed = bool(self.app.cmd.strip()) and self.game.resume(self.app)
+        if self.app.prep and not resumed:
             prep.run_do(self.prep_key, self.app.prep, env)
-        if self.app.cmd.strip():
+        if self.app.cmd.strip() and not resumed:
             try:
                 self.app_proc = AppProcess(self.app.cmd, env, self.app.working_dir,
                                            self.app.exit_timeout)  # fmt: skip
             except OSError as exc:
                 raise LaunchFailed(500, f"App failed to start: {exc}") from None
+            self.game.launched(self.app, self.app_proc.pgid,
+                               self.prep_key if self.app.prep else None)  # fmt: skip
         self.capture = DisplayCapture(self.display["x_display"])
         self.arm(self.spec)
         self.started = True
@@ -170,7 +183,9 @@ class Session:
         try:
             from streaming.input.session import SessionInput
 
-            return SessionInput(self.display["x_display"])
+            sink = SessionInput(self.display["x_display"])
+            self.state["gamepads"] = "ok" if sink.gamepads_available else sink.gamepad_reason
+            return sink
         except Exception as exc:  # noqa: BLE001
             log.warning("no input for session %s: %s", self.id, exc)
             return None
@@ -178,8 +193,13 @@ class Session:
     def arm(self, arm: dict) -> None:
         """Bind the stream listeners for one /launch or /resume (keys from that request)."""
         try:
-            self.stream = StreamSession(make_launch(arm), self.capture, on_event=self.on_event,
-                                        input_sink=self._input_sink())  # fmt: skip
+            launch = make_launch(arm)
+            launch.max_bitrate_kbps = self.limits.get("max_bitrate_kbps", 0)
+            sound = self.sound.stream if self.sound else None
+            self.stream = StreamSession(
+                launch, self.capture, on_event=self.on_event,
+                input_sink=self._input_sink(), audio_source=sound,
+            )  # fmt: skip
         except OSError as exc:
             raise LaunchFailed(503, f"Stream ports busy: {exc}") from None
         self.stream.start()
@@ -247,7 +267,13 @@ class Session:
                 self.stop_stream("client")  # graceful: keep the app for a /resume
                 self.state["state"], self.idle_since, stream = "idle", now, None
                 services.publish(self.state)
-            if self.app_proc is not None and self.app_proc.exited():
+            if self.game is not None and self.game.game_exit is not None:
+                self.reason, self.deliberate = "app_exited", True  # session_on_game_exit
+                return
+            # Titles the lifecycle layer does not track (or no longer: hints found nothing)
+            # end the session when the launched command has exited.
+            if (self.app_proc is not None and self.app_proc.exited()
+                    and not (self.game is not None and self.game.watching())):  # fmt: skip
                 self.reason = "app_exited"
                 return
             if stream is not None and not self.connected and now - self.armed_at > ARM_TIMEOUT_S:
@@ -286,7 +312,7 @@ class Session:
         params = stream.rtsp.params
         if params is not None:
             self.state.update(
-                bitrate_kbps=params.bitrate_kbps,
+                bitrate_kbps=stream.launch.video_kbps(params.bitrate_kbps),
                 packet_size=params.packet_size,
                 min_fec=params.min_fec_packets,
                 codec="h264",
@@ -313,13 +339,20 @@ class Session:
         self.stop_stream("host")  # "host" sends the client the termination message
         if self.capture is not None:
             self.capture.close()
+        if self.sound is not None:
+            self.sound.close()
         _stats(stats.reset)
+        deliberate = self.deliberate or self.reason not in CLIENT_REASONS
+        # The title: closed (game.exited terminated), kept, or waiting out its grace window.
+        lives_on = self.game.finish(self.reason, deliberate) if self.game is not None else False
         if self.app_proc is not None:
-            self.app_proc.terminate()
-        if self.app is not None and self.app.prep:
-            prep.run_undo(self.prep_key)
+            if lives_on:
+                self.app_proc.proc.poll()  # the game lives on in its own group; reap only
+            else:
+                self.app_proc.terminate()
+        if self.app is not None and self.app.prep and not lives_on:
+            prep.run_undo(self.prep_key)  # a no-op when the lifecycle layer already ran them
         if self.display is not None:
-            deliberate = self.deliberate or self.reason not in CLIENT_REASONS
             try:
                 machine.disconnect(self.display["slot"], deliberate=deliberate)
             except machine.DisplayError as exc:

@@ -14,7 +14,8 @@ Per moonlight-common-c ``AudioStream.c`` / ``RtpAudioQueue.c``:
   payloads, with the client's fixed matrix ``77 40 38 0e / c7 a7 0d 6c``. That only works if
   all 4 payloads have one size, hence CBR Opus; a block with mixed sizes is sent without parity.
 
-Audio content is silence for now (:class:`OpusSilence`); the capture chain is a later issue.
+The session's sound comes from :mod:`streaming.engine.audiofeed`; :class:`OpusSilence` is what
+the engine sends without it (no sound server, `stream_audio = false`).
 """
 
 from __future__ import annotations

@@ -47,6 +47,14 @@ class Launch:
     offer_video_encryption: bool = False
     # True when /launch answered with rtspenc:// (clients with corever >= 1).
     rtsp_encryption: bool = False
+    # Ceiling on the client's requested bitrate (client profile / host max_bitrate); 0 = none.
+    max_bitrate_kbps: int = 0
+
+    def video_kbps(self, requested_kbps: int) -> int:
+        """The bitrate this stream encodes at: the client's ask under the launch's ceiling."""
+        if self.max_bitrate_kbps and requested_kbps > self.max_bitrate_kbps:
+            return self.max_bitrate_kbps
+        return requested_kbps
 
 
 @dataclass

@@ -3,7 +3,8 @@
 This is the transport half of the engine: it binds the four listeners for one armed launch,
 walks the client through the RTSP handshake (:mod:`streaming.compat.rtsp`), binds its ENet
 peer by the connect data, finds its video/audio endpoints from the pings, then encodes frames
-from ``frame_source`` at the negotiated rate and sends them with FEC, plus CBR Opus silence.
+from ``frame_source`` at the negotiated rate and sends them with FEC, plus the session's sound
+(``audio_source``, see :mod:`streaming.engine.audiofeed`) or CBR Opus silence without one.
 
 Threads, each owning its socket: RTSP accept loop, ENet service loop, video sender, audio
 sender. They share only flags and counters. ``stop()`` sends the graceful termination
@@ -51,8 +52,12 @@ class StreamSession:
         frame_source: Callable[[int, int], np.ndarray],
         on_event: Callable[..., None] | None = None,
         input_sink: InputSink | None = None,
+        audio_source: Callable[[int, int], object] | None = None,
     ):
         self.launch = launch
+        # audio_source(packet_ms, bitrate) -> object with next_packets() (engine.audiofeed);
+        # None sends CBR silence.
+        self.audio_source = audio_source
         self.frame_source = frame_source
         self.on_event = on_event or (lambda kind, **data: None)
         self.input_sink = input_sink
@@ -261,7 +266,12 @@ class StreamSession:
             params.width,
             params.height,
             params.fps,
-            bitrate_kbps=max(params.bitrate_kbps * (100 - self.launch.fec_percentage) // 100, 500),
+            bitrate_kbps=max(
+                self.launch.video_kbps(params.bitrate_kbps)
+                * (100 - self.launch.fec_percentage)
+                // 100,
+                500,
+            ),
             codec=self.launch.codec,
             max_ref_frames=max(params.max_ref_frames, 1),
         )
@@ -326,15 +336,22 @@ class StreamSession:
         addr = self._await_ping(self._audio_sock)
         if addr is None:
             return
-        silence = OpusSilence(
-            packet_ms=params.audio_packet_ms,
-            bitrate=512_000 if params.audio_high_quality else 96_000,
-        )
+        bitrate = 512_000 if params.audio_high_quality else 96_000
         packetizer = AudioPacketizer(
             key=self.launch.rikey if params.audio_encrypted else None,
             rikeyid=self.launch.rikeyid,
             packet_ms=params.audio_packet_ms,
         )
+        source = None
+        if self.audio_source is not None:
+            try:
+                source = self.audio_source(params.audio_packet_ms, bitrate)
+            except Exception:  # no sound must not mean no stream
+                log.exception("session audio failed to start; sending silence")
+        if source is not None:
+            self._send_captured(source, packetizer, addr)
+            return
+        silence = OpusSilence(packet_ms=params.audio_packet_ms, bitrate=bitrate)
         opus = silence.next_packet()  # silence is constant: encode once
         interval = params.audio_packet_ms / 1000
         next_at = time.monotonic()
@@ -349,6 +366,20 @@ class StreamSession:
                 time.sleep(delay)
             elif delay < -0.1:
                 next_at = time.monotonic()
+
+    def _send_captured(self, source, packetizer: AudioPacketizer, addr) -> None:
+        """Captured sound: the capture paces this thread (see engine.audiofeed)."""
+        while not self._stop.is_set():
+            try:
+                packets = source.next_packets()
+            except Exception:
+                log.exception("session audio failed; the stream goes on without sound")
+                return
+            for opus in packets:
+                for packet in packetizer.packetize(opus):
+                    with contextlib.suppress(OSError):
+                        self._audio_sock.sendto(packet, addr)
+                self.stats.audio_packets += 1
 
 
 def _same_peer(a, b) -> bool:

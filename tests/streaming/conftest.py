@@ -30,8 +30,11 @@ CLIENT = str(ROOT / "tests/streaming/client.py")
 
 def probe_apps(marks: Path) -> dict:
     env_file = marks / "app-env.json"
-    cmd = (f"{sys.executable} -c 'import json,os; json.dump(dict(os.environ), "
-           f"open(\"{env_file}\", \"w\"))'; exec sleep 300")  # fmt: skip
+    # One process from start to end (python execs sleep): the game lifecycle layer follows
+    # the launched title's own process, and a short-lived helper would read as the game.
+    cmd = (f"exec {sys.executable} -c 'import json,os; open(\"{env_file}\", \"w\").write("
+           f"json.dumps(dict(os.environ))); os.execvp(\"sleep\", [\"sleep\", \"300\"])'"
+           )  # fmt: skip
     return {
         "env": {"STREAM_TEST_MARK": str(marks)},
         "apps": [

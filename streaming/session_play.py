@@ -1,0 +1,194 @@
+"""What makes a compat session playable beside the stream: sound, launch limits, the game.
+
+The session task (`streaming.session_runner`) calls this module at three moments; the work
+itself lives in the groundwork modules (docs/playable.md), so this is only the glue and the
+decisions that belong to a session:
+
+* **Sound** (`open_sound`): the per-session null sink and capture, the `host_audio_*` chain
+  and the `host_opus_*` settings, read once at session start. No sound server, or
+  `stream_audio = false`: None, and the engine sends silence; a session never fails for sound.
+* **Launch limits** (`launch_limits`): the client profile's bitrate ceiling and the entry's
+  encoder preset, through `profiles.effective_stream_params` (pure: nothing to restore).
+* **The game** (`GameLink`): the launched title is handed to the lifecycle layer, which emits
+  `game.running` / `game.exited` and owns the close path. At the session's end the reason
+  decides: the host or the player quitting the title (`/cancel`, `DELETE /session`,
+  `/api/apps/close`, unpair, host shutdown) closes it (`terminated`); any other end (a
+  vanished or idle client) is left to the session settings (`keep`, `on_quit`, `always` with
+  its grace window).
+"""
+
+from __future__ import annotations
+
+import logging
+import subprocess
+import threading
+
+log = logging.getLogger("streaming.sessions")
+
+# Ends where the title is closed whatever the session settings say: the player quit the app
+# (/cancel), the host closed it (DELETE /session, /api/apps/close), the client lost its
+# rights (unpair/disable), or the host goes down (nothing may outlive it).
+CLOSE_REASONS = {"cancel", "api", "app_closed", "unpaired", "host_shutdown", "released"}
+UNCAPPED = 1 << 30
+
+
+def _values() -> dict:
+    from hostmgmt.config import store
+
+    return store.values()
+
+
+def prepare(session_id, client: dict, app, env: dict, state: dict):
+    """(launch limits, sound or None, GameLink) for a starting session; adds the sound's
+    variables to the app's `env` and what the record shows to `state`."""
+    name = client.get("name", "")
+    limits = launch_limits(name, app)
+    sound = open_sound(session_id)
+    if sound is not None:
+        env.update(sound.capture.app_env())
+    state.update(profile=limits.get("profile"), encoder_preset=limits.get("encoder_preset"),
+                 audio_sink=sound.capture.sink_name if sound else None)  # fmt: skip
+    return limits, sound, GameLink(session_id, name)
+
+
+# -- sound -----------------------------------------------------------------------------------
+def open_sound(session_id):
+    """The session's `SessionSound` (engine.audiofeed), or None (off, or no sound server)."""
+    from streaming.audio.capture import AudioUnavailable, SessionAudio
+    from streaming.audio.chain import Chain
+    from streaming.audio.opus import OpusSettings
+    from streaming.engine.audiofeed import SessionSound
+
+    values = _values()
+    audio = SessionAudio.from_config(values, session_id)
+    if audio is None:
+        log.info("session %s: stream_audio is off; the client gets silence", session_id)
+        return None
+    try:
+        audio.start()
+    except (AudioUnavailable, OSError, subprocess.SubprocessError) as exc:
+        log.warning("session %s streams without sound: %s", session_id, exc)
+        return None
+    return SessionSound(audio, Chain.from_config(values), OpusSettings.from_config(values))
+
+
+# -- launch limits ---------------------------------------------------------------------------
+def launch_limits(client_name: str, app) -> dict:
+    """`max_bitrate_kbps` (0 = none), `encoder_preset`, `latency_mode`, `profile`, `applied`.
+
+    The client's own bitrate arrives later (RTSP ANNOUNCE), so the ceiling is computed once
+    here against an uncapped ask and applied by the engine to whatever the client asks."""
+    from streaming.game import profiles
+
+    try:
+        out = profiles.effective_stream_params(
+            client_name, app, {"bitrate_kbps": UNCAPPED, "codec": "h264"}
+        )
+    except Exception:  # a broken config must not stop a launch
+        log.exception("client profile lookup failed; host defaults apply")
+        return {"max_bitrate_kbps": 0, "encoder_preset": -1, "profile": None, "applied": []}
+    cap = out["bitrate_kbps"]
+    # GAP: encoder_preset tunes NVENC (nvenc_tuning_preset); libx264 here keeps its preset.
+    return {
+        "max_bitrate_kbps": int(cap) if isinstance(cap, int) and cap < UNCAPPED else 0,
+        "encoder_preset": out["encoder_preset"],
+        "latency_mode": out.get("latency_mode"),
+        "profile": out["profile"],
+        "applied": out["applied"],
+    }
+
+
+# -- the game --------------------------------------------------------------------------------
+_links: dict = {}
+_links_lock = threading.Lock()
+_registered = [False]
+
+
+def _on_game_exit(session_id, reason: str) -> None:
+    """lifecycle's callback (watcher thread): the session's game exited, end the session."""
+    with _links_lock:
+        link = _links.get(session_id)
+    if link is not None:
+        link.game_exit = reason
+
+
+class GameLink:
+    """One session's title in `streaming.game.lifecycle`."""
+
+    def __init__(self, session_id, client_name: str):
+        self.session_id = session_id
+        self.client_name = client_name
+        self.key: str | None = None
+        self.resumed = False
+        self.game_exit: str | None = None  # set when session_on_game_exit ends the session
+        from streaming.game import lifecycle
+
+        self._lc = lifecycle
+        with _links_lock:
+            _links[session_id] = self
+            if not _registered[0]:
+                lifecycle.on_game_exit(_on_game_exit)
+                _registered[0] = True
+
+    def resume(self, app) -> bool:
+        """A game of this app waits out its grace window: this session takes it over."""
+        try:
+            self.resumed = self._lc.resume_game(self.session_id, str(app.id), self.client_name)
+        except Exception:
+            log.exception("resuming a waiting game failed")
+            self.resumed = False
+        if self.resumed:
+            from streaming.game import registry
+
+            for key, r in registry.all_records().items():
+                if r.get("session_id") == self.session_id:
+                    self.key = key
+            log.info("session %s took over the waiting game %s", self.session_id, self.key)
+        return self.resumed
+
+    def launched(self, app, pgid: int, prep_key: str | None) -> None:
+        """Right after the title's command started (its own process group)."""
+        raw = app.raw or {}
+        steam = raw.get("steam-appid") or raw.get("steam_appid")
+        launch = raw.get("launch")
+        if isinstance(launch, dict) and launch.get("kind") == "steam_appid":
+            steam = steam or launch.get("value")
+        try:
+            self.key = self._lc.game_launched(
+                self.session_id,
+                str(app.id),
+                app.name,
+                store=raw.get("store"),
+                client=self.client_name,
+                detect=raw.get("detect") if isinstance(raw.get("detect"), dict) else None,
+                steam_appid=steam,
+                pgid=pgid,
+                exit_timeout=app.exit_timeout,
+                prep_key=prep_key,
+            )
+        except Exception:  # the stream goes on; the app group is still ended by the session
+            log.exception("game lifecycle: %s not recorded", app.name)
+
+    def watching(self) -> bool:
+        """True while the lifecycle layer knows the title (found, or still looking)."""
+        if self.key is None:
+            return False
+        from streaming.game import registry
+
+        return registry.get(self.key) is not None
+
+    def finish(self, reason: str, deliberate: bool) -> bool:
+        """Apply the session's end to its title; True when the title lives on (kept/grace)."""
+        with _links_lock:
+            _links.pop(self.session_id, None)
+        if self.key is None:
+            return False
+        try:
+            if reason in CLOSE_REASONS:
+                self._lc.close_game(session_id=self.session_id)
+                deliberate = True
+            counts = self._lc.session_ended(self.session_id, deliberate)
+        except Exception:
+            log.exception("game lifecycle at session end failed; ending the app group")
+            return False
+        return bool(counts.get("kept") or counts.get("grace"))
