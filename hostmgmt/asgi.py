@@ -82,4 +82,9 @@ class BodyTooLarge(Exception):
     pass
 
 
-application = BodyLimit(django_app, settings.MAX_REQUEST_BODY, settings.MGMT_MAX_REQUEST_BODY)
+from streaming.native.wsrelay import NativeWebSockets  # noqa: E402
+
+# WebSockets (the native plane's low-latency video relay) bypass Django, which speaks HTTP only.
+application = NativeWebSockets(
+    BodyLimit(django_app, settings.MAX_REQUEST_BODY, settings.MGMT_MAX_REQUEST_BODY)
+)

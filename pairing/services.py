@@ -131,24 +131,11 @@ def set_enabled(uuid: str, enabled: bool) -> bool:
 
 
 def end_client_sessions(fingerprints: list[str] | None) -> None:
-    """Stop the streaming sessions of these clients (None: every session)."""
-    try:
-        from streaming.native import sessions as native_sessions
+    """Stop the streaming sessions of these clients (None: every session), on both planes."""
+    from streaming import services as streaming_services
 
-        native_sessions.end(fingerprints)
-    except Exception:  # noqa: BLE001 - the unpair itself has happened; native peers also poll
-        log.exception("ending native sessions failed")
     try:
-        from streaming import services as streaming_services
-    except ImportError:
-        streaming_services = None
-    end = getattr(streaming_services, "end_client_sessions", None)
-    if end is None:
-        # GAP: the streaming engine exposes no session teardown yet; listeners refuse removed
-        # and disabled clients on their next request, but a running stream is not cut here.
-        return
-    try:
-        end(fingerprints)
+        streaming_services.end_client_sessions(fingerprints)
     except Exception:  # noqa: BLE001 - the unpair itself has happened; report, don't undo
         log.exception("ending the sessions of unpaired clients failed")
 

@@ -143,7 +143,12 @@ def current_game() -> int:
 
 
 def end_client_sessions(fingerprints: list[str] | None) -> None:
-    """Pairing's hook: unpair / disable / unpair-all cut the client's running stream."""
+    """Pairing's hook: unpair / disable / unpair-all cut the client's running stream, on
+    either plane (a native peer also re-checks its authorization every second)."""
+    from streaming.native import sessions as native
+
+    wanted = None if fingerprints is None else [f.lower() for f in fingerprints]
+    native.end(wanted)
     state = current()
     if state is None:
         return
@@ -153,7 +158,51 @@ def end_client_sessions(fingerprints: list[str] | None) -> None:
 
 
 def runtime_status() -> dict:
-    """The compat part of GET /api/v1/status (mgmt-api-records §1.3 RuntimeStatus)."""
+    """The sessions part of GET /api/v1/status (mgmt-api-records §1.3 RuntimeStatus): the
+    compat session if any, else the first native one; counts and games from both planes."""
+    from streaming.native import sessions as native
+
+    status = _compat_status()
+    live_native = native.runtime_status()
+    rows = live_native["sessions"]
+    status["active_sessions"] += live_native["active_sessions"]
+    status["video_streaming"] = status["video_streaming"] or live_native["video_streaming"]
+    status["audio_streaming"] = status["audio_streaming"] or live_native["audio_streaming"]
+    if status["session"] is None and rows:
+        width, height, fps = _parse_mode(rows[0]["mode"])
+        status["session"] = {"width": width, "height": height, "fps": fps}
+    status["games"] += [
+        {
+            "client": row["client"],
+            "app_id": row["app"],
+            "title": row.get("app_title") or row["app"],
+            "plane": "native",
+            "state": "running",
+        }
+        for row in rows
+    ]
+    return status
+
+
+def _parse_mode(mode: str) -> tuple[int, int, int]:
+    """`WxH@fps` → (W, H, fps); zeros for anything else."""
+    try:
+        size, fps = mode.split("@", 1)
+        width, height = size.lower().split("x", 1)
+        return int(width), int(height), int(fps)
+    except ValueError:
+        return 0, 0, 0
+
+
+def end_all_sessions(reason: str, wait_s: float) -> None:
+    """A deliberate stop of every session on both planes (DELETE /session, /api/apps/close)."""
+    from streaming.native import sessions as native
+
+    native.end(None)
+    request_stop(reason, deliberate=True, wait_s=wait_s)
+
+
+def _compat_status() -> dict:
     state = current()
     if not state:
         return {"video_streaming": False, "audio_streaming": False, "active_sessions": 0,

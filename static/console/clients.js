@@ -56,5 +56,6 @@
   document.getElementById("unpair-all").addEventListener("click", () => {
     if (confirm("Unpair every client? Running sessions end.")) act("/api/clients/unpair-all", undefined, "All clients unpaired");
   });
+  document.addEventListener("native:paired", load);  // native.js approved a browser
   load();
 })();

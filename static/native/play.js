@@ -1,10 +1,17 @@
 // The player page: WebRTC receive-only video + an input data channel, paired by approval.
 // Identity: one RTCCertificate generated once and kept in IndexedDB, so the DTLS fingerprint
 // the host sees in our offer is the same on every visit (the operator approves it once).
+// Low-latency mode (secure contexts only): video comes as H.264 Annex-B access units over a
+// WebSocket and is decoded by WebCodecs onto a canvas; audio and input stay on WebRTC.
 "use strict";
 (() => {
   const $ = (id) => document.getElementById(id);
-  const state = { state: "idle", fingerprint: null, stats: {}, host: {}, pc: null, dc: null };
+  const state = { state: "idle", fingerprint: null, stats: {}, host: {}, pc: null, dc: null,
+                  transport: "webrtc", ws: null, decoder: null,
+                  wc: { received: 0, bytes: 0, decoded: 0, skipped: 0, catchups: 0, maxQueue: 0 } };
+  const lowLatencyOk = window.isSecureContext && "VideoDecoder" in window;
+  $("lowlat").disabled = !lowLatencyOk;
+  if (!lowLatencyOk) $("lowlat").parentElement.title += " (not available on this page)";
   window.nativePlayer = state;
   state.pongs = {};
   // Data-channel echo time in ms (the input path's transport share of latency).
@@ -68,6 +75,9 @@
     localStorage.setItem("native-name", $("name").value);
     const [w, h] = $("mode").value.split("x").map(Number);
     const fps = Number($("fps").value);
+    state.transport = lowLatencyOk && $("lowlat").checked ? "webcodecs" : "webrtc";
+    $("canvas").hidden = state.transport !== "webcodecs";
+    $("video").hidden = state.transport === "webcodecs";  // still plays the sound
     say("Preparing…", "offering");
     const pc = new RTCPeerConnection({ certificates: [await certificate()] });
     state.pc = pc;
@@ -94,7 +104,8 @@
     await pc.setLocalDescription(await pc.createOffer());
     await gathered(pc);
     const body = { sdp: pc.localDescription.sdp, name: $("name").value, app: $("app").value,
-                   width: w, height: h, fps, pin: $("pin").value || undefined };
+                   width: w, height: h, fps, pin: $("pin").value || undefined,
+                   transport: state.transport };
     $("stop").disabled = false;
     await knock(pc, body);
   }
@@ -122,6 +133,7 @@
   }
 
   function stop(why) {
+    closeWs();
     if (state.pc) { const pc = state.pc; state.pc = null; pc.close(); }
     state.dc = null;
     if (why !== "restart") { say("Stopped.", "stopped"); $("stop").disabled = true; }
@@ -130,10 +142,61 @@
   function onHost(msg) {
     if (msg.t === "stats") state.host = msg;
     else if (msg.t === "pong" && state.pongs[msg.c]) { state.pongs[msg.c](); delete state.pongs[msg.c]; }
+    else if (msg.t === "ws") openWs(msg.token);
     else if (msg.t === "bye") {
       const pc = state.pc; state.pc = null; if (pc) pc.close();
       say(`Session ended by the host (${msg.reason}).`, "ended");
     }
+  }
+
+  // -- low-latency video: WebSocket + WebCodecs ----------------------------------------------
+  const MAX_QUEUE = 2;  // decodeQueueSize above this: skip to the next keyframe
+  function closeWs() {
+    if (state.ws) { const ws = state.ws; state.ws = null; ws.close(); }
+    if (state.decoder) {
+      const d = state.decoder; state.decoder = null;
+      if (d.state !== "closed") d.close();
+    }
+  }
+  function openWs(token) {
+    closeWs();
+    state.wsToken = token;
+    const canvas = $("canvas"), g = canvas.getContext("2d");
+    const wc = state.wc;
+    let waitKey = true;
+    const decoder = new VideoDecoder({
+      output: (frame) => {
+        if (canvas.width !== frame.displayWidth) canvas.width = frame.displayWidth;
+        if (canvas.height !== frame.displayHeight) canvas.height = frame.displayHeight;
+        g.drawImage(frame, 0, 0);
+        frame.close();
+        wc.decoded++;
+      },
+      error: (e) => { waitKey = true; say(`Decoder error: ${e.message}`); },
+    });
+    // No `description`: the chunks are Annex-B (SPS/PPS in band before each IDR).
+    decoder.configure({ codec: "avc1.42E034", optimizeForLatency: true });
+    state.decoder = decoder;
+    const ws = new WebSocket(`wss://${location.host}/native/ws?token=${encodeURIComponent(token)}`);
+    ws.binaryType = "arraybuffer";
+    state.ws = ws;
+    ws.onmessage = (e) => {
+      if (decoder.state !== "configured") return;
+      const view = new DataView(e.data);
+      const key = view.getUint8(0) === 1, tCap = view.getFloat64(1, true);
+      wc.received++;
+      wc.bytes += e.data.byteLength;
+      wc.maxQueue = Math.max(wc.maxQueue, decoder.decodeQueueSize);
+      if (decoder.decodeQueueSize > MAX_QUEUE && !key) {  // behind: catch up at the next IDR
+        if (!waitKey) { wc.catchups++; send({ t: "kf" }); }
+        waitKey = true;
+      }
+      if (waitKey && !key) { wc.skipped++; return; }
+      waitKey = false;
+      decoder.decode(new EncodedVideoChunk({ type: key ? "key" : "delta",
+        timestamp: Math.round(tCap * 1e6), data: new Uint8Array(e.data, 17) }));
+    };
+    ws.onclose = () => { if (state.ws === ws) say("Video connection closed."); };
   }
 
   // -- stats overlay -----------------------------------------------------------------------
@@ -147,6 +210,11 @@
       if (s.type === "inbound-rtp" && s.kind === "video") inb = s;
       if (s.type === "candidate-pair" && s.nominated && s.currentRoundTripTime !== undefined) rtt = s.currentRoundTripTime;
     });
+    if (state.transport === "webcodecs") {  // the figures come from our own counters
+      inb = { timestamp: performance.now(), framesDecoded: state.wc.decoded,
+        bytesReceived: state.wc.bytes, totalDecodeTime: NaN,
+        frameWidth: $("canvas").width, frameHeight: $("canvas").height };
+    }
     if (!inb) return;
     const now = inb.timestamp;
     if (prev) {
@@ -155,7 +223,8 @@
         fps: (inb.framesDecoded - prev.framesDecoded) / dt,
         kbps: ((inb.bytesReceived - prev.bytesReceived) * 8) / dt / 1000,
         rtt_ms: rtt === null ? null : rtt * 1000,
-        decode_ms: inb.framesDecoded ? (inb.totalDecodeTime / inb.framesDecoded) * 1000 : null,
+        decode_ms: inb.framesDecoded && !Number.isNaN(inb.totalDecodeTime)
+          ? (inb.totalDecodeTime / inb.framesDecoded) * 1000 : null,
         frames: inb.framesDecoded, width: inb.frameWidth, height: inb.frameHeight,
       };
       const s = state.stats;
@@ -169,35 +238,38 @@
   }, 1000);
 
   // -- input ---------------------------------------------------------------------------------
-  const video = $("video");
+  // The surface is the <video> (WebRTC) or the <canvas> (WebCodecs); both get the same handlers.
   const playing = () => state.state === "playing";
+  const surface = () => (state.transport === "webcodecs" ? $("canvas") : $("video"));
   function contentPoint(e) {
-    const r = video.getBoundingClientRect();
-    const vw = video.videoWidth || r.width, vh = video.videoHeight || r.height;
+    const el = surface(), r = el.getBoundingClientRect();
+    const vw = (el.videoWidth ?? el.width) || r.width, vh = (el.videoHeight ?? el.height) || r.height;
     const scale = Math.min(r.width / vw, r.height / vh);
     const cw = vw * scale, ch = vh * scale;
     const x = e.clientX - r.left - (r.width - cw) / 2, y = e.clientY - r.top - (r.height - ch) / 2;
     return { x: Math.round(x / scale), y: Math.round(y / scale), w: vw, h: vh };
   }
-  video.addEventListener("mousemove", (e) => {
-    if (!playing()) return;
-    if (document.pointerLockElement === video) send({ t: "r", dx: e.movementX, dy: e.movementY });
-    else { const p = contentPoint(e); send({ t: "m", ...p }); }
-  });
-  video.addEventListener("mousedown", (e) => {
-    if (!playing()) return;
-    if (document.pointerLockElement !== video && document.fullscreenElement) video.requestPointerLock();
-    const p = contentPoint(e); if (document.pointerLockElement !== video) send({ t: "m", ...p });
-    send({ t: "b", b: e.button + 1, d: 1 }); e.preventDefault();
-  });
-  video.addEventListener("mouseup", (e) => { if (playing()) send({ t: "b", b: e.button + 1, d: 0 }); });
-  video.addEventListener("contextmenu", (e) => e.preventDefault());
-  video.addEventListener("wheel", (e) => {
-    if (!playing()) return;
-    if (e.deltaY) send({ t: "s", a: -Math.sign(e.deltaY) * 120, h: 0 });
-    if (e.deltaX) send({ t: "s", a: Math.sign(e.deltaX) * 120, h: 1 });
-    e.preventDefault();
-  }, { passive: false });
+  for (const el of [$("video"), $("canvas")]) {
+    el.addEventListener("mousemove", (e) => {
+      if (!playing()) return;
+      if (document.pointerLockElement === el) send({ t: "r", dx: e.movementX, dy: e.movementY });
+      else { const p = contentPoint(e); send({ t: "m", ...p }); }
+    });
+    el.addEventListener("mousedown", (e) => {
+      if (!playing()) return;
+      if (document.pointerLockElement !== el && document.fullscreenElement) el.requestPointerLock();
+      const p = contentPoint(e); if (document.pointerLockElement !== el) send({ t: "m", ...p });
+      send({ t: "b", b: e.button + 1, d: 1 }); e.preventDefault();
+    });
+    el.addEventListener("mouseup", (e) => { if (playing()) send({ t: "b", b: e.button + 1, d: 0 }); });
+    el.addEventListener("contextmenu", (e) => e.preventDefault());
+    el.addEventListener("wheel", (e) => {
+      if (!playing()) return;
+      if (e.deltaY) send({ t: "s", a: -Math.sign(e.deltaY) * 120, h: 0 });
+      if (e.deltaX) send({ t: "s", a: Math.sign(e.deltaX) * 120, h: 1 });
+      e.preventDefault();
+    }, { passive: false });
+  }
   const typing = (e) => e.target instanceof HTMLInputElement || e.target instanceof HTMLSelectElement;
   for (const [type, down] of [["keydown", 1], ["keyup", 0]]) {
     document.addEventListener(type, (e) => {
@@ -231,7 +303,7 @@
   $("fullscreen").addEventListener("click", async () => {
     await $("stage").requestFullscreen();
     if (navigator.keyboard && navigator.keyboard.lock) navigator.keyboard.lock().catch(() => {});
-    video.requestPointerLock();
+    surface().requestPointerLock();
   });
   $("stop").addEventListener("click", () => stop());
   $("setup").addEventListener("submit", start);

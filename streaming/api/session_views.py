@@ -1,4 +1,4 @@
-"""Ending the running compat session from the management and admin APIs.
+"""Ending the running sessions (both planes) from the management and admin APIs.
 
 Both only ask (`streaming.services.request_stop`): the session task ends itself, so the app's
 process group, the prep undo steps, the display and the history record are handled in one
@@ -26,7 +26,7 @@ class SessionView(MgmtAPIView):
         "204 whether or not a session was running.",
     )
     def delete(self, request):
-        services.request_stop("api", deliberate=True, wait_s=WAIT_S)
+        services.end_all_sessions("api", wait_s=WAIT_S)
         return Response(status=204)
 
 
@@ -35,5 +35,5 @@ class AppsCloseView(AdminAPIView):
 
     @extend_schema(request=None, responses={200: OpenApiTypes.OBJECT}, summary="Close the app")
     def post(self, request):
-        services.request_stop("app_closed", deliberate=True, wait_s=WAIT_S)
+        services.end_all_sessions("app_closed", wait_s=WAIT_S)
         return Response({"status": True})

@@ -118,14 +118,16 @@ class EncodedVideoTrack(MediaStreamTrack):
 
     kind = "video"
 
-    def __init__(self, encoder: EncoderProcess):
+    def __init__(self, encoder: EncoderProcess, feed: bool = True):
+        """`feed=False`: the WebCodecs mode takes the frames (wsvideo); RTP video stays idle."""
         super().__init__()
         self.encoder = encoder
         self.queue: asyncio.Queue = asyncio.Queue()
         self.frames = self.bytes = 0
         self.encode_ms = 0.0
         self._t0: float | None = None
-        encoder.pump(asyncio.get_running_loop(), self.queue)
+        if feed:
+            encoder.pump(asyncio.get_running_loop(), self.queue)
 
     def request_keyframe(self) -> None:
         self.encoder.keyframe.set()
@@ -146,67 +148,3 @@ class EncodedVideoTrack(MediaStreamTrack):
         self.bytes += len(data)
         self.encode_ms = encode_ms
         return packet
-
-
-class CapturedAudioTrack(MediaStreamTrack):
-    """The session's sound: streaming.audio's private null sink + parec, 20 ms s16 stereo
-    blocks handed to aiortc, which encodes Opus. Capture runs in a thread (parec reads block);
-    a slow consumer loses the oldest blocks rather than building delay.
-    # GAP: aiortc's own Opus encoder (voip, 96 kbit/s) is used, not the host_opus_* chain.
-    """
-
-    kind = "audio"
-    BLOCK = 960  # 20 ms at 48 kHz
-
-    def __init__(self, values: dict, session_id: str):
-        super().__init__()
-        self.queue: asyncio.Queue = asyncio.Queue(maxsize=10)
-        self.loop = asyncio.get_running_loop()
-        self.available: bool | None = None
-        self._pts = 0
-        self._halt = threading.Event()
-        self._thread = threading.Thread(
-            target=self._run, args=(values, session_id), daemon=True, name="native-audio"
-        )
-        self._thread.start()
-
-    def _run(self, values: dict, session_id: str) -> None:
-        import logging
-
-        from streaming.audio.capture import SessionAudio
-
-        try:
-            audio = SessionAudio.from_config(values, session_id)
-            if audio is not None:
-                audio.start()
-        except Exception as exc:  # noqa: BLE001 - the session goes on without sound
-            logging.getLogger("streaming.native").warning("no audio: %s", exc)
-            audio = None
-        self.available = audio is not None
-        if audio is None:
-            return
-        try:
-            while not self._halt.is_set():
-                block = audio.read(self.BLOCK, timeout=0.5)
-                if block is not None:
-                    self.loop.call_soon_threadsafe(self._offer, block)
-        finally:
-            audio.close()
-
-    def _offer(self, block) -> None:
-        if self.queue.full():
-            self.queue.get_nowait()
-        self.queue.put_nowait(block)
-
-    async def recv(self):
-        block = await self.queue.get()
-        frame = av.AudioFrame.from_ndarray(block.reshape(1, -1), format="s16", layout="stereo")
-        frame.sample_rate = 48_000
-        frame.pts = self._pts
-        frame.time_base = fractions.Fraction(1, 48_000)
-        self._pts += block.shape[0]
-        return frame
-
-    def close(self) -> None:
-        self._halt.set()
-        self._thread.join(5)

@@ -1,10 +1,12 @@
 """One native session, in its own process: `python -m streaming.native.peer`.
 
 Reads the offer record (JSON line) on stdin, acquires a virtual display at the asked mode,
+opens the session's sound sink, launches the chosen app into both (streaming.native.launch),
 starts the encoder process, answers (JSON line on stdout) and then runs the aiortc peer
-connection until the browser leaves, the device is unpaired or disabled (polled every second),
-the host process that started it dies, or SIGTERM. Every exit path releases the display and
-the encoder process and emits the closing events.
+connection until the browser leaves, the app exits, the device is unpaired or disabled (polled
+every second), the host process that started it dies, or SIGTERM. Every exit path ends the app
+(and its prep undo), releases the display, the sink and the encoder process and emits the
+closing events.
 """
 
 from __future__ import annotations
@@ -59,7 +61,10 @@ class Session:
         self.encoder = None
         self.pc = None
         self.track = None
+        self.ws = None  # wsvideo.WsVideo in the WebCodecs mode
+        self.video = None  # whichever of track / ws carries the frames (for the figures)
         self.audio = None
+        self.app = None
         self.closed = False
         self.samples: list[dict] = []
         self.t_start = None
@@ -94,20 +99,40 @@ class Session:
         from aiortc import RTCConfiguration, RTCPeerConnection, RTCSessionDescription
         from aiortc.rtcrtpsender import RTCRtpSender
 
+        from hostmgmt.config import store
         from streaming.displays import machine
-        from streaming.native.media import (
-            CapturedAudioTrack,
-            EncodedVideoTrack,
-            EncoderProcess,
-        )
+        from streaming.native import launch, sound
+        from streaming.native.media import EncodedVideoTrack, EncoderProcess
 
+        choice = await asyncio.to_thread(launch.resolve, self.offer.get("app") or "desktop")
+        if choice is None:
+            raise LookupError("that app is no longer in the catalog or library")
         self.display = await asyncio.to_thread(machine.acquire, self.name, self.mode)
         x_display = self.display["x_display"]
+        values = await asyncio.to_thread(store.values)
+        capture = await asyncio.to_thread(sound.open_capture, values, f"native{os.getpid()}")
+        self.audio = sound.OpusTrack(capture, values)
+        self.app = launch.AppRun(choice, str(os.getpid()))
+        client = {"name": self.name, "fingerprint": self.fp, "uuid": ""}
+        await asyncio.to_thread(
+            self.app.start,
+            x_display,
+            capture.app_env() if capture else {},
+            client,
+            (self.width, self.height, self.fps),
+        )
         self.encoder = EncoderProcess(
             x_display, self.width, self.height, self.fps, self.offer.get("kbps", 12_000)
         )
         self.pc = RTCPeerConnection(RTCConfiguration(iceServers=[]))
-        self.track = EncodedVideoTrack(self.encoder)
+        webcodecs = self.offer.get("transport") == "webcodecs"
+        self.track = EncodedVideoTrack(self.encoder, feed=not webcodecs)
+        self.video = self.track
+        if webcodecs:
+            from streaming.native.wsvideo import WsVideo
+
+            self.ws = self.video = WsVideo(self.encoder)
+            await self.ws.start()
         # Track and codec preferences before setRemoteDescription, or aiortc falls back to VP8.
         transceiver = self.pc.addTransceiver(self.track, direction="sendonly")
         h264 = [
@@ -117,16 +142,14 @@ class Session:
         ]
         transceiver.setCodecPreferences(h264)
         transceiver.sender._send_keyframe = self.track.request_keyframe
-        from hostmgmt.config import store
-
-        values = await asyncio.to_thread(store.values)
-        self.audio = CapturedAudioTrack(values, f"native{os.getpid()}")
         self.pc.addTransceiver(self.audio, direction="sendonly")
 
         @self.pc.on("datachannel")
         def on_channel(channel):
             self.channel = channel
             channel.on("message", self.on_input)
+            if self.ws is not None:  # only this DTLS-proven device learns the video token
+                channel.send(json.dumps({"t": "ws", "token": self.ws.token}))
 
         @self.pc.on("connectionstatechange")
         async def on_state():
@@ -156,6 +179,7 @@ class Session:
             "sdp": self.pc.localDescription.sdp,
             "type": "answer",
             "x_display": x_display,
+            "audio_sink": capture.sink_name if capture else None,
             "mode": self.mode,
             "pid": os.getpid(),
         }
@@ -171,6 +195,9 @@ class Session:
             return
         if ev.get("t") == "ping":  # input echo for the latency figure
             self.channel.send(json.dumps({"t": "pong", "c": ev.get("c")}))
+            return
+        if ev.get("t") == "kf":  # the WebCodecs page skipped to catch up: it needs an IDR
+            self.encoder.keyframe.set()
             return
         from streaming.native.inputs import Pads, inject
 
@@ -207,26 +234,43 @@ class Session:
             if not self.connected and time.monotonic() - started > CONNECT_TIMEOUT_S:
                 self.reason = self.detail = "timeout"
                 break
+            if self.app is not None and self.app.exited():
+                self.detail = "the app exited"
+                break
             if self.connected:
-                last_stats = self._sample(last_stats)
+                last_stats = await self._sample(last_stats)
 
-    def _sample(self, last: float) -> float:
+    async def _rtt_ms(self) -> float | None:
+        """The video sender's RTT from the browser's RTCP receiver reports (LSR/DLSR)."""
+        try:
+            report = await self.pc.getStats()
+        except Exception:  # noqa: BLE001 - closing under us
+            return None
+        for s in report.values():
+            if s.type == "remote-inbound-rtp" and s.kind == "video" and s.roundTripTime:
+                return round(s.roundTripTime * 1000, 2)
+        return None
+
+    async def _sample(self, last: float) -> float:
         """One second's figures: to the page's overlay and into the history record."""
+        rtt = await self._rtt_ms()
         now = time.monotonic()
-        frames, nbytes = self.track.frames, self.track.bytes
+        frames, nbytes = self.video.frames, self.video.bytes
         if last:
             dt = now - last
             sample = {
                 "t": len(self.samples),
                 "fps": round((frames - self._f) / dt, 1),
                 "bitrate_kbps": round((nbytes - self._b) * 8 / dt / 1000),
-                "encode_ms": round(self.track.encode_ms, 2),
+                "encode_ms": round(self.video.encode_ms, 2),
+                "rtt_ms": rtt,
+                "audio_packets": self.audio.packets,
             }
             self.samples.append(sample)
             if self.channel is not None and self.channel.readyState == "open":
-                self.channel.send(
-                    json.dumps({"t": "stats", **sample, "kbps": sample["bitrate_kbps"]})
-                )
+                # `t` last: the sample's own `t` (its index) must not hide the message type.
+                overlay = {**sample, "t": "stats", "kbps": sample["bitrate_kbps"]}
+                self.channel.send(json.dumps(overlay))
         self._f, self._b = frames, nbytes
         return now
 
@@ -236,6 +280,7 @@ class Session:
         from streaming import history
 
         n = len(self.samples) or 1
+        rtts = [x["rtt_ms"] for x in self.samples if x.get("rtt_ms") is not None]
         history.record_session(
             t_start=self.t_start,
             t_end=timezone.now(),
@@ -247,6 +292,9 @@ class Session:
             fps=self.fps,
             avg_bitrate_kbps=round(sum(x["bitrate_kbps"] for x in self.samples) / n),
             avg_encode_ms=round(sum(x["encode_ms"] for x in self.samples) / n, 2),
+            avg_rtt_ms=round(sum(rtts) / len(rtts), 2) if rtts else None,
+            plane="native",
+            client_fingerprint=self.fp,
             samples=self.samples,
         )
 
@@ -265,10 +313,17 @@ class Session:
                 pass
         if self.pc is not None:
             await self.pc.close()
+        if self.ws is not None:
+            await self.ws.close()
         if self.encoder is not None:
             await asyncio.to_thread(self.encoder.close)
         if self.audio is not None:
             await asyncio.to_thread(self.audio.close)
+        if self.app is not None:
+            try:
+                await asyncio.to_thread(self.app.end)
+            except Exception:  # noqa: BLE001 - the display must still be released
+                log.exception("ending the app failed")
         if self.xinput is not None:
             self.xinput.release_all()
             self.xinput.close()
@@ -304,6 +359,7 @@ async def run(offer: dict) -> int:
             answer = await session.start()
         except Exception as exc:  # noqa: BLE001 - becomes the offer's error answer
             status = getattr(exc, "status", 400 if isinstance(exc, ValueError) else 500)
+            status = 404 if isinstance(exc, LookupError) else status
             log.warning("native session refused: %s", exc)
             await session.close()  # release first: the caller may look right after the answer
             _reply({"error": str(exc), "status": status})
@@ -316,6 +372,12 @@ async def run(offer: dict) -> int:
                 "name": session.name,
                 "mode": session.mode,
                 "app": offer.get("app") or "desktop",
+                "app_title": offer.get("app_title") or "Desktop",
+                "app_pid": session.app.pid if session.app else None,
+                "audio_sink": answer.get("audio_sink"),
+                "transport": offer.get("transport") or "webrtc",
+                "ws_token": session.ws.token if session.ws else None,
+                "ws_sock": session.ws.path if session.ws else None,
                 "x_display": answer["x_display"],
                 "slot": session.display["slot"],
                 "started_unix": int(time.time()),

@@ -22,6 +22,8 @@ KEY = "native:pending"  # hash: fingerprint -> entry JSON
 SEQ = "native:pending:seq"
 ARM = "native:pair:arm"
 DENIED = "native:denied:"  # + fingerprint: the device's next knock learns it was denied
+CLAIMED = "native:claimed:"  # + fingerprint: an approve/deny is deciding it right now
+CLAIM_S = 30
 
 TTL_S = 600
 MAX_PENDING = 32
@@ -76,6 +78,10 @@ class PendingQueue:
             result.clear()
             entries = self._load(pipe)
             now = self.clock()
+            held = pipe.get(CLAIMED + fingerprint)
+            if held is not None:  # being approved or denied: wait, do not queue it again
+                result.extend([Pending(int(held), fingerprint, name, ip, now, now), False])
+                return
             old = entries.get(fingerprint)
             if old is None:
                 if len(entries) >= MAX_PENDING:
@@ -113,6 +119,23 @@ class PendingQueue:
                     return entry
                 return None  # someone else took it first
         return None
+
+    def claim(self, pending_id: int) -> Pending | None:
+        """Like `take`, for a decision (approve/deny) that must not race the device's re-knock:
+        the claim mark is set before the entry leaves the queue, and `knock` (which watches
+        the queue) reads it, so a re-knock in between cannot queue the device again. The
+        caller records its decision, then calls `release`."""
+        for fp, entry in self._load(self.r).items():
+            if entry.id == pending_id:
+                self.r.set(CLAIMED + fp, entry.id, ex=CLAIM_S)
+                if self.r.hdel(KEY, fp):
+                    return entry
+                self.release(fp)
+                return None  # someone else took it first
+        return None
+
+    def release(self, fingerprint: str) -> None:
+        self.r.delete(CLAIMED + fingerprint)
 
     def drop(self, fingerprint: str) -> None:
         self.r.hdel(KEY, fingerprint)

@@ -116,19 +116,28 @@ def pending() -> list[dict]:
 
 
 def approve(pending_id: int, name=None) -> PairedClient | None:
-    entry = queue().take(pending_id)
+    q = queue()
+    entry = q.claim(pending_id)
     if entry is None:
         return None
-    label = clean_name(name, entry.fingerprint) if isinstance(name, str) and name.strip() else ""
-    return store(entry.fingerprint, label or entry.name)
+    try:
+        label = (
+            clean_name(name, entry.fingerprint) if isinstance(name, str) and name.strip() else ""
+        )
+        return store(entry.fingerprint, label or entry.name)
+    finally:
+        q.release(entry.fingerprint)
 
 
 def deny(pending_id: int) -> bool:
     q = queue()
-    entry = q.take(pending_id)
+    entry = q.claim(pending_id)
     if entry is None:
         return False
-    q.mark_denied(entry.fingerprint)
+    try:
+        q.mark_denied(entry.fingerprint)
+    finally:
+        q.release(entry.fingerprint)
     emit_device("pairing.denied", entry.name, entry.fingerprint, PLANE_NATIVE)
     return True
 

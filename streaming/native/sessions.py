@@ -146,7 +146,11 @@ def _read_line(proc: subprocess.Popen, timeout: float) -> bytes:
 
 def runtime_status() -> dict:
     """The native part of `GET /api/v1/status`, for streaming.services.runtime_status to merge:
-    {"active_sessions", "video_streaming", "audio_streaming", "sessions": [...]}."""
+    {"active_sessions", "video_streaming", "audio_streaming", "sessions": [...]}.
+
+    `DELETE /api/v1/session` ends every native session with `end(None)` (SIGTERM: the peer
+    ends the app, runs its undo steps, releases display and sink, writes the history record
+    and emits the closing events)."""
     try:
         live = registry()
     except Exception:  # noqa: BLE001 - no Redis: report nothing rather than fail the status
@@ -162,6 +166,8 @@ def runtime_status() -> dict:
             "fingerprint": fp,
             "mode": r["mode"],
             "app": r["app"],
+            "app_title": r.get("app_title", ""),
+            "audio_sink": r.get("audio_sink"),
             "plane": "native",
             "started_unix": r["started_unix"],
         }

@@ -2,7 +2,8 @@
 
 `/play` is open to any browser on the network: who may play is decided per device by the
 operator (pending -> approve), not by a login. `POST /native/offer` is CSRF-protected by
-Django's cookie + `X-CSRFToken` check (same-origin pages only) and accepts JSON only.
+Django's cookie + `X-CSRFToken` check (same-origin pages only; a refusal is a JSON 403 the page
+can show), accepts JSON only and is rate-limited per address and per device (429).
 """
 
 from __future__ import annotations
@@ -12,11 +13,13 @@ import logging
 
 from django.http import JsonResponse
 from django.shortcuts import render
-from django.views.decorators.csrf import csrf_protect, ensure_csrf_cookie
+from django.views.decorators.csrf import ensure_csrf_cookie
 from django.views.decorators.http import require_GET, require_POST
 
 from streaming.displays.machine import parse_mode
-from streaming.native import services, sessions
+from streaming.native import launch, services, sessions
+from streaming.native.ratelimit import Limited, OfferLimiter
+from streaming.native.web import csrf_json, json_error
 
 log = logging.getLogger("streaming.native")
 
@@ -30,35 +33,35 @@ MODES = ["1280x720", "1920x1080", "2560x1440", "3840x2160"]
 RATES = [30, 60, 120]
 
 
-def _apps() -> list[dict]:
-    apps = [{"id": "desktop", "title": "Desktop"}]
-    try:
-        from library import services as library
-
-        apps += [{"id": e["id"], "title": e["title"]} for e in library.list_library()[:200]]
-    except Exception:  # noqa: BLE001 - the picker still offers Desktop
-        log.exception("library listing for /play failed")
-    return apps
-
-
 @require_GET
 @ensure_csrf_cookie
 def play(request):
-    ctx = {"apps": _apps(), "modes": MODES, "rates": RATES}
+    ctx = {"apps": launch.choices(), "modes": MODES, "rates": RATES}
     response = render(request, "native/play.html", ctx)
     response["Content-Security-Policy"] = CSP
     response["Cache-Control"] = "no-store"
     return response
 
 
-def _error(status: int, message: str) -> JsonResponse:
-    return JsonResponse({"error": message}, status=status)
+_error = json_error
+
+
+def _limit(kind: str, who: str) -> JsonResponse | None:
+    try:
+        OfferLimiter(services.redis_client()).hit(kind, who)
+    except Limited as exc:
+        return json_error(429, str(exc), Retry_After=str(exc.retry_after))
+    return None
 
 
 @require_POST
-@csrf_protect
+@csrf_json
 def offer(request):
     """`{sdp, name, app, width, height, fps, pin?}` -> 200 answer | 202 pending | 4xx."""
+    ip = request.META.get("REMOTE_ADDR", "") or "unknown"
+    limited = _limit("ip", ip)
+    if limited is not None:
+        return limited
     if request.content_type != "application/json":
         return _error(415, "send JSON")
     if len(request.body) > MAX_OFFER_BYTES:
@@ -76,10 +79,22 @@ def offer(request):
         return _error(400, str(exc))
     if "m=video" not in sdp:
         return _error(400, "the offer has no video to receive")
+    transport = body.get("transport", "webrtc")
+    if transport not in ("webrtc", "webcodecs"):
+        return _error(400, "transport must be webrtc or webcodecs")
     try:
         fp = services.sdp_fingerprint(sdp)
+    except services.Refused as exc:
+        return _error(exc.status, str(exc))
+    limited = _limit("dev", fp)
+    if limited is not None:
+        return limited
+    app = body.get("app") if isinstance(body.get("app"), str) else "desktop"
+    chosen = launch.resolve(app)
+    if chosen is None:
+        return _error(404, f"no app {app[:64]!r} in the catalog or library")
+    try:
         name = services.clean_name(body.get("name"), fp)
-        ip = request.META.get("REMOTE_ADDR", "") or "unknown"
         pin = body.get("pin") if isinstance(body.get("pin"), str) else None
         decision = services.knock(fp, name, ip, pin)
     except services.Refused as exc:
@@ -94,17 +109,16 @@ def offer(request):
             },
             status=202,
         )
-    app = body.get("app") if isinstance(body.get("app"), str) else "desktop"
-    title = next((a["title"] for a in _apps() if a["id"] == app), "Desktop")
     record = {
         "sdp": sdp,
         "fingerprint": fp,
         "name": decision.client.name or name,
-        "app": app[:128],
-        "app_title": title,
+        "app": chosen.key,
+        "app_title": chosen.title,
         "width": width,
         "height": height,
         "fps": fps,
+        "transport": transport,
         "remote": ip,
         "loopback": ip.startswith("127.") or ip == "::1",
     }
@@ -119,5 +133,6 @@ def offer(request):
             "sdp": answer["sdp"],
             "type": "answer",
             "mode": answer["mode"],
+            "transport": transport,
         }
     )

@@ -107,12 +107,16 @@ def test_huge_bodies_are_refused_and_nothing_is_written(live_host, admin_auth):
     conf = live_host.state_dir / "host.conf"
     before = conf.read_bytes() if conf.exists() else None
     filler = "x" * (2 * 1024 * 1024)
+    huge = "x" * (5 * 1024 * 1024)
     with live_host.mgmt() as v1, live_host.client(auth=admin_auth) as admin:
+        # the management API reads up to 4 MiB, so a 2 MiB value meets its validator
         r = v1.put("/api/v1/host/config", json={"general": {"host_name": filler}})
+        assert r.status_code == 400 and r.json()["fields"][0]["field"] == "general.host_name"
+        r = v1.put("/api/v1/host/config", json={"general": {"host_name": huge}})
         assert r.status_code == 413 and r.json()["error"]
         r = admin.post("/api/config", json={"sunshine_name": filler})
         assert r.status_code == 413 and r.json()["status"] is False
-        r = v1.put("/api/v1/display/settings", json={"capture_monitor": filler})
+        r = v1.put("/api/v1/display/settings", json={"capture_monitor": huge})
         assert r.status_code == 413
     assert (conf.read_bytes() if conf.exists() else None) == before
 

@@ -24,9 +24,16 @@ def offer_sdp(fp: str, video: bool = True) -> str:
 class Knocker:
     """Talks to /native/offer the way the page does (CSRF cookie + header, same origin)."""
 
-    def __init__(self, host):
+    def __init__(self, host, source: str | None = None):
+        """`source`: another loopback address (127.0.0.x) to come from, for its own buckets."""
         self.host = host
-        self.c = host.client()
+        if source:
+            import httpx
+
+            transport = httpx.HTTPTransport(local_address=source, verify=host.ssl_context())
+            self.c = host.client(transport=transport)
+        else:
+            self.c = host.client()
         r = self.c.get("/play")
         assert r.status_code == 200, r.text
         self.token = self.c.cookies["csrftoken"]

