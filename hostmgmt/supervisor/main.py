@@ -124,7 +124,13 @@ class Supervisor:
         )
         concurrency = str(settings.CELERY_WORKER_CONCURRENCY)
         specs = [
-            Child("daphne", [py, "-m", "daphne", "-e", endpoint, "hostmgmt.asgi:application"], env),
+            # -v 0: no daphne access log; its request lines carry query strings, and the host
+            # logs its own events instead (Django's logging config applies to daphne's loggers).
+            Child(
+                "daphne",
+                [py, "-m", "daphne", "-v", "0", "-e", endpoint, "hostmgmt.asgi:application"],
+                env,
+            ),
             Child(
                 "celery",
                 [

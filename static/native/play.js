@@ -133,8 +133,13 @@
   }
 
   function stop(why) {
+    const told = why !== "restart" && state.dc && state.dc.readyState === "open";
+    if (told) send({ t: "stop" });  // a deliberate end: the host closes the game
     closeWs();
-    if (state.pc) { const pc = state.pc; state.pc = null; pc.close(); }
+    if (state.pc) {
+      const pc = state.pc; state.pc = null;
+      if (told) setTimeout(() => pc.close(), 150); else pc.close();  // let "stop" leave first
+    }
     state.dc = null;
     if (why !== "restart") { say("Stopped.", "stopped"); $("stop").disabled = true; }
   }
@@ -177,7 +182,8 @@
     // No `description`: the chunks are Annex-B (SPS/PPS in band before each IDR).
     decoder.configure({ codec: "avc1.42E034", optimizeForLatency: true });
     state.decoder = decoder;
-    const ws = new WebSocket(`wss://${location.host}/native/ws?token=${encodeURIComponent(token)}`);
+    // The token travels as a WebSocket subprotocol, never in the URL (URLs end up in logs).
+    const ws = new WebSocket(`wss://${location.host}/native/ws`, ["hostmgmt.video", `token.${token}`]);
     ws.binaryType = "arraybuffer";
     state.ws = ws;
     ws.onmessage = (e) => {

@@ -1,11 +1,13 @@
-"""The low-latency video path, daphne side: `wss://<host>/native/ws?token=...` relays one
+"""The low-latency video path, daphne side: `wss://<host>/native/ws` relays one
 native session's encoded frames (from its peer process's Unix socket, see `wsvideo.py`) to
 the page, one binary WebSocket message per access unit.
 
 Why a raw ASGI app in front of Django: Django's ASGI handler speaks HTTP only, and this relay
 needs nothing from Django but the session registry. The token is the only authority (it was
 handed to the paired device over its DTLS data channel); the Origin must also be this host,
-so another site's page cannot open it even with a leaked token.
+so another site's page cannot open it even with a leaked token. The page sends the token as
+a WebSocket subprotocol (`token.<token>`, beside `hostmgmt.video`), never in the URL, which
+would end up in access logs and browser history.
 """
 
 from __future__ import annotations
@@ -13,11 +15,13 @@ from __future__ import annotations
 import asyncio
 import hmac
 import logging
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import urlsplit
 
 log = logging.getLogger("streaming.native")
 
 PATH = "/native/ws"
+SUBPROTOCOL = "hostmgmt.video"
+TOKEN_PREFIX = "token."
 LENGTH_SIZE = 4
 MAX_FRAME = 16 * 1024 * 1024
 
@@ -42,7 +46,8 @@ def _same_origin(scope) -> bool:
 async def relay(scope, receive, send) -> None:
     if (await receive())["type"] != "websocket.connect":
         return
-    token = parse_qs(scope.get("query_string", b"").decode("latin-1")).get("token", [""])[0]
+    offered = scope.get("subprotocols") or []
+    token = next((p[len(TOKEN_PREFIX) :] for p in offered if p.startswith(TOKEN_PREFIX)), "")
     rec = await asyncio.to_thread(_find, token) if token and _same_origin(scope) else None
     if rec is None:
         await send({"type": "websocket.close", "code": 4403})
@@ -52,7 +57,7 @@ async def relay(scope, receive, send) -> None:
     except OSError:
         await send({"type": "websocket.close", "code": 4404})
         return
-    await send({"type": "websocket.accept"})
+    await send({"type": "websocket.accept", "subprotocol": SUBPROTOCOL})
 
     async def pump() -> None:
         try:

@@ -41,8 +41,8 @@ DECODED_FPS_JS = """async (ms) => {
 
 STALL_JS = """() => { const t = performance.now(); while (performance.now() - t < 1500) {} }"""
 
-WS_JS = """(url) => new Promise((res) => {
-  const ws = new WebSocket(url);
+WS_JS = """([url, protocols]) => new Promise((res) => {
+  const ws = new WebSocket(url, protocols);
   ws.onopen = () => { ws.close(); res('open'); };
   ws.onclose = (e) => res('closed ' + e.code);
 })"""
@@ -52,8 +52,9 @@ def handshake(host, token: str, origin: str) -> str:
     """A raw WebSocket upgrade to the relay; the status line of the answer."""
     key = base64.b64encode(os.urandom(16)).decode()
     request = (
-        f"GET /native/ws?token={token} HTTP/1.1\r\nHost: 127.0.0.1:{host.mgmt_port}\r\n"
+        f"GET /native/ws HTTP/1.1\r\nHost: 127.0.0.1:{host.mgmt_port}\r\n"
         f"Upgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: {key}\r\n"
+        f"Sec-WebSocket-Protocol: hostmgmt.video, token.{token}\r\n"
         f"Sec-WebSocket-Version: 13\r\nOrigin: {origin}\r\n\r\n"
     )
     raw = socket.create_connection(("127.0.0.1", host.mgmt_port), timeout=10)
@@ -149,9 +150,12 @@ def test_webcodecs_mode(live_host):
 
         # The relay refuses a wrong token (and the session's own video still flows).
         ws = f"wss://127.0.0.1:{live_host.mgmt_port}/native/ws"
-        assert page.evaluate(WS_JS, ws + "?token=nope") == "closed 1006"
-        assert page.evaluate(WS_JS, ws.replace("/native/ws", "/other/ws")).startswith("closed")
         token = page.evaluate("window.nativePlayer.wsToken")
+        wrong = ["hostmgmt.video", "token.nope"]
+        assert page.evaluate(WS_JS, [ws, wrong]) == "closed 1006"
+        assert page.evaluate(WS_JS, [ws + f"?token={token}", ["hostmgmt.video"]]) == "closed 1006"
+        other = ws.replace("/native/ws", "/other/ws")
+        assert page.evaluate(WS_JS, [other, ["hostmgmt.video"]]).startswith("closed")
         assert handshake(live_host, token, "https://evil.example").startswith("HTTP/1.1 403")
         n = page.evaluate("window.nativePlayer.wc.decoded")
         wait_for(

@@ -138,6 +138,9 @@ def test_secrets_never_reach_the_log(live_host):
     log = (live_host.state_dir / "logs" / "host.log").read_text(errors="replace")
     assert "Console: https://127.0.0.1:" in log
     assert live_host.mgmt_token not in log and live_host.plugin_token not in log
+    # No access-log lines (their URLs may carry query strings) on the processes' output either.
+    out = live_host.log_path.read_text(errors="replace")
+    assert '"GET /api/v1/health' not in out and live_host.mgmt_token not in out
 
 
 def _children(proc) -> dict[str, psutil.Process]:
