@@ -18,20 +18,11 @@ import httpx
 import pytest
 from playwright.sync_api import expect, sync_playwright
 
+from tests.browser import ARGS, CHROMIUM
 from tests.livehost import ROOT, start_host
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
-CHROMIUM = "/usr/bin/chromium"
-ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
 USER, PASSWORD = "operator", "a long console password"
 TIMEOUT_MS = 15_000
 

@@ -4,18 +4,10 @@ from __future__ import annotations
 
 import time
 
-CHROMIUM = "/usr/bin/chromium"
-ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-    "--autoplay-policy=no-user-gesture-required",
-    "--disable-features=WebRtcHideLocalIpsWithMdns",
-]
+from tests.browser import CHROMIUM, PLAYER_ARGS
+
+ARGS = PLAYER_ARGS
+__all__ = ["ARGS", "CHROMIUM", "page_wait", "wait_for"]
 
 
 def wait_for(fn, timeout=30.0, interval=0.2, what="condition"):
