@@ -20,16 +20,7 @@ def live_host():
     """
     host: LiveHost = start_host()
     try:
-        with host.client() as c:
-            r = c.post(
-                "/api/password",
-                json={
-                    "newUsername": ADMIN_USER,
-                    "newPassword": ADMIN_PASSWORD,
-                    "confirmNewPassword": ADMIN_PASSWORD,
-                },
-            )
-            assert r.status_code == 200, r.text
+        host.set_first_admin(ADMIN_USER, ADMIN_PASSWORD)
         yield host
     finally:
         code = host.stop()

@@ -81,6 +81,13 @@ class LiveHost:
     def mgmt(self) -> httpx.Client:
         return self.client(headers={"Authorization": f"Bearer {self.mgmt_token}"})
 
+    def set_first_admin(self, user: str, password: str) -> None:
+        """Set the admin credentials through the first-run route, as a newcomer would."""
+        body = {"newUsername": user, "newPassword": password, "confirmNewPassword": password}
+        with self.client() as c:
+            r = c.post("/api/password", json=body)
+            assert r.status_code == 200, r.text
+
     def log_tail(self, lines: int = 60) -> str:
         try:
             return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])

@@ -40,16 +40,7 @@ def lib_host(tmp_path_factory):
     }
     host = start_host(state_dir=sandbox / "state", env=env)
     try:
-        with host.client() as c:
-            r = c.post(
-                "/api/password",
-                json={
-                    "newUsername": ADMIN_USER,
-                    "newPassword": ADMIN_PASSWORD,
-                    "confirmNewPassword": ADMIN_PASSWORD,
-                },
-            )
-            assert r.status_code == 200, r.text
+        host.set_first_admin(ADMIN_USER, ADMIN_PASSWORD)
         host.sandbox, host.stores, host.cdn = sandbox, base, cdn
         yield host
     finally:

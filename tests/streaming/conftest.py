@@ -81,11 +81,7 @@ def stream_host():
     host = start_host(state_dir=state)
     host.marks, host.webhooks = marks, sink
     try:
-        with host.client() as c:
-            body = {"newUsername": ADMIN_USER, "newPassword": ADMIN_PASSWORD,
-                    "confirmNewPassword": ADMIN_PASSWORD}  # fmt: skip
-            r = c.post("/api/password", json=body)
-            assert r.status_code == 200, r.text
+        host.set_first_admin(ADMIN_USER, ADMIN_PASSWORD)
         yield host
     finally:
         code = host.stop()

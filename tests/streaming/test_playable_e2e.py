@@ -58,10 +58,7 @@ def play_host():
     host = start_host(state_dir=state)
     host.marks = marks
     try:
-        with host.client() as c:
-            body = {"newUsername": ADMIN_USER, "newPassword": ADMIN_PASSWORD,
-                    "confirmNewPassword": ADMIN_PASSWORD}  # fmt: skip
-            assert c.post("/api/password", json=body).status_code == 200
+        host.set_first_admin(ADMIN_USER, ADMIN_PASSWORD)
         yield host
     finally:
         code = host.stop()
