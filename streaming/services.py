@@ -171,8 +171,12 @@ def runtime_status() -> dict:
     if status["session"] is None and rows:
         width, height, fps = _parse_mode(rows[0]["mode"])
         status["session"] = {"width": width, "height": height, "fps": fps}
+    # A native session's game is the lifecycle layer's record (already in `games`, once);
+    # a session it has none for (Desktop, an app it does not track) gets a plain row.
+    tracked = {g.get("session_id") for g in status["games"] if g.get("plane") == "native"}
     status["games"] += [
         {
+            "session_id": row.get("session_id"),
             "client": row["client"],
             "app_id": row["app"],
             "title": row.get("app_title") or row["app"],
@@ -180,6 +184,7 @@ def runtime_status() -> dict:
             "state": "running",
         }
         for row in rows
+        if row.get("session_id") is None or row.get("session_id") not in tracked
     ]
     return status
 

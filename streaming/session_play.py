@@ -115,9 +115,10 @@ def _on_game_exit(session_id, reason: str) -> None:
 class GameLink:
     """One session's title in `streaming.game.lifecycle`."""
 
-    def __init__(self, session_id, client_name: str):
+    def __init__(self, session_id, client_name: str, plane: str = "compat"):
         self.session_id = session_id
         self.client_name = client_name
+        self.plane = plane  # the native plane's sessions use this link too
         self.key: str | None = None
         self.resumed = False
         self.game_exit: str | None = None  # set when session_on_game_exit ends the session
@@ -160,6 +161,7 @@ class GameLink:
                 app.name,
                 store=raw.get("store"),
                 client=self.client_name,
+                plane=self.plane,
                 detect=raw.get("detect") if isinstance(raw.get("detect"), dict) else None,
                 steam_appid=steam,
                 pgid=pgid,

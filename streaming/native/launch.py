@@ -9,8 +9,10 @@ session, and at the end SIGTERM/SIGKILL of the group, then `undo` newest first.
 
 Keys the page sends: `desktop`, `app:<catalog id>`, or a library id (`steam:570`, `custom:3`).
 
-# GAP: not wired to `streaming.game.lifecycle` (no game.running/exited events, no keep/grace
-# session settings), and a reconnect (a new peer process) restarts the app.
+The launched title goes to `streaming.game.lifecycle` through the compat session's own glue
+(`streaming.session_play.GameLink`, plane `native`): `game.running` / `game.exited`, the session
+settings at the session's end (keep, on_quit, always with its grace window) and a reconnect
+taking over the game that waits out its grace instead of starting a second copy.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ class Choice:
     working_dir: str = ""
     prep: list = field(default_factory=list)
     exit_timeout: float = 5.0
+    raw: dict = field(default_factory=dict)  # what the lifecycle layer reads: detect, store...
 
 
 def _library_cmd(launch) -> str:
@@ -103,6 +106,7 @@ def resolve(key: str) -> Choice | None:
             working_dir=app.working_dir,
             prep=list(app.prep or []),
             exit_timeout=float(app.exit_timeout or 5),
+            raw=dict(app.raw or {}),
         )
     from library import services as library
 
@@ -112,17 +116,26 @@ def resolve(key: str) -> Choice | None:
     cmd = _library_cmd(info.get("launch"))
     if not cmd:
         return None
-    return Choice(key, info["title"] or key, cmd=cmd, prep=list(info.get("prep") or []))
+    raw = {"store": info.get("store"), "launch": info.get("launch"), "detect": info.get("detect")}
+    return Choice(key, info["title"] or key, cmd=cmd, prep=list(info.get("prep") or []), raw=raw)
 
 
 class AppRun:
-    """The chosen app running in one session's display (nothing for Desktop)."""
+    """The chosen app running in one session's display (nothing for Desktop), and its game in
+    the lifecycle layer (`session_id`: the peer's pid, as in the session's events)."""
 
-    def __init__(self, choice: Choice, session_key: str):
+    def __init__(self, choice: Choice, session_id: int, client_name: str):
+        from streaming.session_play import GameLink
+
         self.choice = choice
-        self.prep_key = f"native-session-{session_key}"
+        self.prep_key = f"native-session-{session_id}"
         self.proc = None
         self.prepped = False
+        c = choice
+        self.app = SimpleNamespace(id=c.key, name=c.title, env=c.env, raw=c.raw,
+                                   exit_timeout=c.exit_timeout)  # fmt: skip
+        self.game = GameLink(session_id, client_name, plane="native")
+        self.resumed = False
 
     def start(self, x_display: str, extra_env: dict, client: dict, mode: tuple) -> None:
         from hooks import prep
@@ -131,27 +144,49 @@ class AppRun:
         c = self.choice
         if not c.cmd and not c.prep:
             return
-        app = SimpleNamespace(id=c.key, name=c.title, env=c.env)
-        env = session_env(os.environ, x_display=x_display, app=app, client=client, mode=mode)
+        # A game of this app waiting out its grace window (this device reconnecting): take it.
+        if c.cmd and self.game.resume(self.app):
+            self.resumed = True
+            return
+        env = session_env(os.environ, x_display=x_display, app=self.app, client=client, mode=mode)
         env.update(extra_env)
         if c.prep:
             self.prepped = True
             prep.run_do(self.prep_key, c.prep, env)
         if c.cmd:
             self.proc = AppProcess(c.cmd, env, c.working_dir, c.exit_timeout)
+            self.game.launched(self.app, self.proc.pgid, self.prep_key if c.prep else None)
 
     @property
     def pid(self) -> int | None:
         return self.proc.pid if self.proc else None
 
     def exited(self) -> bool:
-        return self.proc is not None and self.proc.exited()
+        """The session must end for its game: `session_on_game_exit` and the game exited, or
+        (a title the lifecycle layer does not track) the launched command exited."""
+        if self.game.game_exit is not None:
+            return True
+        if self.resumed:  # its watcher may live in another process: read the record
+            from streaming.game import registry
+            from streaming.game import settings as game_settings
 
-    def end(self) -> None:
-        """SIGTERM the group, SIGKILL after the entry's exit timeout, then the owed undos."""
+            rec = registry.get(self.game.key or "")
+            gone = rec is None or rec.get("state") == registry.EXITED
+            return gone and game_settings.load().session_on_game_exit
+        return self.proc is not None and self.proc.exited() and not self.game.watching()
+
+    def end(self, reason: str = "api", deliberate: bool = True) -> bool:
+        """Apply the session's end to the game (session_play.CLOSE_REASONS close it, else the
+        session settings); unless it lives on (kept, grace), SIGTERM the group (SIGKILL after
+        the entry's exit timeout), then the owed undos. True when the game lives on."""
         from hooks import prep
 
+        lives_on = self.game.finish(reason, deliberate)
         if self.proc is not None:
-            self.proc.terminate()
-        if self.prepped:
-            prep.run_undo(self.prep_key)
+            if lives_on:
+                self.proc.proc.poll()  # the game lives on in its own group; reap only
+            else:
+                self.proc.terminate()
+        if self.prepped and not lives_on:
+            prep.run_undo(self.prep_key)  # a no-op when the lifecycle layer already ran them
+        return lives_on

@@ -74,6 +74,9 @@ class Session:
         # `reason` is the event's vocabulary (quit | timeout | error); `detail` tells the page.
         self.reason = "quit"
         self.detail = "quit"
+        # What the game's lifecycle hears (session_play.CLOSE_REASONS close it; a vanished
+        # peer leaves it to the session settings): see `stop`.
+        self.end_reason, self.deliberate = "client", False
         self.connected = False
         self.channel = None
 
@@ -94,6 +97,12 @@ class Session:
         payload = {"client": client, "session": session, "stream": stream}[domain]
         emit(kind, {domain: payload, **extra})
 
+    def stop(self, end_reason: str, deliberate: bool, detail: str) -> None:
+        """End the session (the first cause wins)."""
+        if not self.done.is_set():
+            self.end_reason, self.deliberate, self.detail = end_reason, deliberate, detail
+            self.done.set()
+
     # -- lifecycle ---------------------------------------------------------------------------
     async def start(self) -> dict:
         from aiortc import RTCConfiguration, RTCPeerConnection, RTCSessionDescription
@@ -112,7 +121,7 @@ class Session:
         values = await asyncio.to_thread(store.values)
         capture = await asyncio.to_thread(sound.open_capture, values, f"native{os.getpid()}")
         self.audio = sound.OpusTrack(capture, values)
-        self.app = launch.AppRun(choice, str(os.getpid()))
+        self.app = launch.AppRun(choice, os.getpid(), self.name)
         client = {"name": self.name, "fingerprint": self.fp, "uuid": ""}
         await asyncio.to_thread(
             self.app.start,
@@ -165,8 +174,7 @@ class Session:
             elif state in ("failed", "closed"):
                 if not self.done.is_set():
                     self.reason = "error" if state == "failed" else "quit"
-                    self.detail = state
-                self.done.set()
+                self.stop("client", False, state)  # vanished: the session settings decide
 
         await self.pc.setRemoteDescription(RTCSessionDescription(self.offer["sdp"], "offer"))
         if transceiver.mid is None:
@@ -195,6 +203,9 @@ class Session:
             return
         if ev.get("t") == "ping":  # input echo for the latency figure
             self.channel.send(json.dumps({"t": "pong", "c": ev.get("c")}))
+            return
+        if ev.get("t") == "stop":  # the player pressed Stop: a deliberate end
+            self.stop("cancel", True, "stopped by the player")
             return
         if ev.get("t") == "kf":  # the WebCodecs page skipped to catch up: it needs an IDR
             self.encoder.keyframe.set()
@@ -226,16 +237,15 @@ class Session:
             except TimeoutError:
                 pass
             if not await asyncio.to_thread(services.authorized, self.fp):
-                self.detail = "unpaired or disabled"
-                break
-            if parent and os.getppid() != parent:
-                self.detail = "host exited"
-                break
-            if not self.connected and time.monotonic() - started > CONNECT_TIMEOUT_S:
-                self.reason = self.detail = "timeout"
-                break
-            if self.app is not None and self.app.exited():
-                self.detail = "the app exited"
+                self.stop("unpaired", True, "unpaired or disabled")
+            elif parent and os.getppid() != parent:
+                self.stop("host_shutdown", True, "host exited")
+            elif not self.connected and time.monotonic() - started > CONNECT_TIMEOUT_S:
+                self.reason = "timeout"
+                self.stop("arm_timeout", False, "timeout")
+            elif self.app is not None and await asyncio.to_thread(self.app.exited):
+                self.stop("app_exited", True, "the app exited")
+            if self.done.is_set():
                 break
             if self.connected:
                 last_stats = await self._sample(last_stats)
@@ -321,7 +331,7 @@ class Session:
             await asyncio.to_thread(self.audio.close)
         if self.app is not None:
             try:
-                await asyncio.to_thread(self.app.end)
+                await asyncio.to_thread(self.app.end, self.end_reason, self.deliberate)
             except Exception:  # noqa: BLE001 - the display must still be released
                 log.exception("ending the app failed")
         if self.xinput is not None:
@@ -331,7 +341,7 @@ class Session:
             self.pads.close()
         if self.display is not None:
             try:
-                await asyncio.to_thread(machine.disconnect, self.display["slot"], True)
+                await asyncio.to_thread(machine.disconnect, self.display["slot"], self.deliberate)
             except Exception:  # noqa: BLE001 - the display may be gone already
                 log.exception("display release failed")
         await asyncio.to_thread(sessions.unregister, self.fp, os.getpid())
@@ -350,10 +360,10 @@ async def run(offer: dict) -> int:
 
     session = Session(offer)
     loop = asyncio.get_running_loop()
+    # SIGTERM: the host ends it (DELETE /session, unpair); SIGUSR1: a reconnect replaces it.
     for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(
-            sig, lambda: (setattr(session, "detail", "ended by the host"), session.done.set())
-        )
+        loop.add_signal_handler(sig, session.stop, "api", True, "ended by the host")
+    loop.add_signal_handler(signal.SIGUSR1, session.stop, "client", False, "reconnected")
     try:
         try:
             answer = await session.start()
@@ -361,6 +371,7 @@ async def run(offer: dict) -> int:
             status = getattr(exc, "status", 400 if isinstance(exc, ValueError) else 500)
             status = 404 if isinstance(exc, LookupError) else status
             log.warning("native session refused: %s", exc)
+            session.stop("released", True, str(exc))  # a game it started is closed
             await session.close()  # release first: the caller may look right after the answer
             _reply({"error": str(exc), "status": status})
             return 1

@@ -75,18 +75,23 @@ def _alive(pid) -> bool:
     return True
 
 
-def end(fingerprints: list[str] | None) -> int:
-    """SIGTERM the peer processes of these devices (None: all). The peer also polls its own
-    authorization every second, so a session whose process is out of reach still ends."""
-    count = 0
+def end(fingerprints: list[str] | None, sig: int = signal.SIGTERM, wait_s: float = 0) -> int:
+    """SIGTERM the peer processes of these devices (None: all): a deliberate end, the game is
+    closed. SIGUSR1 (a reconnect replacing the session): the peer vanished, the session
+    settings decide. The peer also polls its own authorization every second, so a session
+    whose process is out of reach still ends. `wait_s`: wait that long for them to exit."""
+    pids = []
     for fp, rec in registry().items():
         if fingerprints is None or fp in fingerprints:
             try:
-                os.kill(rec["pid"], signal.SIGTERM)
-                count += 1
+                os.kill(rec["pid"], sig)
+                pids.append(rec["pid"])
             except ProcessLookupError:
                 pass
-    return count
+    deadline = time.monotonic() + wait_s
+    while pids and time.monotonic() < deadline and any(_alive(p) for p in pids):
+        time.sleep(0.05)
+    return len(pids)
 
 
 def _reap(proc: subprocess.Popen) -> None:
@@ -95,7 +100,9 @@ def _reap(proc: subprocess.Popen) -> None:
 
 def start(offer: dict) -> dict:
     """Start a peer process for an authorized device and return its answer {sdp, type}."""
-    end([offer["fingerprint"]])  # a reconnect replaces the old session
+    # A reconnect replaces the old session, whose game waits per the session settings (grace)
+    # for this one to take it over: let the old peer finish first.
+    end([offer["fingerprint"]], signal.SIGUSR1, wait_s=10)
     log_file = open(Path(settings.LOG_FILE).parent / "native-peer.log", "ab")  # noqa: SIM115 - the child owns it
     env = dict(os.environ, NATIVE_PARENT_PID=str(os.getpid()))
     proc = subprocess.Popen(
@@ -164,6 +171,7 @@ def runtime_status() -> dict:
         {
             "client": r["name"],
             "fingerprint": fp,
+            "session_id": r["pid"],  # the lifecycle layer's session id for its game
             "mode": r["mode"],
             "app": r["app"],
             "app_title": r.get("app_title", ""),

@@ -1,0 +1,145 @@
+"""A native session's game goes through the same lifecycle layer as a compat session's.
+
+A catalog app whose launcher starts a child "game" and exits at once is played on /play (PIN
+self-pairing): `game.running` goes out with plane `native` for the title, the lifecycle record
+names the child (not the launcher), `/api/v1/status` lists the game once; killing the child
+gives `game.exited` reason `exited` and, with `session_on_game_exit` (the default), ends the
+native session.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import signal
+import time
+from pathlib import Path
+
+import pytest
+from playwright.sync_api import sync_playwright
+
+from tests.hooks.helpers import SSEClient
+from tests.native.browserkit import ARGS, CHROMIUM, page_wait, wait_for
+from tests.native.helpers import last_seq
+
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+
+NAME = "life player"
+APP = "Native Launcher"
+GAME = "nativefakegame"  # the child's argv[0]: the detect hint
+LAUNCHER = f"#!/bin/bash\n( exec -a {GAME} sleep 300 ) &\nexit 0\n"  # the game outlives it
+
+
+def game_pids() -> list[int]:
+    found = []
+    for p in os.listdir("/proc"):
+        try:
+            if Path(f"/proc/{p}/cmdline").read_bytes().startswith(GAME.encode() + b"\0"):
+                found.append(int(p))
+        except (OSError, ValueError):
+            continue
+    return found
+
+
+@pytest.fixture
+def launcher_app(live_host, admin_auth, tmp_path):
+    (tmp_path / "launcher.sh").write_text(LAUNCHER)
+    app = {
+        "index": -1,
+        "name": APP,
+        "cmd": f"exec bash {tmp_path}/launcher.sh",
+        "exit-timeout": 2,
+        "detect": {"process_name": GAME},
+    }
+    with live_host.client(auth=admin_auth) as admin:
+        r = admin.post("/api/apps", json=app)
+        assert r.status_code == 200 and r.json()["status"] is True, r.text
+        yield
+        apps = admin.get("/api/apps").json()["apps"]
+        index = next(i for i, a in enumerate(apps) if a["name"] == APP)
+        admin.delete(f"/api/apps/{index}")
+    for pid in game_pids():  # never leave the child behind
+        os.kill(pid, signal.SIGKILL)
+
+
+def replay(host, since: int, until, timeout: float = 20.0) -> list[dict]:
+    """Events since `since` (game.*, session.*; replayed from the ring, then live) until
+    `until(events)` holds or `timeout` passes."""
+    out: list[dict] = []
+    deadline = time.monotonic() + timeout
+    sse = SSEClient(host, f"/api/v1/events?since={since}&kinds=game.*,session.*")
+    try:
+        while not until(out) and time.monotonic() < deadline:
+            try:
+                frame = sse.next(max(deadline - time.monotonic(), 0.1))
+            except queue.Empty:
+                break
+            out.append({"kind": frame.event, **frame.json()})
+    finally:
+        sse.close()
+    return out
+
+
+def mine(ev: dict) -> bool:
+    return ev["kind"].startswith("game.") and ev["game"]["title"] == APP
+
+
+def test_native_game_running_exited_ends_session(live_host, launcher_app):
+    api = live_host.mgmt()
+    seq = last_seq(live_host)
+    pin = api.post("/api/v1/native/pair/arm", json={"ttl_secs": 60}).json()["pin"]
+    pw = sync_playwright().start()
+    browser = pw.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+    fp = None
+    try:
+        ctx = browser.new_context(ignore_https_errors=True, base_url=live_host.url)
+        page = ctx.new_page()
+        page.goto("/play")
+        page.fill("#name", NAME)
+        page.fill("#pin", pin)
+        page.select_option("#mode", "1280x720")
+        page.select_option("#app", label=APP)
+        page.click("#start")
+        page_wait(page, "() => window.nativePlayer.state === 'playing'", 30)
+        fp = page.evaluate("window.nativePlayer.fingerprint")
+
+        # game.running with plane native once the child is seen; the lifecycle record names
+        # the child that outlived its launcher.
+        evs = replay(live_host, seq, lambda ev: any(e["kind"] == "game.running" for e in ev))
+        running = [e for e in evs if e["kind"] == "game.running" and mine(e)]
+        assert len(running) == 1, evs
+        assert running[0]["game"]["plane"] == "native" and running[0]["game"]["client"] == NAME
+        records = json.loads((live_host.state_dir / "games.json").read_text()).values()
+        recs = [r for r in records if r.get("title") == APP and r.get("state") != "exited"]
+        assert len(recs) == 1 and recs[0]["game"]["name"] == GAME, recs
+        assert recs[0]["plane"] == "native"
+        [pid] = game_pids()
+        assert recs[0]["game"]["pid"] == pid
+        # /api/v1/status lists the native session's game once: the lifecycle layer's record.
+        games = [g for g in api.get("/api/v1/status").json()["games"] if g["client"] == NAME]
+        assert len(games) == 1 and games[0]["title"] == APP, games
+        assert games[0]["plane"] == "native" and games[0]["state"] == "running"
+
+        # The player quits the game: game.exited (exited), and the session ends with it.
+        os.kill(pid, signal.SIGTERM)
+        page_wait(page, "() => window.nativePlayer.state === 'ended'", 15)
+        evs = replay(live_host, seq, lambda ev: ev and ev[-1]["kind"] == "session.ended")
+        kinds = [e["kind"] for e in evs if mine(e) or e["kind"].startswith("session.")]
+        assert kinds == ["game.running", "session.started", "game.exited", "session.ended"] or (
+            kinds == ["session.started", "game.running", "game.exited", "session.ended"]
+        ), kinds
+        exited = next(e for e in evs if e["kind"] == "game.exited")
+        assert exited["reason"] == "exited" and exited["game"]["plane"] == "native", exited
+        wait_for(
+            lambda: not any(s["client"] == NAME for s in api.get("/api/v1/status").json()["games"]),
+            timeout=10,
+            what="the game gone from /status",
+        )
+        ctx.close()
+    finally:
+        if fp:
+            api.delete(f"/api/v1/native/clients/{fp}")
+        browser.close()
+        pw.stop()
+        api.close()
