@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import time
 
 from tests.browser import CHROMIUM, PLAYER_ARGS
@@ -26,3 +27,51 @@ def page_wait(page, js: str, timeout: float) -> None:
         wait_for(lambda: page.evaluate(js), timeout=timeout, interval=0.1, what=js)
     except AssertionError:
         raise AssertionError(f"{js} never held; page says: {page.inner_text('#status')}") from None
+
+
+class Player:
+    """A /play page in its own Chromium, self-paired with an armed PIN (see `self_paired`)."""
+
+    def __init__(self, api, page):
+        self.api = api
+        self.page = page
+        self.fingerprint: str | None = None  # set once playing; unpaired at the end if still set
+
+    def start(self, until: str = "() => window.nativePlayer.state === 'playing'") -> None:
+        self.page.click("#start")
+        page_wait(self.page, until, 30)
+        self.fingerprint = self.page.evaluate("window.nativePlayer.fingerprint")
+
+
+@contextlib.contextmanager
+def self_paired(host, name: str, app: str | None = None, fps: str | None = None):
+    """Open /play with the form filled in (name, an armed PIN, 1280x720, optional app and fps);
+    the test clicks Start through `Player.start`. Afterwards the device is unpaired (unless the
+    test did it and cleared `fingerprint`) and the browser closed."""
+    from playwright.sync_api import sync_playwright
+
+    api = host.mgmt()
+    pin = api.post("/api/v1/native/pair/arm", json={"ttl_secs": 60}).json()["pin"]
+    pw = sync_playwright().start()
+    browser = pw.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+    player = None
+    try:
+        ctx = browser.new_context(ignore_https_errors=True, base_url=host.url)
+        page = ctx.new_page()
+        page.goto("/play")
+        page.fill("#name", name)
+        page.fill("#pin", pin)  # self-pairing with the armed PIN: no approval step
+        page.select_option("#mode", "1280x720")
+        if fps:
+            page.select_option("#fps", fps)
+        if app:
+            page.select_option("#app", label=app)
+        player = Player(api, page)
+        yield player
+        ctx.close()
+    finally:
+        if player is not None and player.fingerprint:
+            api.delete(f"/api/v1/native/clients/{player.fingerprint}")
+        browser.close()
+        pw.stop()
+        api.close()

@@ -16,9 +16,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from playwright.sync_api import sync_playwright
 
-from tests.native.browserkit import ARGS, CHROMIUM, page_wait, wait_for
+from tests.native.browserkit import page_wait, self_paired, wait_for
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
@@ -80,22 +79,10 @@ def tone_app(live_host, admin_auth, tmp_path):
 
 def test_app_launch_and_tone(live_host, tone_app, admin_auth):
     marks = tone_app
-    api = live_host.mgmt()
-    pin = api.post("/api/v1/native/pair/arm", json={"ttl_secs": 60}).json()["pin"]
-    pw = sync_playwright().start()
-    browser = pw.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-    fp = None
-    try:
-        ctx = browser.new_context(ignore_https_errors=True, base_url=live_host.url)
-        page = ctx.new_page()
-        page.goto("/play")
-        page.fill("#name", NAME)
-        page.fill("#pin", pin)  # self-pairing with the armed PIN: no approval step
-        page.select_option("#mode", "1280x720")
-        page.select_option("#app", label=APP)
-        page.click("#start")
-        page_wait(page, "() => window.nativePlayer.state === 'playing'", 30)
-        fp = page.evaluate("window.nativePlayer.fingerprint")
+    with self_paired(live_host, NAME, app=APP) as player:
+        page, api = player.page, player.api
+        player.start()
+        fp = player.fingerprint
 
         # The app runs inside this session's display, on this session's own sink, after prep.
         started = json.loads(wait_for(lambda: _read(marks / "started.json"), what="app start"))
@@ -123,17 +110,10 @@ def test_app_launch_and_tone(live_host, tone_app, admin_auth):
 
         # The end of the session ends the app's group and runs the undo.
         assert api.delete(f"/api/v1/native/clients/{fp}").status_code == 204
-        fp = None
+        player.fingerprint = None
         page_wait(page, "() => window.nativePlayer.state === 'ended'", 10)
         wait_for(lambda: not alive(started["pid"]), timeout=10, what="the app ended")
         wait_for(lambda: (marks / "undo").exists(), timeout=10, what="the undo step")
-        ctx.close()
-    finally:
-        if fp:
-            api.delete(f"/api/v1/native/clients/{fp}")
-        browser.close()
-        pw.stop()
-        api.close()
     with live_host.client(auth=admin_auth) as admin:
         rows = wait_for(
             lambda: admin.get("/api/sessions", params={"client": NAME}).json()["sessions"],

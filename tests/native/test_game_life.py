@@ -17,10 +17,9 @@ import time
 from pathlib import Path
 
 import pytest
-from playwright.sync_api import sync_playwright
 
 from tests.hooks.helpers import SSEClient
-from tests.native.browserkit import ARGS, CHROMIUM, page_wait, wait_for
+from tests.native.browserkit import page_wait, self_paired, wait_for
 from tests.native.helpers import last_seq
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
@@ -86,23 +85,10 @@ def mine(ev: dict) -> bool:
 
 
 def test_native_game_running_exited_ends_session(live_host, launcher_app):
-    api = live_host.mgmt()
     seq = last_seq(live_host)
-    pin = api.post("/api/v1/native/pair/arm", json={"ttl_secs": 60}).json()["pin"]
-    pw = sync_playwright().start()
-    browser = pw.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-    fp = None
-    try:
-        ctx = browser.new_context(ignore_https_errors=True, base_url=live_host.url)
-        page = ctx.new_page()
-        page.goto("/play")
-        page.fill("#name", NAME)
-        page.fill("#pin", pin)
-        page.select_option("#mode", "1280x720")
-        page.select_option("#app", label=APP)
-        page.click("#start")
-        page_wait(page, "() => window.nativePlayer.state === 'playing'", 30)
-        fp = page.evaluate("window.nativePlayer.fingerprint")
+    with self_paired(live_host, NAME, app=APP) as player:
+        page, api = player.page, player.api
+        player.start()
 
         # game.running with plane native once the child is seen; the lifecycle record names
         # the child that outlived its launcher.
@@ -136,10 +122,3 @@ def test_native_game_running_exited_ends_session(live_host, launcher_app):
             timeout=10,
             what="the game gone from /status",
         )
-        ctx.close()
-    finally:
-        if fp:
-            api.delete(f"/api/v1/native/clients/{fp}")
-        browser.close()
-        pw.stop()
-        api.close()

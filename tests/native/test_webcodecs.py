@@ -16,10 +16,9 @@ import socket
 import time
 
 import pytest
-from playwright.sync_api import sync_playwright
 from Xlib import X
 
-from tests.native.browserkit import ARGS, CHROMIUM, page_wait, wait_for
+from tests.native.browserkit import self_paired, wait_for
 from tests.native.test_player import Painter, close_to
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
@@ -64,31 +63,16 @@ def handshake(host, token: str, origin: str) -> str:
 
 
 def test_webcodecs_mode(live_host):
-    api = live_host.mgmt()
-    pin = api.post("/api/v1/native/pair/arm", json={"ttl_secs": 60}).json()["pin"]
-    pw = sync_playwright().start()
-    browser = pw.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-    fp = None
-    try:
-        ctx = browser.new_context(ignore_https_errors=True, base_url=live_host.url)
-        page = ctx.new_page()
-        page.goto("/play")
+    with self_paired(live_host, NAME, fps="60") as player:
+        page, api = player.page, player.api
         assert page.evaluate("window.isSecureContext && 'VideoDecoder' in window")
         assert page.is_enabled("#lowlat")
-        page.fill("#name", NAME)
-        page.fill("#pin", pin)
-        page.select_option("#mode", "1280x720")
-        page.select_option("#fps", "60")
         page.check("#lowlat")
-        page.click("#start")
-        page_wait(
-            page,
+        player.start(
             "() => window.nativePlayer.state === 'playing' && "
             "window.nativePlayer.transport === 'webcodecs' && "
-            "document.getElementById('canvas').width === 1280",
-            30,
+            "document.getElementById('canvas').width === 1280"
         )
-        fp = page.evaluate("window.nativePlayer.fingerprint")
         assert page.evaluate("document.getElementById('video').hidden")
         x_name = next(
             d["x_display"]
@@ -161,10 +145,3 @@ def test_webcodecs_mode(live_host):
         wait_for(
             lambda: page.evaluate("window.nativePlayer.wc.decoded") > n + 10, what="video flows"
         )
-        ctx.close()
-    finally:
-        if fp:
-            api.delete(f"/api/v1/native/clients/{fp}")
-        browser.close()
-        pw.stop()
-        api.close()
