@@ -107,14 +107,27 @@ def test_bad_codes_are_refused_and_counted(xin, watcher):
     assert watcher.events(timeout=0.2) == []
 
 
+def _until(predicate, timeout: float = 2.0) -> bool:
+    """Injection flushes without waiting for the server; a second connection sees the state
+    once the server has processed it, so poll briefly instead of reading it at once."""
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.01)
+    return True
+
+
 def test_release_all_on_disconnect_leaves_nothing_held(xvfb, watcher):
     xin = XInput(xvfb)
-    for vk in (0xA0, 0xA2, 0x41, 0x57):
-        xin.key(vk, True)
-    xin.button(1, True)
-    xin.button(3, True)
-    assert len(watcher.keys_down()) == 4 and watcher.buttons_down()
-    xin.close()  # the client went away mid-press
+    try:
+        for vk in (0xA0, 0xA2, 0x41, 0x57):
+            xin.key(vk, True)
+        xin.button(1, True)
+        xin.button(3, True)
+        assert _until(lambda: len(watcher.keys_down()) == 4 and watcher.buttons_down())
+    finally:
+        xin.close()  # the client went away mid-press (and nothing leaks into the next test)
     assert watcher.keys_down() == [] and watcher.buttons_down() == 0
     released = [e for e in watcher.events(want=12) if e[0] in ("key-", "btn-")]
     assert len(released) == 6
