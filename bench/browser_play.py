@@ -30,28 +30,17 @@ import psutil  # noqa: E402
 from playwright.sync_api import sync_playwright  # noqa: E402
 
 from tests.livehost import start_host  # noqa: E402
-from tests.native.test_player import (  # noqa: E402
+from tests.native.browserkit import (  # noqa: E402
     ARGS,
+    CANVAS_PIXEL_JS,
     CHROMIUM,
-    FRAMES_JS,
-    PIXEL_JS,
-    Painter,
-    close_to,
+    DECODED_FPS_JS,
     page_wait,
+    paint_to_page_ms,
     wait_for,
 )
+from tests.native.test_player import FRAMES_JS, PIXEL_JS, Painter  # noqa: E402
 
-CANVAS_PIXEL_JS = """() => {
-  const c = document.getElementById('canvas');
-  if (!c.width) return null;
-  return Array.from(c.getContext('2d').getImageData(c.width / 2, c.height / 2, 1, 1)
-    .data.slice(0, 3));
-}"""
-DECODED_FPS_JS = """async (ms) => {
-  const wc = window.nativePlayer.wc, n0 = wc.decoded, t0 = performance.now();
-  await new Promise((r) => setTimeout(r, ms));
-  return (wc.decoded - n0) / ((performance.now() - t0) / 1000);
-}"""
 COLOURS = [(255, 0, 0), (0, 255, 0), (0, 0, 255), (255, 255, 0), (0, 255, 255), (255, 0, 255)]
 
 
@@ -86,19 +75,8 @@ def measure(page, api, width: int, samples: int, webcodecs: bool) -> tuple:
     fps = page.evaluate(DECODED_FPS_JS if webcodecs else FRAMES_JS, 5000)
     cpu = encoder.cpu_percent()
     pixel = CANVAS_PIXEL_JS if webcodecs else PIXEL_JS
-    g2g = []
-    for i in range(samples):
-        rgb = COLOURS[i % len(COLOURS)]
-        t0 = time.monotonic()
-        painter.paint(rgb)
-        wait_for(
-            lambda rgb=rgb: close_to(page.evaluate(pixel), rgb),
-            timeout=10,
-            interval=0.001,
-            what="colour",
-        )
-        g2g.append((time.monotonic() - t0) * 1000)
-        time.sleep(0.05)
+    colours = [COLOURS[i % len(COLOURS)] for i in range(samples)]
+    g2g = paint_to_page_ms(page, painter, pixel, colours, interval=0.001, pause=0.05)
     echo = [page.evaluate("() => window.nativePlayer.ping()") for _ in range(samples)]
     stats = page.evaluate("() => window.nativePlayer.stats")
     painter.close()

@@ -8,7 +8,44 @@ import time
 from tests.browser import CHROMIUM, PLAYER_ARGS
 
 ARGS = PLAYER_ARGS
-__all__ = ["ARGS", "CHROMIUM", "page_wait", "wait_for"]
+__all__ = ["ARGS", "CHROMIUM", "close_to", "page_wait", "paint_to_page_ms", "wait_for"]
+
+
+# The centre pixel of the low-latency mode's canvas, and its decoded frames per second.
+CANVAS_PIXEL_JS = """() => {
+  const c = document.getElementById('canvas');
+  if (!c.width || c.hidden) return null;
+  return Array.from(c.getContext('2d').getImageData(c.width / 2, c.height / 2, 1, 1)
+    .data.slice(0, 3));
+}"""
+DECODED_FPS_JS = """async (ms) => {
+  const wc = window.nativePlayer.wc, n0 = wc.decoded, t0 = performance.now();
+  await new Promise((r) => setTimeout(r, ms));
+  return (wc.decoded - n0) / ((performance.now() - t0) / 1000);
+}"""
+
+
+def close_to(px, rgb, tol=40) -> bool:
+    return px is not None and all(abs(a - b) <= tol for a, b in zip(px, rgb, strict=True))
+
+
+def paint_to_page_ms(page, painter, pixel_js: str, colours, interval=0.005, pause=0.0):
+    """Paint each colour into the virtual display and time until the page's centre pixel shows
+    it: glass-to-glass in milliseconds, one figure per colour."""
+    out = []
+    for rgb in colours:
+        t0 = time.monotonic()
+        painter.paint(rgb)
+        wait_for(
+            lambda rgb=rgb: close_to(page.evaluate(pixel_js), rgb),
+            timeout=10,
+            interval=interval,
+            what=f"colour {rgb} on the page",
+        )
+        out.append((time.monotonic() - t0) * 1000)
+        if pause:
+            time.sleep(pause)
+    return out
 
 
 def wait_for(fn, timeout=30.0, interval=0.2, what="condition"):

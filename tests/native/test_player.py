@@ -16,7 +16,7 @@ from playwright.sync_api import sync_playwright
 from Xlib import X, display
 
 from tests.hooks.helpers import SSEClient
-from tests.native.browserkit import ARGS, CHROMIUM, page_wait, wait_for
+from tests.native.browserkit import ARGS, CHROMIUM, page_wait, paint_to_page_ms, wait_for
 from tests.native.helpers import last_seq
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
@@ -62,6 +62,9 @@ FLOOD_JS = """() => {
 }"""
 
 
+COLOURS = [(255, 0, 0), (0, 255, 0), (0, 0, 255), (255, 255, 0), (255, 0, 255)]
+
+
 class Painter:
     """A full-screen X window in the virtual display whose colour the test sets."""
 
@@ -98,10 +101,6 @@ class Painter:
 
     def close(self) -> None:
         self.d.close()
-
-
-def close_to(px, rgb, tol=40) -> bool:
-    return px is not None and all(abs(a - b) <= tol for a, b in zip(px, rgb, strict=True))
 
 
 @pytest.fixture(scope="module")
@@ -153,17 +152,7 @@ def test_pending_approve_play_unpair(live_host, browser, admin_auth):
     painter = Painter(x_name)
     try:
         # 3. Colours painted into the display come back out of the <video>.
-        latencies = []
-        for rgb in [(255, 0, 0), (0, 255, 0), (0, 0, 255), (255, 255, 0), (255, 0, 255)]:
-            t0 = time.monotonic()
-            painter.paint(rgb)
-            wait_for(
-                lambda rgb=rgb: close_to(page.evaluate(PIXEL_JS), rgb),
-                timeout=10,
-                interval=0.005,
-                what=f"colour {rgb} in the video",
-            )
-            latencies.append((time.monotonic() - t0) * 1000)
+        latencies = paint_to_page_ms(page, painter, PIXEL_JS, COLOURS)
         fps = page.evaluate(FRAMES_JS, 3000)
         latencies.sort()
         print(

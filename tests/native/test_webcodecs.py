@@ -13,30 +13,23 @@ from __future__ import annotations
 import base64
 import os
 import socket
-import time
 
 import pytest
 from Xlib import X
 
-from tests.native.browserkit import self_paired, wait_for
-from tests.native.test_player import Painter, close_to
+from tests.native.browserkit import (
+    CANVAS_PIXEL_JS,
+    DECODED_FPS_JS,
+    close_to,
+    paint_to_page_ms,
+    self_paired,
+    wait_for,
+)
+from tests.native.test_player import COLOURS, Painter
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 NAME = "webcodecs player"
-
-CANVAS_PIXEL_JS = """() => {
-  const c = document.getElementById('canvas');
-  if (!c.width || c.hidden) return null;
-  return Array.from(c.getContext('2d').getImageData(c.width / 2, c.height / 2, 1, 1)
-    .data.slice(0, 3));
-}"""
-
-DECODED_FPS_JS = """async (ms) => {
-  const wc = window.nativePlayer.wc, n0 = wc.decoded, t0 = performance.now();
-  await new Promise((r) => setTimeout(r, ms));
-  return (wc.decoded - n0) / ((performance.now() - t0) / 1000);
-}"""
 
 STALL_JS = """() => { const t = performance.now(); while (performance.now() - t < 1500) {} }"""
 
@@ -81,17 +74,7 @@ def test_webcodecs_mode(live_host):
         )
         painter = Painter(x_name)
         try:
-            lat = []
-            for rgb in [(255, 0, 0), (0, 255, 0), (0, 0, 255), (255, 255, 0), (255, 0, 255)]:
-                t0 = time.monotonic()
-                painter.paint(rgb)
-                wait_for(
-                    lambda rgb=rgb: close_to(page.evaluate(CANVAS_PIXEL_JS), rgb),
-                    timeout=10,
-                    interval=0.005,
-                    what=f"colour {rgb} on the canvas",
-                )
-                lat.append((time.monotonic() - t0) * 1000)
+            lat = paint_to_page_ms(page, painter, CANVAS_PIXEL_JS, COLOURS)
             fps = page.evaluate(DECODED_FPS_JS, 3000)
             lat.sort()
             print(
