@@ -86,8 +86,10 @@
     const h264 = caps.filter((c) => c.mimeType === "video/H264"
       && /packetization-mode=1/.test(c.sdpFmtpLine || "") && /profile-level-id=42/.test(c.sdpFmtpLine || ""));
     if (h264.length) tr.setCodecPreferences([...h264, ...caps.filter((c) => c.mimeType === "video/rtx")]);
-    state.dc = pc.createDataChannel("input", { ordered: true });
-    state.dc.onmessage = (e) => onHost(JSON.parse(e.data));
+    const dc = pc.createDataChannel("input", { ordered: true });
+    state.dc = dc;
+    // A channel we already let go of (Stop, restart) may still deliver the host's "bye": ignore it.
+    dc.onmessage = (e) => { if (state.dc === dc) onHost(JSON.parse(e.data)); };
     pc.addTransceiver("audio", { direction: "recvonly" });
     const media = new MediaStream();
     pc.ontrack = (e) => { media.addTrack(e.track); $("video").srcObject = media; };

@@ -98,7 +98,8 @@ class EncoderProcess:
                 loop.call_soon_threadsafe(_put_latest, queue, raw)
             loop.call_soon_threadsafe(_put_latest, queue, None)
 
-        threading.Thread(target=run, daemon=True, name="native-encoder-pipe").start()
+        self._pump = threading.Thread(target=run, daemon=True, name="native-encoder-pipe")
+        self._pump.start()
 
     def close(self) -> None:
         self.stop_event.set()
@@ -106,7 +107,13 @@ class EncoderProcess:
         if self.proc.is_alive():
             self.proc.kill()
             self.proc.join(2)
-        self._recv.close()
+        # The encoder is gone, so the pump reads EOF and ends. Wait for that before freeing the
+        # descriptor: a reader still polling a closed number reads whatever reuses it.
+        pump = getattr(self, "_pump", None)
+        if pump is not None:
+            pump.join(2)
+        if pump is None or not pump.is_alive():
+            self._recv.close()
 
 
 def _put_latest(queue: asyncio.Queue, item) -> None:

@@ -334,12 +334,29 @@ class SSEClient:
         return [self.next(timeout) for _ in range(n)]
 
     def close(self) -> None:
+        """Wake the reader with EOF, let it finish, and only then free the socket.
+
+        Closing the socket under the reader thread frees its descriptor number while OpenSSL
+        in that thread still polls and reads it: the next connection this process opens gets
+        the number, and the stale reader steals its bytes (the client then fails with "bad
+        record MAC" or "wrong version number"). `shutdown` ends the stream without freeing it.
+        """
         self._stop = True
         response = getattr(self, "_response", None)
+        sock = None
+        if response is not None:
+            stream = response.extensions.get("network_stream")
+            sock = stream.get_extra_info("socket") if stream is not None else None
+        if sock is not None:
+            try:
+                socket.socket.shutdown(sock, socket.SHUT_RDWR)  # the raw socket, not SSL's
+            except OSError:
+                pass  # already closed by the server
+        if not self.closed.wait(5):
+            raise AssertionError("the SSE reader thread did not stop")
         if response is not None:
             try:
                 response.close()
             except Exception:  # noqa: BLE001 - already closed by the server
                 pass
         self.client.close()
-        self.closed.wait(5)
