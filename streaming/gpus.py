@@ -253,6 +253,79 @@ def gpu_state(sysfs: str | Path = "/sys", nvml: dict | None = None) -> dict:
         "env_override": os.environ.get(ENV_PIN) or None,
         "encoder_pin": encoder if encoder not in (None, "", "auto") else None,
         "selected": select(gpus, pref, store.get("adapter_name")),
-        # GAP: the engine does not report its live encode sessions yet; `active` stays null.
-        "active": None,
+        "active": active_gpu(gpus, live_encoders()),
+    }
+
+
+# -- what live sessions encode on ----------------------------------------------------------------
+SOFTWARE = {"backend": "software", "gpu_id": ""}
+SOFTWARE_NAME = "Software encoder (CPU)"
+
+
+def encoder_for(codec: str, gpus: list[dict] | None = None) -> dict:
+    """What a compat stream armed with `codec` (launchconfig: `h264_nvenc` or `libx264`)
+    encodes on: `{"backend", "gpu_id"}`, recorded in the session's state at each arm.
+
+    The engine opens NVENC only when it is asked for and falls back to libx264 when it does
+    not open, so NVENC counts only where the host's encoder probe saw it open. FFmpeg's NVENC
+    takes the first NVIDIA GPU unless told otherwise; the selected GPU when it is NVIDIA."""
+    if codec != "h264_nvenc":
+        return dict(SOFTWARE)
+    from streaming import encoders
+
+    if not encoders.available().get("nvenc", {}).get("h264"):
+        return dict(SOFTWARE)
+    gpus = enumerate_gpus() if gpus is None else gpus
+    nvidia = [g for g in gpus if g["vendor"] == "nvidia"]
+    if not nvidia:
+        return {"backend": "nvenc", "gpu_id": ""}
+    from hostmgmt.config import store
+
+    chosen = select(gpus, load_preference(), store.get("adapter_name"))
+    pick = next((g for g in nvidia if chosen and g["id"] == chosen["id"]), nvidia[0])
+    return {"backend": "nvenc", "gpu_id": pick["id"]}
+
+
+def live_encoders() -> list[dict]:
+    """One `{"backend", "gpu_id"}` per live encode session: the compat session while its
+    stream sends video (state `streaming`; not while armed, idle or ending), and every
+    native session (its encoder process runs for the session's life; libx264 unless its
+    record says otherwise). Unreachable Redis: none (the GPU list still answers)."""
+    from streaming import services
+    from streaming.native import sessions as native
+
+    out: list[dict] = []
+    state = services.current()
+    if state and state.get("state") == "streaming":
+        out.append(state.get("encoder") or dict(SOFTWARE))
+    try:
+        records = native.registry().values()
+    except Exception:  # noqa: BLE001 - no Redis: no native session can be live either
+        records = []
+    out += [r.get("encoder") or dict(SOFTWARE) for r in records]
+    return out
+
+
+def active_gpu(gpus: list[dict], sessions: list[dict]) -> dict | None:
+    """ApiActiveGpu: where live sessions encode now, with how many (`sessions`); null when
+    none. Sessions on a hardware encoder name their GPU (the one with most sessions when they
+    are spread); only when every live session encodes in software is it the CPU (`id` "")."""
+    if not sessions:
+        return None
+    counts: dict[tuple[str, str], int] = {}
+    for enc in sessions:
+        backend = enc.get("backend") or "software"
+        gpu_id = "" if backend == "software" else enc.get("gpu_id") or ""
+        counts[(backend, gpu_id)] = counts.get((backend, gpu_id), 0) + 1
+    (backend, gpu_id), n = max(counts.items(), key=lambda kv: (kv[0][0] != "software", kv[1]))
+    if backend == "software":
+        return {"id": "", "name": SOFTWARE_NAME, "vendor": "other", "backend": backend,
+                "sessions": n}  # fmt: skip
+    gpu = next((g for g in gpus if g["id"] == gpu_id), None)
+    return {
+        "id": gpu_id,
+        "name": gpu["name"] if gpu else "",
+        "vendor": gpu["vendor"] if gpu else "other",
+        "backend": backend,
+        "sessions": n,
     }

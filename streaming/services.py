@@ -8,8 +8,8 @@ is refused at once) and kept alive by the task's heartbeat (a crashed worker's c
 after STATE_TTL_S). Requests to the task (stop, resume) go through a list it polls.
 
 State document (written by the task, read here): id, arm, state (starting, armed,
-streaming, ending), app_id, app_name, client {fingerprint, name, uuid}, width, height, fps,
-bitrate_kbps, packet_size, min_fec, codec, t_start.
+streaming, idle, ending), app_id, app_name, client {fingerprint, name, uuid}, width, height, fps,
+bitrate_kbps, packet_size, min_fec, codec, encoder {backend, gpu_id} (GET /gpus `active`), t_start.
 """
 
 from __future__ import annotations

@@ -36,10 +36,6 @@ from streaming.launchconfig import make_launch
 log = logging.getLogger("streaming.sessions")
 
 ARM_TIMEOUT_S = 20.0  # /launch answered, but no client connected the control stream
-# A client that ends its stream gracefully leaves the app running for a /resume or /cancel
-# (GameStream semantics: "stop streaming" and "quit app" are two things).
-# GAP: fixed here; the session settings' disconnect grace (issue 9) should own this number.
-IDLE_GRACE_S = float(os.environ.get("HOST_STREAM_IDLE_GRACE_S", "") or 60)
 TICK_S = 0.1
 # Stop reasons that leave the display to its linger countdown (the client may come back);
 # the others are deliberate (operator, /cancel, unpair) and skip the linger.
@@ -70,6 +66,17 @@ def _stats(fn, *args, **kwargs) -> None:
             log.exception("live stream statistics failed")
 
 
+def _encoder_of(codec: str) -> dict:
+    """What this stream encodes on (`streaming.gpus.encoder_for`); software if unknown."""
+    from streaming import gpus
+
+    try:
+        return gpus.encoder_for(codec)
+    except Exception:  # noqa: BLE001 - a GPU probe failure must not stop a stream
+        log.warning("encoder GPU unknown for %s", codec, exc_info=True)
+        return dict(gpus.SOFTWARE)
+
+
 class Session:
     def __init__(self, spec: dict):
         self.spec = spec
@@ -90,6 +97,7 @@ class Session:
         self.limits: dict = {}
         self.reason = ""
         self.deliberate = False
+        self.user_stop = False  # a graceful client stop that ends the title (on_quit/always)
         self.error = ""
         self.connected = False
         self.disconnect_sent = False
@@ -195,6 +203,7 @@ class Session:
         try:
             launch = make_launch(arm)
             launch.max_bitrate_kbps = self.limits.get("max_bitrate_kbps", 0)
+            self.state["encoder"] = _encoder_of(launch.codec)  # for GET /gpus `active`
             sound = self.sound.stream if self.sound else None
             self.stream = StreamSession(
                 launch, self.capture, on_event=self.on_event,
@@ -264,23 +273,25 @@ class Session:
                 if stream.stop_reason != "client":
                     self.reason = stream.stop_reason or "client"
                     return
-                self.stop_stream("client")  # graceful: keep the app for a /resume
+                self.stop_stream("client")
+                if self.user_stop_ends():
+                    self.reason, self.user_stop = "client", True
+                    return
+                # `keep`: the app stays for a /resume or /cancel (no deadline: the game is
+                # never ended by the host; the title exiting still ends the session).
                 self.state["state"], self.idle_since, stream = "idle", now, None
                 services.publish(self.state)
             if self.game is not None and self.game.game_exit is not None:
                 self.reason, self.deliberate = "app_exited", True  # session_on_game_exit
                 return
-            # Titles the lifecycle layer does not track (or no longer: hints found nothing)
-            # end the session when the launched command has exited.
+            # Titles the lifecycle layer does not track end the session when the launched
+            # command has exited (one its hints never found is followed through its group).
             if (self.app_proc is not None and self.app_proc.exited()
                     and not (self.game is not None and self.game.watching())):  # fmt: skip
                 self.reason = "app_exited"
                 return
             if stream is not None and not self.connected and now - self.armed_at > ARM_TIMEOUT_S:
                 self.reason = "arm_timeout"
-                return
-            if stream is None and now - self.idle_since > IDLE_GRACE_S:
-                self.reason = "client"
                 return
             if stream is not None:
                 self._feed_latency(stream)
@@ -293,6 +304,21 @@ class Session:
                 self._sample(stream, now - last_sample)
                 last_sample = now
             time.sleep(TICK_S)
+
+    def user_stop_ends(self) -> bool:
+        """The client ended its stream gracefully (`client.disconnected` `quit`, a user stop):
+        the session settings, read now, decide. `keep` never ends the game, so the session
+        waits for a /resume or /cancel; `on_quit` and `always` end the game on a user stop at
+        once, so the session ends now. (`disconnect_grace_seconds` is for a vanished client
+        under `always` only: `timeout`/`error` ends, handled by the lifecycle layer.)"""
+        from streaming.game import settings as game_settings
+
+        try:
+            policy = game_settings.load().game_on_session_end
+        except Exception:  # noqa: BLE001 - a broken settings file must not end a stream
+            log.exception("session settings unreadable; keeping the app for a /resume")
+            return False
+        return policy in (game_settings.ON_QUIT, game_settings.ALWAYS)
 
     def _feed_latency(self, stream: StreamSession) -> None:
         """Frame i of this stream: capture i (since arming) and encode i, for /stream/latency."""
@@ -344,7 +370,12 @@ class Session:
         _stats(stats.reset)
         deliberate = self.deliberate or self.reason not in CLIENT_REASONS
         # The title: closed (game.exited terminated), kept, or waiting out its grace window.
-        lives_on = self.game.finish(self.reason, deliberate) if self.game is not None else False
+        # A user stop is deliberate for the title; the display still lingers (the client
+        # left, the operator did not end anything).
+        title_deliberate = deliberate or self.user_stop
+        lives_on = (
+            self.game.finish(self.reason, title_deliberate) if self.game is not None else False
+        )
         if self.app_proc is not None:
             if lives_on:
                 self.app_proc.proc.poll()  # the game lives on in its own group; reap only

@@ -26,6 +26,8 @@ log = logging.getLogger("streaming.game")
 def verified(game: dict) -> Found | None:
     """The recorded game process if it still is that process (same start time)."""
     pid = game.get("pid")
+    if not isinstance(pid, int) or pid <= 0:
+        return None  # psutil.Process(None) would be this very process
     try:
         proc = psutil.Process(pid)
         if game.get("created") is not None and abs(proc.create_time() - game["created"]) > 1.0:

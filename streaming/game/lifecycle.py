@@ -297,13 +297,15 @@ def _on_event(key: str, ev: GameEvent) -> None:
         return
     rec = registry.get(key) or {}
     if ev.reason == REASON_NOT_FOUND:
-        # GAP: a title the hints never found is dropped without events; the engine keeps its
-        # own fallback for titles without detection.
-        log.warning("game %s (%s) never seen: check its detect hints", key, rec.get("title"))
-        registry.update(lambda rs: rs.pop(key, None))
+        _not_found(key, rec)
         return
     reason = REASON_TERMINATED if rec.get("closing") else ev.reason or "exited"
     _finish(key, reason)
+    _after_exit(key, rec, reason)
+
+
+def _after_exit(key: str, rec: dict, reason: str) -> None:
+    """The watcher is done; with `session_on_game_exit`, the game's live session ends."""
     with _watchers_lock:
         _watchers.pop(key, None)
     session_id = rec.get("session_id")
@@ -314,6 +316,72 @@ def _on_event(key: str, ev: GameEvent) -> None:
                 cb(session_id, reason)
             except Exception:
                 log.exception("session-on-game-exit callback failed")
+
+
+def _not_found(key: str, rec: dict) -> None:
+    """The hints never found the game: the launched command's process group stands in for it.
+
+    The record stays (`launching`, `unseen`), so the session keeps waiting on the title and a
+    host close still ends the group (`terminated`). When nothing of the group is left, the
+    title is over: `game.exited` with reason `exited` (never `game.running`: the game itself
+    was never seen), then `session_on_game_exit` as for any game. Without a launched group
+    there is nothing left to follow: `exited` at once."""
+    log.warning("game %s (%s) never seen: check its detect hints; following the launched "
+                "command's process group instead", key, rec.get("title"))  # fmt: skip
+
+    def mark(records):
+        r = records.get(key)
+        if r is not None and r.get("state") != registry.EXITED:
+            r["unseen"] = True
+
+    registry.update(mark)
+    pgid = rec.get("pgid")
+    if isinstance(pgid, int) and pgid > 0:
+        threading.Thread(target=_follow_group, args=(key, pgid), name="game-group",
+                         daemon=True).start()  # fmt: skip
+    else:
+        _group_gone(key)
+
+
+def _follow_group(key: str, pgid: int, poll_s: float = 0.2) -> None:
+    while group_alive(pgid):
+        if (registry.get(key) or {}).get("state", registry.EXITED) == registry.EXITED:
+            return  # the host closed it meanwhile (terminated), or the record is gone
+        time.sleep(poll_s)
+    _group_gone(key)
+
+
+def _group_gone(key: str) -> None:
+    rec = registry.get(key) or {}
+    if rec.get("closing"):
+        return  # the host is closing it: the closer reports `terminated`
+    if _finish(key, "exited"):
+        _after_exit(key, rec, "exited")
+
+
+def group_alive(pgid: int) -> bool:
+    """Whether a live (not zombie) process is left in process group `pgid`."""
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return True
+    for name in entries:
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as f:
+                fields = f.read().rsplit(b")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if len(fields) > 2 and fields[2] == str(pgid).encode() and fields[0] not in (b"Z", b"X"):
+            return True
+    return False
 
 
 def _mark_running(rec: dict | None, ev: GameEvent) -> bool:

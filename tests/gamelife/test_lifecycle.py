@@ -188,11 +188,58 @@ def test_a_dead_watcher_process_does_not_lose_the_game(state, launch):
     assert [e["reason"] for e in game_events("game.exited")] == ["terminated"]
 
 
-def test_a_hint_that_matches_nothing_reports_nothing(state, launch):
-    item = launch()
+def unseen(key):
+    return wait_for(lambda: (registry.get(key) or {}).get("unseen"), 3.0)
+
+
+def test_a_title_the_hints_never_find_exits_with_its_launched_group(state, launch):
+    """Hints that match nothing: the launched group stands in for the game; when it is gone,
+    `game.exited` (`exited`, a reason the spec lists) and the session ends as for any game."""
+    item = launch()  # its "mygame" orphan stays in the launched group
+    calls = []
+    lifecycle.on_game_exit(lambda sid, reason: calls.append((sid, reason)))
     key = launched(item, detect={"process_name": "no-such-game"}, find_timeout=0.3)
-    assert wait_for(lambda: registry.get(key) is None, 3.0)
-    assert game_events("game.running") == [] and game_events("game.exited") == []
+    assert unseen(key)
+    pid = item.game_pid()
+    assert alive(pid) and registry.get(key)["state"] == "launching"
+    assert lifecycle.active_games()[0]["state"] == "launching"  # still the session's title
+    assert game_events("game.exited") == [] and calls == []
+    os.kill(pid, signal.SIGKILL)  # the last process of the group goes
+    assert wait_for(lambda: game_events("game.exited"), 3.0)
+    [ev] = game_events("game.exited")
+    assert ev["reason"] == "exited" and ev["game"]["title"] == "My Game"
+    assert game_events("game.running") == []  # the game itself was never seen
+    assert wait_for(lambda: calls) == [(1, "exited")]
+    assert registry.get(key)["state"] == "exited"
+
+
+def test_closing_a_title_the_hints_never_found_is_terminated_once(state, launch):
+    item = launch()
+    calls = []
+    lifecycle.on_game_exit(lambda sid, reason: calls.append((sid, reason)))
+    key = launched(item, detect={"process_name": "no-such-game"}, find_timeout=0.3,
+                   exit_timeout=0.5)  # fmt: skip
+    assert unseen(key)
+    pid = item.game_pid()
+    assert lifecycle.close_game(session_id=1) == 1
+    assert wait_for(lambda: not alive(pid))
+    time.sleep(0.5)  # the group follower polls every 0.2 s: give it the chance to add one
+    assert [e["reason"] for e in game_events("game.exited")] == ["terminated"]
+    assert calls == []
+
+
+def test_an_unseen_title_without_a_launched_group_exits_at_once(state):
+    key = lifecycle.game_launched(
+        1,
+        "custom:g9",
+        "Ghost",
+        client="Deck",
+        detect={"process_name": "no-such-game"},
+        find_timeout=0.2,
+    )
+    assert wait_for(lambda: game_events("game.exited"), 3.0)
+    assert [e["reason"] for e in game_events("game.exited")] == ["exited"]
+    assert registry.get(key)["state"] == "exited"
 
 
 def test_concurrent_closes_end_the_game_once(state, launch):
