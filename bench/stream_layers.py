@@ -164,6 +164,128 @@ def bench_packetizer(repeat: int) -> None:
         )
 
 
+def bench_rtsp(repeat: int) -> None:
+    """RTSP listener: OPTIONS round trips (one TCP connection each, as Moonlight does), alone and
+    while silent clients hold connections open (they must not delay the real one)."""
+    import socket
+
+    from streaming.engine.session import Launch, StreamSession
+
+    def free(kind: int) -> int:
+        with socket.socket(socket.AF_INET, kind) as s:
+            s.bind(("127.0.0.1", 0))
+            return s.getsockname()[1]
+
+    launch = Launch(
+        rikey=bytes(16),
+        rikeyid=1,
+        host="127.0.0.1",
+        rtsp_port=free(socket.SOCK_STREAM),
+        video_port=free(socket.SOCK_DGRAM),
+        control_port=free(socket.SOCK_DGRAM),
+        audio_port=free(socket.SOCK_DGRAM),
+    )
+    session = StreamSession(launch, lambda w, h: np.zeros((h, w, 4), np.uint8))
+    session.start()
+    request = b"OPTIONS rtsp://127.0.0.1 RTSP/1.0\r\nCSeq: 1\r\n\r\n"
+
+    def options() -> float:
+        t0 = time.perf_counter()
+        with socket.create_connection(("127.0.0.1", launch.rtsp_port), timeout=10) as c:
+            c.sendall(request)
+            reply = b""
+            while b"\r\n\r\n" not in reply and (chunk := c.recv(4096)):
+                reply += chunk
+        assert reply.startswith(b"RTSP/1.0 200"), reply
+        return (time.perf_counter() - t0) * 1000
+
+    silent: list[socket.socket] = []
+    try:
+        for label, n_silent in (("alone", 0), ("1 silent client open", 1)):
+            while len(silent) < n_silent:
+                silent.append(socket.create_connection(("127.0.0.1", launch.rtsp_port)))
+            first = options()
+            runs = sorted(options() for _ in range(repeat if not n_silent else 5))
+            print(
+                f"rtsp OPTIONS ({label}): first {first:.2f} ms, then p50 "
+                f"{runs[len(runs) // 2]:.2f} ms, p99 {runs[int(len(runs) * 0.99)]:.2f} ms "
+                f"over {len(runs)} connections"
+            )
+    finally:
+        for c in silent:
+            c.close()
+        session.stop()
+
+
+class _TimedSocket:
+    """A socket stand-in that notes when each datagram left."""
+
+    def __init__(self, sock):
+        self.sock, self.stamps = sock, []
+
+    def sendto(self, row, addr):
+        self.stamps.append(time.perf_counter())
+        return self.sock.sendto(row, addr)
+
+
+def bench_pacing(repeat: int) -> None:
+    """The video pacer: one 300 KB IDR (263 datagrams) sent to a loopback socket unpaced and
+    at max_send_mbps caps; how long the frame takes against the ideal at that rate, and its
+    burstiness (most datagrams leaving within any 1 ms)."""
+    import socket
+
+    from streaming.engine.session import Launch, StreamSession
+
+    def free(kind: int) -> int:
+        with socket.socket(socket.AF_INET, kind) as s:
+            s.bind(("127.0.0.1", 0))
+            return s.getsockname()[1]
+
+    rows = np.zeros((263, 1408), np.uint8)
+    rx = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    rx.bind(("127.0.0.1", 0))
+    rx.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 8 << 20)
+    rx.setblocking(False)
+    for mbps in (0, 800, 80):
+        session = StreamSession(
+            Launch(
+                rikey=bytes(16),
+                rikeyid=1,
+                host="127.0.0.1",
+                rtsp_port=free(socket.SOCK_STREAM),
+                video_port=free(socket.SOCK_DGRAM),
+                control_port=free(socket.SOCK_DGRAM),
+                audio_port=free(socket.SOCK_DGRAM),
+                max_send_mbps=mbps,
+            ),
+            lambda w, h: np.zeros((h, w, 4), np.uint8),
+        )
+        real = session._video_sock
+        spans, peaks = [], []
+        for _ in range(max(repeat // 5, 3)):
+            timed = _TimedSocket(real)
+            stamps = timed.stamps
+            session._video_sock = timed
+            session._send_video(rows, rx.getsockname())
+            spans.append((stamps[-1] - stamps[0]) * 1000)
+            t = np.array(stamps)
+            peaks.append(int((np.searchsorted(t, t + 0.001) - np.arange(len(t))).max()))
+            while True:
+                try:
+                    rx.recv(2048)
+                except BlockingIOError:
+                    break
+        session._video_sock = real
+        session.stop()
+        ideal = rows.nbytes * 8 / (mbps * 1e6) * 1000 if mbps else 0.0
+        print(
+            f"pacing {mbps or 'none':>4} Mbit/s: IDR 263 datagrams in p50 "
+            f"{sorted(spans)[len(spans) // 2]:.2f} ms (ideal {ideal:.2f} ms), most in any 1 ms "
+            f"p50 {sorted(peaks)[len(peaks) // 2]}"
+        )
+    rx.close()
+
+
 def bench_loopback(w: int, h: int, seconds: float) -> None:
     """Our StreamSession feeding the real client (moonlight-python) over loopback."""
     import json
@@ -198,8 +320,13 @@ def main() -> None:
     ap.add_argument("--loopback-seconds", type=float, default=10, help="0 skips the client run")
     ap.add_argument("--codecs", default="libx264", help="comma-separated, e.g. h264_nvenc,libx264")
     ap.add_argument("--only-encode", action="store_true")
+    ap.add_argument("--only-rtsp", action="store_true", help="RTSP listener and pacer only")
     args = ap.parse_args()
     print(f"cpu cores: {os.cpu_count()}, load avg: {os.getloadavg()[0]:.2f}")
+    if args.only_rtsp:
+        bench_rtsp(args.repeat * 4)
+        bench_pacing(args.repeat)
+        return
     for codec in args.codecs.split(","):
         for w, h in [(1280, 720), (1920, 1080)]:
             bench_encode(w, h, args.frames, codec)
@@ -207,6 +334,8 @@ def main() -> None:
         return
     bench_fec(args.repeat)
     bench_packetizer(args.repeat)
+    bench_rtsp(args.repeat * 4)
+    bench_pacing(args.repeat)
     if args.loopback_seconds:
         for w, h in [(1280, 720), (1920, 1080)]:
             bench_loopback(w, h, args.loopback_seconds)

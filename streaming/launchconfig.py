@@ -18,6 +18,14 @@ def _config(name: str, default):
     return default if value is None else value
 
 
+def _clamped_int(value, default: int, lo: int, hi: int) -> int:
+    try:
+        number = int(value)
+    except (TypeError, ValueError, OverflowError):
+        return default
+    return lo if number < lo else hi if number > hi else number
+
+
 def make_launch(arm: dict) -> Launch:
     ports = settings.PORTS
     return Launch(
@@ -33,6 +41,8 @@ def make_launch(arm: dict) -> Launch:
         control_timeout_s=int(_config("ping_timeout", 10000)) / 1000,
         dscp_qos=bool(_config("dscp_qos", True)),
         busy_poll_us=int(_config("busy_poll_us", 0)),
-        # GAP: rate_cap_pct needs the link speed; frames go out as one burst (no pacing cap).
+        # Share of the client's link speed the video pacer may use (engine.pacing); the
+        # schema's 50..95, so a hand-edited file cannot turn pacing off or exceed the link.
+        rate_cap_pct=_clamped_int(_config("rate_cap_pct", 80), 80, 50, 95),
         # GAP: rtspenc:// (corever >= 1) and video encryption are not offered; plain rtsp://.
     )

@@ -41,8 +41,11 @@ class Launch:
     # Socket options from the host config, applied where Linux supports them.
     dscp_qos: bool = False
     busy_poll_us: int = 0
-    # Pacing: 0 sends each frame as one burst; else batches of 64 datagrams at this rate.
+    # Pacing (engine.pacing): the tighter of max_send_mbps and rate_cap_pct % of the speed of
+    # the link that routes to the client; neither (0, or no known link speed) sends each frame
+    # as one burst. Paced frames go out in ~1 ms slots (at most 64 datagrams each).
     max_send_mbps: float = 0.0
+    rate_cap_pct: int = 0
     # Off by default: costs a GCM pass per datagram; Moonlight enables whatever is offered.
     offer_video_encryption: bool = False
     # True when /launch answered with rtspenc:// (clients with corever >= 1).
@@ -65,6 +68,7 @@ class SessionStats:
     encode_ms: list[float] = field(default_factory=list)
     audio_packets: int = 0
     rtt_ms: list[int] = field(default_factory=list)  # ENet's smoothed RTT at each client ping
+    pace_mbps: float = 0.0  # the video pacer's rate for this client; 0 = one burst per frame
 
 
 def rikeyid_from_iv(iv: bytes) -> int:

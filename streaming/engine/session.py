@@ -6,9 +6,11 @@ peer by the connect data, finds its video/audio endpoints from the pings, then e
 from ``frame_source`` at the negotiated rate and sends them with FEC, plus the session's sound
 (``audio_source``, see :mod:`streaming.engine.audiofeed`) or CBR Opus silence without one.
 
-Threads, each owning its socket: RTSP accept loop, ENet service loop, video sender, audio
-sender. They share only flags and counters. ``stop()`` sends the graceful termination
-message, then joins everything; every thread also ends on its own when the client goes away
+Threads, each owning its socket: RTSP accept loop (plus one short-lived handler per RTSP
+connection, which owns and closes that connection), ENet service loop, video sender, audio
+sender. They share only flags and counters (and the RTSP state machine, under a lock).
+``stop()`` sends the graceful termination message, then joins everything before it closes any
+socket; every thread also ends on its own when the client goes away
 (ENet disconnect, control timeout, a control message failing authentication).
 
 What the caller (the Celery session task, not written yet) supplies: the launch's secrets and
@@ -31,6 +33,7 @@ from streaming.compat import control, rtsp
 from streaming.compat.audio import AudioPacketizer, OpusSilence
 from streaming.compat.enet_transport import EnetHost
 from streaming.compat.video import FRAME_TYPE_IDR, FRAME_TYPE_P, VideoPacketizer
+from streaming.engine import pacing
 from streaming.engine.encoder import VideoEncoder
 from streaming.engine.launch import InputSink, Launch, SessionStats, rikeyid_from_iv
 
@@ -39,7 +42,11 @@ __all__ = ["InputSink", "Launch", "SessionStats", "StreamSession", "rikeyid_from
 log = logging.getLogger("streaming.engine")
 
 PING_WAIT_S = 10.0  # the client's video/audio pings must arrive within this
-PACING_BATCH = 64
+RTSP_MAX_CONNECTIONS = 8  # served at once; the oldest is dropped for a newcomer
+RTSP_READ_DEADLINE_S = 3.0  # a whole request must arrive within this after connect
+RTSP_POLL_S = 0.1  # how often a waiting handler looks at the stop and evict flags
+PACING_BATCH = 64  # most datagrams sent back to back in one pacing slot
+PACING_SLOT_S = 0.001
 SO_BUSY_POLL = 46  # linux/socket.h; not exported by Python's socket module
 TOS_VIDEO = 0xA0  # DSCP CS5
 TOS_AUDIO = 0xB8  # DSCP EF
@@ -80,6 +87,11 @@ class StreamSession:
         self._idr = threading.Event()
         self._peer = None
         self._threads: list[threading.Thread] = []
+        self._rtsp_lock = threading.Lock()
+        # The video pacer's rate: max_send_mbps until the client's address (so its link) is
+        # known, then pacing.pacing_for() adds rate_cap_pct of that link's speed.
+        self.pace_mbps = float(launch.max_send_mbps or 0.0)
+        self.rtsp_dropped = 0  # connections dropped without a reply (silent, slow, crowded)
         self._cipher = control.ControlCipher(launch.rikey)
         opened: list[socket.socket] = []
         try:
@@ -111,22 +123,29 @@ class StreamSession:
         return s
 
     def _send_video(self, rows: np.ndarray, addr: tuple[str, int]) -> None:
-        if not self.launch.max_send_mbps:
+        mbps = self.pace_mbps
+        if not mbps:
             for row in rows:
                 with contextlib.suppress(BlockingIOError):
                     self._video_sock.sendto(row, addr)
             return
-        bytes_per_s = self.launch.max_send_mbps * 1e6 / 8
-        start = time.monotonic()
-        for first in range(0, rows.shape[0], PACING_BATCH):
-            batch = rows[first : first + PACING_BATCH]
-            for row in batch:
+        # ~1 ms slots at the pacer's rate (Sunshine's shape), 1..PACING_BATCH datagrams each.
+        # A short oversleep is caught up by the next slot; a longer one (more than a slot
+        # behind) moves the schedule instead, so a late wake-up never turns into a burst.
+        bytes_per_s = mbps * 1e6 / 8
+        batch = max(1, min(PACING_BATCH, int(bytes_per_s * PACING_SLOT_S / rows.shape[1])))
+        slot_s = batch * rows.shape[1] / bytes_per_s
+        due = time.monotonic()
+        for first in range(0, rows.shape[0], batch):
+            for row in rows[first : first + batch]:
                 with contextlib.suppress(BlockingIOError):
                     self._video_sock.sendto(row, addr)
-            due = start + (first + batch.shape[0]) * rows.shape[1] / bytes_per_s
+            due += slot_s
             delay = due - time.monotonic()
             if delay > 0:
                 time.sleep(delay)
+            elif delay < -slot_s:
+                due = time.monotonic()
 
     # ---- lifecycle ----
 
@@ -160,27 +179,71 @@ class StreamSession:
     # ---- RTSP: one request per connection, reply, close ----
 
     def _rtsp_loop(self) -> None:
-        # GAP: one connection at a time; a client that connects and stays silent holds the
-        # listener for up to the 5 s read timeout.
-        while not self._stop.is_set():
-            try:
-                conn, _ = self._rtsp_sock.accept()
-            except (TimeoutError, OSError):
-                continue
-            with conn:
-                conn.settimeout(5)
-                data = b""
+        """Accept RTSP connections and serve each on its own short-lived thread.
+
+        Moonlight opens a new TCP connection per request (OPTIONS, DESCRIBE, SETUP x3,
+        ANNOUNCE, PLAY), so a client that connects and stays silent must not hold the
+        listener: at most ``RTSP_MAX_CONNECTIONS`` are served at once, each within
+        ``RTSP_READ_DEADLINE_S`` and ``rtsp.MAX_REQUEST_BYTES``; when all slots are taken the
+        oldest connection is dropped for the new one. Every handler closes its own socket;
+        this loop joins them all before it returns (stop() joins this loop).
+        """
+        handlers: list[_RtspConn] = []
+        try:
+            while not self._stop.is_set():
                 try:
-                    while not rtsp.request_complete(data) and len(data) < rtsp.MAX_REQUEST_BYTES:
-                        chunk = conn.recv(65536)
-                        if not chunk:
-                            break
-                        data += chunk
-                    conn.sendall(self.rtsp.handle(data))
-                except OSError:
+                    conn, _ = self._rtsp_sock.accept()
+                except (TimeoutError, OSError):
+                    handlers = [h for h in handlers if h.thread.is_alive()]
                     continue
-            if self.rtsp.params is not None:
-                self._announced.set()
+                handlers = [h for h in handlers if h.thread.is_alive()]
+                serving = [h for h in handlers if not h.evict.is_set()]
+                if len(serving) >= RTSP_MAX_CONNECTIONS:
+                    serving[0].evict.set()  # the oldest (slowest) makes room
+                if len(handlers) >= 2 * RTSP_MAX_CONNECTIONS:
+                    conn.close()  # evicted ones still winding down: refuse, stay bounded
+                    with self._rtsp_lock:
+                        self.rtsp_dropped += 1
+                    continue
+                h = _RtspConn(conn)
+                h.thread = threading.Thread(
+                    target=self._rtsp_serve, args=(h,), name="gs-rtsp-conn", daemon=True
+                )
+                handlers.append(h)
+                h.thread.start()
+        finally:
+            for h in handlers:
+                h.thread.join()  # each ends within RTSP_POLL_S of the stop flag
+
+    def _rtsp_serve(self, h: _RtspConn) -> None:
+        with h.conn as conn:  # only this thread ever closes it
+            data = b""
+            deadline = time.monotonic() + RTSP_READ_DEADLINE_S
+            try:
+                conn.settimeout(RTSP_POLL_S)
+                while not rtsp.request_complete(data) and len(data) <= rtsp.MAX_REQUEST_BYTES:
+                    if self._stop.is_set() or h.evict.is_set() or time.monotonic() > deadline:
+                        with self._rtsp_lock:
+                            self.rtsp_dropped += 1  # silent, slow or crowded out: no reply
+                        return
+                    try:
+                        chunk = conn.recv(rtsp.MAX_REQUEST_BYTES + 1 - len(data))
+                    except TimeoutError:
+                        continue
+                    if not chunk:
+                        if not data:
+                            return
+                        break
+                    data += chunk
+                # Oversized requests get rtsp's 413 and the connection closes.
+                with self._rtsp_lock:  # one state machine for all connections
+                    reply = self.rtsp.handle(data)
+                    if self.rtsp.params is not None:
+                        self._announced.set()
+                conn.settimeout(RTSP_POLL_S * 10)
+                conn.sendall(reply)
+            except OSError:
+                return
 
     # ---- control: ENet + AES-GCM ----
 
@@ -281,6 +344,9 @@ class StreamSession:
             min_required_fec_packets=params.min_fec_packets,
             encryption_key=self.launch.rikey if params.video_encrypted else None,
         )
+        self.pace_mbps = self.stats.pace_mbps = pacing.pacing_for(
+            addr[0], self.launch.max_send_mbps, self.launch.rate_cap_pct
+        )
         self._video_sock.setblocking(False)
         interval = 1.0 / params.fps
         epoch = time.monotonic()
@@ -380,6 +446,17 @@ class StreamSession:
                     with contextlib.suppress(OSError):
                         self._audio_sock.sendto(packet, addr)
                 self.stats.audio_packets += 1
+
+
+class _RtspConn:
+    """One accepted RTSP connection, owned (and closed) by its handler thread."""
+
+    __slots__ = ("conn", "evict", "thread")
+
+    def __init__(self, conn: socket.socket):
+        self.conn = conn
+        self.evict = threading.Event()
+        self.thread: threading.Thread | None = None
 
 
 def _same_peer(a, b) -> bool:

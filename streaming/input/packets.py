@@ -14,10 +14,11 @@ GFE: mouse fields are big-endian, keyboard and controller fields little-endian.
 | 0x55000001 | horizontal scroll | i16 BE amount |
 | 0x0C | controller | LE: u16 0x1A, i16 number, i16 mask, u16 0x14, u16 buttons, u8 LT RT, |
 |  |  | i16 LX LY RX RY, trailer |
-| 0x17 | UTF-8 text | the bytes |
+| 0x17 | UTF-8 text | the bytes (1..32; MCC sends one code point per message) |
 | 0x0D | enable haptics | u16 |
 
-Anything shorter than its kind needs raises `InputPacketError`; unknown kinds decode to None
+Anything shorter than its kind needs raises `InputPacketError`, and so does text that is empty,
+over `MAX_TEXT_BYTES` or not valid UTF-8; unknown kinds decode to None
 (newer clients send kinds we do not handle, such as touch and pen; those are ignored).
 """
 
@@ -33,6 +34,7 @@ SCROLL, HSCROLL = 0x0A, 0x55000001
 CONTROLLER = 0x0C
 TEXT = 0x17
 HAPTICS = 0x0D
+MAX_TEXT_BYTES = 32  # the text field of the protocol's packet (Sunshine refuses more too)
 
 
 class InputPacketError(ValueError):
@@ -113,7 +115,12 @@ def parse(payload: bytes) -> Event | None:
     size, magic = struct.unpack_from(">I", payload)[0], struct.unpack_from("<I", payload, 4)[0]
     body = payload[8 : 4 + size] if 4 + size <= len(payload) else payload[8:]
     if magic == TEXT:
-        return Text(body.decode("utf-8", errors="replace"))
+        if not body or len(body) > MAX_TEXT_BYTES:
+            raise InputPacketError(f"text of {len(body)} bytes (1..{MAX_TEXT_BYTES})")
+        try:
+            return Text(body.decode("utf-8"))
+        except UnicodeDecodeError as e:
+            raise InputPacketError(f"text is not UTF-8: {e.reason}") from None
     fmt = _BODY.get(magic)
     if fmt is None:
         return None

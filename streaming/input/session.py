@@ -27,9 +27,10 @@ log = logging.getLogger("streaming.input")
 @dataclass
 class InputStats:
     handled: int = 0
-    ignored: int = 0  # kinds we do not handle (touch, pen, text for now)
+    ignored: int = 0  # kinds we do not handle (touch, pen)
     malformed: int = 0
     refused: int = 0  # clamped-out or limited events (bad codes, floods, pad 99)
+    text_chars: int = 0  # characters typed from text messages
 
 
 class SessionInput:
@@ -50,8 +51,8 @@ class SessionInput:
             self.stats.malformed += 1
             log.debug("malformed input packet: %s", e)
             return False
-        if ev is None or isinstance(ev, packets.Text):
-            self.stats.ignored += 1  # GAP: UTF-8 text input is not typed into the display
+        if ev is None:
+            self.stats.ignored += 1
             return False
         ok = self._dispatch(ev)
         if ok:
@@ -73,6 +74,10 @@ class SessionInput:
             return self.x.scroll(ev.amount, ev.horizontal)
         if isinstance(ev, packets.Pad):
             return self._pad(ev)
+        if isinstance(ev, packets.Text):
+            typed = self.x.type_text(ev.text)
+            self.stats.text_chars += typed
+            return typed == len(ev.text.replace("\r\n", "\n"))  # all of it, or refused
         return False
 
     def _pad(self, ev: packets.Pad) -> bool:

@@ -48,6 +48,7 @@ def main() -> None:
     from moonlight_python.stream import StreamingSession
 
     from streaming.engine.session import Launch, StreamSession, rikeyid_from_iv
+    from streaming.input import packets
 
     width, height, fps, seconds = (
         int(sys.argv[1]),
@@ -118,6 +119,10 @@ def main() -> None:
     keyboard = ctypes.CDLL(_find_shared_lib()).LiSendKeyboardEvent
     keyboard.argtypes = [ctypes.c_short, ctypes.c_char, ctypes.c_char]
     keyboard(0x41, b"\x03", b"\x00")  # 'A' down (KEY_ACTION_DOWN)
+    text = ctypes.CDLL(_find_shared_lib()).LiSendUtf8TextEvent
+    text.argtypes = [ctypes.c_char_p, ctypes.c_uint]
+    utf8 = "é日".encode()
+    text(utf8, len(utf8))  # MCC sends one message per code point
     while time.monotonic() < deadline:
         pkt = client.pull_audio_packet(timeout=0.05)
         if pkt is not None:
@@ -160,6 +165,11 @@ def main() -> None:
             {int.from_bytes(i[4:8], "little") for i in inputs if i != b"<disconnect>"}
         ),
         "input_disconnected": inputs[-1:] == [b"<disconnect>"],
+        "input_texts": [
+            packets.parse(i).text
+            for i in inputs
+            if i != b"<disconnect>" and int.from_bytes(i[4:8], "little") == packets.TEXT
+        ],
         "video_encrypted": bool(host.rtsp.params and host.rtsp.params.video_encrypted),
         "packet_size": host.rtsp.params.packet_size if host.rtsp.params else None,
         "termination": termination,

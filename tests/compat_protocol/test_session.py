@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import socket
@@ -13,8 +14,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from streaming.compat import control
-from streaming.engine.session import Launch, StreamSession
+from streaming.compat import control, rtsp
+from streaming.engine.session import (
+    RTSP_MAX_CONNECTIONS,
+    RTSP_READ_DEADLINE_S,
+    Launch,
+    StreamSession,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -67,6 +73,7 @@ def test_real_client_streams_decodes_and_terminates_gracefully(mcc_lib, encrypte
     assert r["packet_size"] == (1360 if encrypted else 1392)  # the client makes room
     assert r["rtsp_sealed_replies"] == (7 if encrypted else 0)  # OPTIONS .. PLAY, all sealed
     assert {3, 7} <= set(r["input_magics"])  # our key press and mouse move reached the sink
+    assert r["input_texts"] == ["é", "日"]  # UTF-8 text, one code point per message, parses
     assert r["input_disconnected"]  # and the sink was told the client is gone
     assert r["rtt_samples"] >= 5  # the client pings every 100 ms
     assert r["termination"] == 0  # MCC maps 0x80030023 after frames to graceful (0)
@@ -96,6 +103,81 @@ def test_garbage_rtsp_gets_an_error_and_the_listener_lives_on():
         assert session.running
     finally:
         session.stop()
+
+
+def _exchange(port: int, cseq: int, head: str) -> bytes:
+    """One request on its own connection, as Moonlight does; the reply read up to its end."""
+    with socket.create_connection(("127.0.0.1", port), timeout=3) as c:
+        c.sendall(f"{head} RTSP/1.0\r\nCSeq: {cseq}\r\n\r\n".encode())
+        reply = b""
+        while chunk := c.recv(4096):
+            reply += chunk
+    return reply
+
+
+def _rtsp_threads() -> list:
+    import threading
+
+    return [t for t in threading.enumerate() if t.name == "gs-rtsp-conn"]
+
+
+def test_a_silent_rtsp_client_does_not_hold_up_the_real_one():
+    session = StreamSession(_launch(), _black)
+    session.start()
+    port = session.launch.rtsp_port
+    silent = socket.create_connection(("127.0.0.1", port))  # connects first, says nothing
+    half = socket.create_connection(("127.0.0.1", port))
+    half.sendall(b"OPTIONS rtsp://x RTSP/1.0\r\nCSe")  # and one that stops mid-request
+    try:
+        time.sleep(0.1)  # both are accepted and waiting before the real client comes
+        t0 = time.monotonic()
+        opts = _exchange(port, 1, "OPTIONS rtsp://127.0.0.1:48010")
+        desc = _exchange(port, 2, "DESCRIBE rtsp://127.0.0.1:48010")
+        took = time.monotonic() - t0
+        assert opts.startswith(b"RTSP/1.0 200 OK\r\nCSeq: 1\r\n")
+        assert desc.startswith(b"RTSP/1.0 200 OK\r\nCSeq: 2\r\n") and b"encryptionSupported" in desc
+        assert took < 1.0  # one at a time, the silent client held it for the read timeout
+        # The silent ones are dropped at the deadline, without a reply.
+        silent.settimeout(RTSP_READ_DEADLINE_S + 2)
+        half.settimeout(RTSP_READ_DEADLINE_S + 2)
+        assert silent.recv(100) == b"" and half.recv(100) == b""
+        assert session.rtsp_dropped == 2
+    finally:
+        silent.close()
+        half.close()
+        session.stop()
+
+
+def test_rtsp_connections_are_bounded_oversized_requests_dropped_and_stop_joins_them():
+    session = StreamSession(_launch(), _black)
+    session.start()
+    port = session.launch.rtsp_port
+    crowd = [socket.create_connection(("127.0.0.1", port)) for _ in range(3 * RTSP_MAX_CONNECTIONS)]
+    try:
+        time.sleep(0.3)
+        assert len(_rtsp_threads()) <= 2 * RTSP_MAX_CONNECTIONS
+        t0 = time.monotonic()
+        assert _exchange(port, 7, "OPTIONS rtsp://x").startswith(b"RTSP/1.0 200 OK")
+        assert time.monotonic() - t0 < 1.0  # a newcomer pushes the oldest silent one out
+        # An endless request is cut at MAX_REQUEST_BYTES: 413, then the connection closes.
+        with socket.create_connection(("127.0.0.1", port), timeout=5) as big:
+            big.sendall(b"OPTIONS rtsp://x RTSP/1.0\r\nX: ")
+            with contextlib.suppress(OSError):  # the host may close while we still write
+                big.sendall(b"a" * (rtsp.MAX_REQUEST_BYTES + 4096))
+            reply = b""
+            with contextlib.suppress(OSError):
+                while chunk := big.recv(4096):
+                    reply += chunk
+            assert reply.startswith(b"RTSP/1.0 413") or reply == b""
+        assert session.running
+    finally:
+        t0 = time.monotonic()
+        session.stop()  # joins every handler (they watch the stop flag) before closing
+        stopped_in = time.monotonic() - t0
+        for c in crowd:
+            c.close()
+    assert _rtsp_threads() == []
+    assert stopped_in < 2.0
 
 
 def test_wrong_connect_data_is_refused_and_silence_times_out():

@@ -63,6 +63,20 @@ def keysym_name(sym: int) -> str:
     return _NAMES.get(sym, hex(sym))
 
 
+_SPECIAL_CHARS = {XK.XK_Return: "\n", XK.XK_Tab: "\t", XK.XK_BackSpace: "\b"}
+
+
+def keysym_char(sym: int) -> str | None:
+    """The character a keysym types (None for modifiers and other function keys)."""
+    if sym in _SPECIAL_CHARS:
+        return _SPECIAL_CHARS[sym]
+    if 0x20 <= sym < 0x7F or 0xA0 <= sym < 0x100:
+        return chr(sym)
+    if sym & 0xFF000000 == 0x01000000:
+        return chr(sym & 0xFFFFFF)
+    return None
+
+
 class Watcher:
     """A full-screen window with input focus that records key and button events."""
 
@@ -102,6 +116,36 @@ class Watcher:
             elif ev.type in (X.ButtonPress, X.ButtonRelease):
                 out.append(("btn+" if ev.type == X.ButtonPress else "btn-", ev.detail))
         return out
+
+    def typed(self, timeout: float = 1.0, want: int | None = None) -> str:
+        """The text the key presses type, read as an X client reads it: with the keymap as it
+        is when the event is handled (MappingNotify refreshes it) and Shift for the upper
+        level. Modifier keys themselves type nothing."""
+        out = []
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and (want is None or len(out) < want):
+            if not self.d.pending_events():
+                select.select([self.d], [], [], 0.01)
+                continue
+            ev = self.d.next_event()
+            if ev.type == X.MappingNotify:
+                self.d.refresh_keyboard_mapping(ev)
+            elif ev.type == X.KeyPress:
+                shifted = bool(ev.state & X.ShiftMask)
+                sym = self.d.keycode_to_keysym(ev.detail, 1 if shifted else 0)
+                if not sym and shifted:
+                    sym = self.d.keycode_to_keysym(ev.detail, 0)
+                ch = keysym_char(sym)
+                if ch is not None:
+                    out.append(ch)
+        return "".join(out)
+
+    def keymap(self) -> list[list[int]]:
+        info = self.d.display.info
+        rows = self.d.get_keyboard_mapping(
+            info.min_keycode, info.max_keycode - info.min_keycode + 1
+        )
+        return [list(r) for r in rows]
 
     def keys_down(self) -> list[int]:
         keymap = self.d.query_keymap()
