@@ -47,6 +47,17 @@ def keepalive_s() -> float:
     return min(max(value, 0.05), 3600.0)
 
 
+def stopping_hooks_grace_s() -> float:
+    """How long the supervisor lets `host.stopping` hooks run before it stops the workers
+    (HOST_STOPPING_HOOKS_GRACE_S, default 15 s: a webhook's 10 s timeout plus a margin)."""
+    raw = os.environ.get("HOST_STOPPING_HOOKS_GRACE_S", "").strip()
+    try:
+        value = float(raw) if raw else 15.0
+    except ValueError:
+        value = 15.0
+    return min(max(value, 0.0), 600.0)
+
+
 def on_connect_cmd() -> str:
     return env_str("HOST_ON_CONNECT_CMD", "").strip()
 

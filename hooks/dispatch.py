@@ -159,11 +159,16 @@ def actions_for(event: dict) -> list[tuple[str, dict]]:
     return out
 
 
-def schedule(event: dict) -> None:
-    """Queue every firing this event causes; called by `events.emit` after publishing."""
+def schedule(event: dict) -> list[str]:
+    """Queue every firing this event causes; called by `events.emit` after publishing.
+
+    Returns the permits of the firings it queued: each is released when its firing is done, so
+    a caller that must know (the supervisor at shutdown) can wait for them (`wait_released`).
+    """
     pairs = actions_for(event)
+    queued: list[str] = []
     if not pairs:
-        return
+        return queued
     client = _client()
     seen_entries: dict[int, bool] = {}
     for action, entry in pairs:
@@ -184,8 +189,43 @@ def schedule(event: dict) -> None:
             )
             _send("hooks.record_drop", [event, action, entry])
             continue
-        if not _send("hooks.fire", [event, action, entry, token]):
+        if _send("hooks.fire", [event, action, entry, token]):
+            queued.append(token)
+        else:
             release_permit(token, client)
+    return queued
+
+
+def pending(tokens: list[str], client=None) -> list[str]:
+    """The permits of `tokens` still held (their firings have not finished)."""
+    if not tokens:
+        return []
+    client = client or _client()
+    pipe = client.pipeline(transaction=False)
+    for token in tokens:
+        pipe.zscore(_permits_key(), token)
+    return [t for t, score in zip(tokens, pipe.execute(), strict=True) if score is not None]
+
+
+def wait_released(
+    tokens: list[str], timeout_s: float, *, abort=None, poll_s: float = 0.05
+) -> list[str]:
+    """Wait until the firings holding `tokens` are done, at most `timeout_s` (or until `abort()`
+    says stop). Returns the permits still held then (empty: everything finished). Never raises:
+    with Redis gone there is nothing left to wait on.
+    """
+    deadline = time.monotonic() + max(0.0, timeout_s)
+    left = list(tokens)
+    try:
+        client = _client()
+        while left:
+            left = pending(left, client)
+            if not left or time.monotonic() >= deadline or (abort is not None and abort()):
+                break
+            time.sleep(poll_s)
+    except Exception as exc:  # noqa: BLE001 - Redis gone: nothing to wait on any more
+        log.warning("could not watch hook firings (%s)", exc.__class__.__name__)
+    return left
 
 
 def _send(name: str, args: list) -> bool:

@@ -76,7 +76,7 @@ KINDS: MappingProxyType[str, dict] = MappingProxyType(
         STORE_CHANGED: {},
         # `gamestream` keeps the upstream field name: whether the compat plane is enabled.
         HOST_STARTED: {"version": str, "gamestream": bool},
-        HOST_STOPPING: {},
+        HOST_STOPPING: {"version": str, "gamestream": bool},  # same facts as host.started
     }
 )
 

@@ -157,7 +157,28 @@ def _payload_json(kind: str, payload: dict) -> str:
     return json.dumps(clean, separators=(",", ":"), default=str)
 
 
-def _emit_now(kind: str, payload_json: str) -> None:
+def emit_and_wait(
+    kind: str, payload: dict | None, timeout_s: float, *, abort=None
+) -> tuple[dict | None, int, list[str]]:
+    """Emit now (never deferred to a commit) and wait up to `timeout_s` for the hook firings
+    the event queued to finish. For the supervisor at shutdown, whose workers must outlive the
+    `host.stopping` hooks. Returns (event, firings queued, permits still held at the end).
+    Never raises.
+    """
+    try:
+        if kind not in KINDS:
+            log.error("event bus: refusing unknown event kind %r", kind)
+            return None, 0, []
+        event, permits = _emit_now(kind, _payload_json(kind, payload or {}))
+    except Exception:  # noqa: BLE001 - the caller's work must never fail because of the bus
+        log.exception("event bus: emit of %s failed", kind)
+        return None, 0, []
+    from hooks import dispatch
+
+    return event, len(permits), dispatch.wait_released(permits, timeout_s, abort=abort)
+
+
+def _emit_now(kind: str, payload_json: str) -> tuple[dict, list[str]]:
     ts_ms = int(time.time() * 1000)
     inner = payload_json[1:-1]
     suffix = (
@@ -176,8 +197,10 @@ def _emit_now(kind: str, payload_json: str) -> None:
         event = json.loads('{"seq":null' + suffix)
     with _local_lock:
         _local.append(event)
+    permits: list[str] = []
     if event.get("seq") is not None:
-        _schedule_hooks(event)
+        permits = _schedule_hooks(event)
+    return event, permits
 
 
 def _publish(prefix: str, suffix: str) -> dict:
@@ -230,13 +253,15 @@ def _reserve(client, current: int) -> None:
             fcntl.flock(lock_fh, fcntl.LOCK_UN)
 
 
-def _schedule_hooks(event: dict) -> None:
+def _schedule_hooks(event: dict) -> list[str]:
+    """Queue the event's hook firings; returns their permits (see `dispatch.schedule`)."""
     try:
         from hooks import dispatch
 
-        dispatch.schedule(event)
+        return dispatch.schedule(event)
     except Exception:  # noqa: BLE001 - hooks are best-effort observers
         log.exception("event bus: scheduling hooks for seq %s failed", event.get("seq"))
+        return []
 
 
 # -- readers -------------------------------------------------------------------------------

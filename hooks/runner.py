@@ -13,6 +13,7 @@ import re
 import shlex
 import signal
 import subprocess
+import threading
 import time
 from dataclasses import dataclass
 
@@ -24,6 +25,13 @@ _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 _NON_ALNUM = re.compile(r"[^A-Za-z0-9]")
 # Host secrets that hook commands have no business seeing.
 _SECRET_ENV = re.compile(r"TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|PRIVATE_KEY", re.IGNORECASE)
+
+# Process groups of the hook commands this process is running now (prep steps are not
+# tracked: an owed `undo` is forgotten once tried, so it must not be cut off by a shutdown),
+# and those `kill_running` ended.
+_running: set[int] = set()
+_stopped: set[int] = set()
+_running_lock = threading.Lock()
 
 
 @dataclass
@@ -95,6 +103,25 @@ def kill_group(pgid: int) -> None:
         pass
 
 
+def kill_running() -> int:
+    """SIGKILL the process group of every hook command this process runs; returns how many.
+
+    The hooks worker calls it when it is told to stop: a command (up to 600 s) must neither
+    hold the host's shutdown nor outlive the host in a session of its own.
+    """
+    # Called from a signal handler: never block on a lock the interrupted thread may hold.
+    locked = _running_lock.acquire(timeout=1.0)
+    try:
+        groups = list(_running)
+        _stopped.update(groups)
+    finally:
+        if locked:
+            _running_lock.release()
+    for pgid in groups:
+        kill_group(pgid)
+    return len(groups)
+
+
 def run_command(
     command: str,
     *,
@@ -102,8 +129,12 @@ def run_command(
     env: dict[str, str] | None = None,
     timeout_s: float = 30,
     cwd: str | None = None,
+    stoppable: bool = False,
 ) -> Result:
-    """Run `sh -c command`; on timeout SIGKILL its whole process group. Never raises."""
+    """Run `sh -c command`; on timeout SIGKILL its whole process group. Never raises.
+
+    `stoppable`: `kill_running` (the hooks worker stopping) may end it early.
+    """
     refusal = script_refusal(command)
     if refusal:
         log.warning("hook command refused: %s", refusal)
@@ -124,6 +155,19 @@ def run_command(
         )
     except OSError as exc:
         return Result("failed", error=f"could not start: {exc.strerror}")
+    if not stoppable:
+        return _finish(proc, stdin, timeout_s, started)
+    with _running_lock:
+        _running.add(proc.pid)
+    try:
+        return _finish(proc, stdin, timeout_s, started)
+    finally:
+        with _running_lock:
+            _running.discard(proc.pid)
+            _stopped.discard(proc.pid)
+
+
+def _finish(proc: subprocess.Popen, stdin: bytes, timeout_s: float, started: float) -> Result:
     try:
         proc.communicate(input=stdin, timeout=timeout_s)
     except subprocess.TimeoutExpired:
@@ -138,6 +182,10 @@ def run_command(
         raise
     elapsed = int((time.monotonic() - started) * 1000)
     code = proc.returncode
+    with _running_lock:
+        stopped = proc.pid in _stopped
+    if stopped:
+        return Result("failed", code, elapsed, "killed: the host is stopping")
     if code != 0:
         return Result("failed", code, elapsed, f"exit status {code}")
     return Result("ok", code, elapsed)
@@ -145,4 +193,6 @@ def run_command(
 
 def run_hook_command(command: str, event: dict, timeout_s: float) -> Result:
     body = json.dumps(event, separators=(",", ":")).encode()
-    return run_command(command, stdin=body, env=event_env(event), timeout_s=timeout_s)
+    return run_command(
+        command, stdin=body, env=event_env(event), timeout_s=timeout_s, stoppable=True
+    )

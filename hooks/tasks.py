@@ -2,9 +2,29 @@
 
 from __future__ import annotations
 
+import logging
+
 from celery import shared_task
+from celery.signals import worker_shutting_down
 
 from hooks import conf
+
+log = logging.getLogger("hooks")
+
+
+@worker_shutting_down.connect
+def _stop_running_commands(**_kwargs) -> None:
+    """A stopping worker ends the hook commands it runs (their whole process groups) at once.
+
+    The supervisor has already given the `host.stopping` hooks their grace period
+    (HOST_STOPPING_HOOKS_GRACE_S) before it stops the workers; whatever still runs now would
+    otherwise hold the worker's warm shutdown, then outlive it in a session of its own.
+    """
+    from hooks import runner
+
+    killed = runner.kill_running()
+    if killed:
+        log.warning("worker stopping: killed %d running hook command(s)", killed)
 
 
 @shared_task(name="hooks.fire", queue=conf.HOOKS_QUEUE, ignore_result=True)

@@ -177,6 +177,11 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
     "COMPONENT_SPLIT_REQUEST": True,
+    # Plain Django views (the SSE stream) the generator cannot see: hostmgmt/api/schema.py.
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "hostmgmt.api.schema.add_hand_written_routes",
+    ],
 }
 
 # ---------------------------------------------------------------------------------------------
@@ -214,6 +219,9 @@ LOGGING = {
 
 # ---------------------------------------------------------------------------------------------
 # Updater: release manifests must be signed by this Ed25519 key (raw 32 bytes, base64).
-# GAP: no release signing key exists yet; until one is pinned here every manifest is refused
-# (HOST_UPDATE_PUBLIC_KEY overrides it for test rigs and private builds).
+# GAP: no release signing key exists yet; until one is pinned here every manifest is refused,
+# nothing is fetched, and the update status (`refused`, `last_error`) and the console dashboard
+# say so (hostmgmt/console/updater.py NO_KEY_REASON; docs/console.md "Updater").
+# HOST_UPDATE_PUBLIC_KEY overrides it for test rigs and private builds only.
+# The manifest URL is the config schema key `update_manifest_url` (hostmgmt/config/schema.py).
 UPDATE_PUBLIC_KEY = env_str("HOST_UPDATE_PUBLIC_KEY", "")

@@ -156,19 +156,29 @@ class V1LogsView(MgmtAPIView):
         return Response(logfile.page(after, limit))
 
 
+_UPDATE_DOC = (
+    "`refused` (string or null) says why no update can be reported at all: checks disabled "
+    "(UPDATE_CHECK=0), no release signing key pinned in this build (none is published yet, so "
+    "every manifest is refused), or no or an invalid `update_manifest_url`."
+)
+
+
 class AdminUpdateView(AdminAPIView):
     scopes = {"GET": "config:get"}
 
     @extend_schema(
         responses={200: OpenApiTypes.OBJECT},
         summary="Updater status (report only; no apply on this host)",
+        description=_UPDATE_DOC,
     )
     def get(self, request):
         return Response(ok(**updater.status()))
 
 
 class V1UpdateStatusView(MgmtAPIView):
-    @extend_schema(responses={200: OpenApiTypes.OBJECT}, summary="UpdateStatus")
+    @extend_schema(
+        responses={200: OpenApiTypes.OBJECT}, summary="UpdateStatus", description=_UPDATE_DOC
+    )
     def get(self, request):
         return Response(updater.status())
 

@@ -38,6 +38,8 @@ class Key:
     item: str = ""  # list items: "cidr" | "origin" | ""
     aliases: dict = field(default_factory=dict)  # enum spellings folded onto a choice
     fold_case: bool = False  # enum/str values are lower-cased before the check
+    https_only: bool = False  # url keys: https, or plain http to a loopback address only
+    env: str = ""  # environment variable read when the config file does not set the key
 
     def parse(self, raw: Any) -> Any:
         """Typed value of `raw` (a file string or a JSON value); ValueError when out of rule."""
@@ -133,6 +135,14 @@ class Key:
         parts = urlsplit(value.strip())
         if parts.scheme not in ("http", "https") or not parts.netloc:
             raise ValueError("must be an http:// or https:// URL")
+        try:
+            host = parts.hostname
+        except ValueError:
+            host = None
+        if not host:
+            raise ValueError("must name a host")
+        if self.https_only and parts.scheme != "https" and not _is_loopback(host):
+            raise ValueError("must be an https:// URL (plain http only to a loopback address)")
         return value.strip()
 
     def _parse_list(self, raw):
@@ -203,6 +213,10 @@ class Key:
             rule["choices"] = list(self.choices)
         rule["restart"] = self.restart
         rule["file_only"] = self.file_only
+        if self.https_only:
+            rule["https_only"] = True
+        if self.env:
+            rule["env"] = self.env
         return rule
 
 
@@ -213,6 +227,15 @@ def _type_word(type_: str) -> str:
         "float": "a number",
         "url": "a URL string",
     }.get(type_, "a string")
+
+
+def _is_loopback(host: str) -> bool:
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 def _check_item(kind: str, item: str) -> None:

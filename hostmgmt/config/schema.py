@@ -194,6 +194,21 @@ _SECURITY = _keys(
     ),
     S(name="pkey", default=None, nullable=True, group="security"),
     S(name="cert", default=None, nullable=True, group="security"),
+    # Host extension (not in the admin spec's key list): where the updater fetches the signed
+    # release manifest. File-only, so no API token can point the host's fetches elsewhere.
+    Key(
+        "update_manifest_url",
+        "url",
+        None,
+        nullable=True,
+        group="general",
+        restart=False,
+        file_only=True,
+        https_only=True,
+        env="HOST_UPDATE_MANIFEST_URL",
+        max_len=2048,
+        help="signed release manifest the updater checks (https; http only to loopback)",
+    ),
 )
 
 # Inherited option names with a known rule; the rest of the inherited names are free strings.

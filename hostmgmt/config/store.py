@@ -109,6 +109,25 @@ def get(name: str) -> Any:
     return _typed(name, read_raw().get(name))
 
 
+def effective(name: str) -> Any:
+    """Typed value of a key from the file, else from its environment variable (`Key.env`),
+    else the default. Unlike `get`, a value that breaks the rule is an error, not the default:
+    ConfigError names the key, where the value came from and the rule.
+    """
+    spec = key(name)
+    if spec is None:
+        raise KeyError(name)
+    raw, source = read_raw().get(name), CONFIG_FILE
+    if (raw is None or not raw.strip()) and spec.env:
+        raw, source = os.environ.get(spec.env), spec.env
+    if raw is None or not raw.strip():
+        return spec.default
+    try:
+        return spec.parse(raw)
+    except ValueError as exc:
+        raise ConfigError({name: f"{exc} (value from {source})"}) from None
+
+
 def _typed(name: str, raw: str | None) -> Any:
     spec = key(name)
     if spec is None:

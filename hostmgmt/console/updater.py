@@ -1,9 +1,14 @@
 """Update status: is a newer release announced by the signed release manifest?
 
-The manifest is fetched from `update_manifest_url` (host config file, else the
-HOST_UPDATE_MANIFEST_URL environment) and must carry a valid Ed25519 signature by the key pinned
-in `settings.UPDATE_PUBLIC_KEY`; anything else is recorded as `last_error` and never believed.
-This host only reports: there is no apply (`apply` is `notify`).
+The manifest is fetched from `update_manifest_url` (a config schema key: host config file, else
+the HOST_UPDATE_MANIFEST_URL environment; https, plain http only to loopback) and must carry a
+valid Ed25519 signature by the key pinned in `settings.UPDATE_PUBLIC_KEY`; anything else is
+recorded as `last_error` and never believed. This host only reports: there is no apply (`apply`
+is `notify`).
+
+No release signing key exists yet, so this build pins none and refuses every manifest: the
+status says so in `refused` (and the console's dashboard shows it) instead of pretending that
+the host is up to date.
 
 Manifest document (JSON, at most 64 KiB):
     {"payload": "<base64 of the UTF-8 JSON below>", "signature": "<base64 Ed25519 signature
@@ -68,14 +73,42 @@ def is_newer(candidate: str, current: str = VERSION) -> bool:
     return a is not None and b is not None and a > b
 
 
+NO_KEY_REASON = (
+    "no release signing key is pinned in this build (settings.UPDATE_PUBLIC_KEY): none has been "
+    "published yet, so every manifest is refused and no update can be reported. Private builds "
+    "and test rigs may pin their own key with HOST_UPDATE_PUBLIC_KEY."
+)
+
+
 def manifest_url() -> str:
+    """The configured manifest URL ("" when none), read through the config schema.
+
+    ManifestError names the rule when the file or environment value breaks it.
+    """
     from hostmgmt.config import store
 
     try:
-        raw = store.read_raw().get("update_manifest_url", "")
+        value = store.effective("update_manifest_url")
+    except store.ConfigError as exc:
+        raise ManifestError("; ".join(f"{k}: {v}" for k, v in exc.fields.items())) from None
     except OSError:
-        raw = ""
-    return (raw or os.environ.get("HOST_UPDATE_MANIFEST_URL", "")).strip()
+        value = None
+    return value or ""
+
+
+def refused_reason() -> str | None:
+    """Why no update can be reported at all right now (None when checks can work)."""
+    if check_disabled():
+        return "update checks are disabled (UPDATE_CHECK=0)"
+    if not settings.UPDATE_PUBLIC_KEY:
+        return NO_KEY_REASON
+    try:
+        url = manifest_url()
+    except ManifestError as exc:
+        return str(exc)
+    if not url:
+        return "no update_manifest_url is configured (host.conf or HOST_UPDATE_MANIFEST_URL)"
+    return None
 
 
 def check_disabled() -> bool:
@@ -88,7 +121,7 @@ def verify_manifest(document: bytes, public_key_b64: str) -> dict:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
     if not public_key_b64:
-        raise ManifestError("no release signing key is pinned in this build")
+        raise ManifestError(NO_KEY_REASON)
     try:
         key = Ed25519PublicKey.from_public_bytes(base64.b64decode(public_key_b64, validate=True))
     except (binascii.Error, ValueError):
@@ -119,8 +152,6 @@ def verify_manifest(document: bytes, public_key_b64: str) -> dict:
 
 
 def _fetch(url: str) -> bytes:
-    if not url.startswith(("https://", "http://")):
-        raise ManifestError("update_manifest_url must be an http(s) URL")
     request = urllib.request.Request(url, headers={"User-Agent": f"streaming-host/{VERSION}"})
     with urllib.request.urlopen(request, timeout=FETCH_TIMEOUT_S) as response:  # noqa: S310
         body = response.read(MAX_MANIFEST_BYTES + 1)
@@ -151,10 +182,14 @@ def check(force: bool = False) -> dict:
         raise CheckRefused(429, "checked less than 30 s ago; try again shortly")
     state.update({"last_checked_unix": int(time.time()), "last_error": None})
     state["not_published"] = False
-    url = manifest_url()
+    unconfigured = False
     try:
+        url = manifest_url()
         if not url:
+            unconfigured = True
             raise ManifestError("no update_manifest_url is configured")
+        if not settings.UPDATE_PUBLIC_KEY:
+            raise ManifestError(NO_KEY_REASON)  # nothing fetched could be believed
         manifest = verify_manifest(_fetch(url), settings.UPDATE_PUBLIC_KEY)
     except urllib.error.HTTPError as exc:
         if exc.code == 404:
@@ -171,7 +206,7 @@ def check(force: bool = False) -> dict:
             announced.append(manifest["version"])
             _announce(manifest)
         state["announced"] = announced[-20:]
-    if state.get("last_error") and url:  # an unconfigured updater is a choice, not a fault
+    if state.get("last_error") and not unconfigured:  # no URL is a choice, not a fault
         log.warning("%s", state["last_error"])
     _save_state(state)
     return status(state)
@@ -218,5 +253,7 @@ def status(state: dict | None = None) -> dict:
         "last_error": state.get("last_error"),
         "not_published": bool(state.get("not_published")),
         "apply_supported": False,
+        # Additive: why no update can be reported at all (no pinned key, disabled, no URL).
+        "refused": refused_reason(),
         "note": "this host reports updates only; apply them with the channel_hint command",
     }

@@ -22,7 +22,7 @@ from hostmgmt.auth import credentials, throttle
 from hostmgmt.auth.admin import client_ip
 from hostmgmt.auth.scopes import SCOPES
 from hostmgmt.config import store
-from hostmgmt.console import configform, runtime, telemetry
+from hostmgmt.console import configform, runtime, telemetry, updater
 
 CSP = (
     "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
@@ -119,7 +119,12 @@ def dashboard(request):
     return page(
         request,
         "dashboard.html",
-        {"host": services.host_info(), "health": services.health(), "kinds": sorted(KINDS)},
+        {
+            "host": services.host_info(),
+            "health": services.health(),
+            "kinds": sorted(KINDS),
+            "update": updater.status(),
+        },
     )
 
 

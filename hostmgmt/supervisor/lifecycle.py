@@ -6,21 +6,27 @@ The event bus (`hooks.events`) turns these into `host.started` / `host.stopping`
 from __future__ import annotations
 
 import logging
+import time
 
-from hooks import event_kinds, events
+from hooks import conf, event_kinds, events
 from hostmgmt.config import store
 from hostmgmt.version import VERSION
 
 log = logging.getLogger("hostmgmt.supervisor")
 
 
-def announce_started() -> None:
-    log.info("host started")
+def host_facts() -> dict:
+    """The payload of host.started and host.stopping (spec: version, compat plane enabled)."""
     try:
         compat = bool(store.get("compat_enabled"))
     except Exception:  # noqa: BLE001 - an unreadable config must not stop the announcement
         compat = False
-    events.emit(event_kinds.HOST_STARTED, {"version": VERSION, "gamestream": compat})
+    return {"version": VERSION, "gamestream": compat}
+
+
+def announce_started() -> None:
+    log.info("host started")
+    events.emit(event_kinds.HOST_STARTED, host_facts())
     _queue_prep_recovery()
 
 
@@ -35,6 +41,29 @@ def _queue_prep_recovery() -> None:
         log.warning("could not queue prep undo recovery")
 
 
-def announce_stopping() -> None:
+def announce_stopping(grace_s: float | None = None, *, abort=None) -> bool:
+    """Emit host.stopping while every process still runs, and give the hook firings it queued
+    up to `grace_s` (HOST_STOPPING_HOOKS_GRACE_S) to finish. True when they all finished.
+
+    Called before the supervisor stops its children: the hooks worker must still be there to
+    run them, and daphne to send the event to SSE consumers. `abort()` cuts the wait short (a
+    second SIGTERM/SIGINT).
+    """
+    grace = conf.stopping_hooks_grace_s() if grace_s is None else grace_s
     log.info("host stopping")
-    events.emit(event_kinds.HOST_STOPPING, {})
+    started = time.monotonic()
+    _event, queued, left = events.emit_and_wait(
+        event_kinds.HOST_STOPPING, host_facts(), grace, abort=abort
+    )
+    waited = time.monotonic() - started
+    if left:
+        log.warning(
+            "%d of %d host.stopping hook firing(s) still running after %.1f s; stopping anyway",
+            len(left),
+            queued,
+            waited,
+        )
+        return False
+    if queued:
+        log.info("%d host.stopping hook firing(s) finished in %.1f s", queued, waited)
+    return True

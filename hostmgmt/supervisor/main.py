@@ -2,7 +2,9 @@
 process of the host, and stops them all cleanly.
 
 SIGTERM / SIGINT stop the host; SIGHUP restarts it (the supervisor re-executes itself on the
-same ports).
+same ports). Either way `host.stopping` is emitted first and its hooks get a bounded time
+(HOST_STOPPING_HOOKS_GRACE_S) to run before the workers and daphne are stopped; a second
+SIGTERM/SIGINT cuts that wait short.
 """
 
 from __future__ import annotations
@@ -69,6 +71,7 @@ class Supervisor:
         self.redis: Child | None = None
         self._stop = False
         self._restart = False
+        self._stop_requests = 0
         self.started_at = time.time()
 
     # -- preparation ----------------------------------------------------------------------
@@ -225,7 +228,8 @@ class Supervisor:
         return 0
 
     def shutdown(self) -> None:
-        lifecycle.announce_stopping()
+        # Hooks first: the hooks worker runs them, daphne carries the event to SSE consumers.
+        lifecycle.announce_stopping(abort=lambda: self._stop_requests > 1)
         deadline = time.monotonic() + STOP_GRACE_S
         for child in self.children:
             child.terminate()
@@ -240,6 +244,7 @@ class Supervisor:
         log.info("host stopped")
 
     def _on_stop(self, signum, frame) -> None:
+        self._stop_requests += 1
         self._stop = True
 
     def _on_restart(self, signum, frame) -> None:

@@ -144,6 +144,112 @@ def test_unconfigured_url_is_reported(settings):
     state_path(updater.STATE_FILE).unlink(missing_ok=True)
 
 
+@pytest.mark.parametrize(
+    "value",
+    [
+        "https://updates.example.com/stable/manifest.json",
+        "http://127.0.0.1:8080/m.json",  # loopback mirror: http allowed
+        "http://[::1]/m.json",
+        "http://localhost/m.json",
+    ],
+)
+def test_manifest_url_key_accepts_https_and_loopback_http(value):
+    from hostmgmt.config import schema
+
+    spec = schema.key("update_manifest_url")
+    assert (spec.type, spec.default, spec.file_only, spec.env) == (
+        "url",
+        None,
+        True,
+        "HOST_UPDATE_MANIFEST_URL",
+    )
+    assert store.validate({"update_manifest_url": value}, allow_file_only=True) == {
+        "update_manifest_url": value
+    }
+    store.write({"update_manifest_url": value})
+    assert updater.manifest_url() == value
+
+
+@pytest.mark.parametrize(
+    "value, rule",
+    [
+        ("http://updates.example.com/m.json", "https://"),
+        ("http://10.0.0.5/m.json", "https://"),
+        ("ftp://updates.example.com/m.json", "http:// or https://"),
+        ("updates.example.com/m.json", "http:// or https://"),
+        ("https://", "http:// or https://"),
+        ("https://ok.example/\x07", "control characters"),
+    ],
+)
+def test_manifest_url_key_refuses_what_breaks_the_rule(value, rule):
+    with pytest.raises(store.ConfigError) as err:
+        store.validate({"update_manifest_url": value}, allow_file_only=True)
+    assert rule in err.value.fields["update_manifest_url"]
+    # Through the APIs it is file-only: no token can point the host's fetches elsewhere.
+    with pytest.raises(store.ConfigError) as err:
+        store.validate({"update_manifest_url": "https://updates.example.com/m.json"})
+    assert "file-only" in err.value.fields["update_manifest_url"]
+
+
+@pytest.mark.django_db
+def test_admin_api_cannot_set_the_manifest_url(admin):
+    before = store.read_raw().get("update_manifest_url")
+    r = Client().post(
+        "/api/config",
+        data={"update_manifest_url": "https://evil.example/m.json"},
+        content_type="application/json",
+        **admin,
+    )
+    assert r.status_code == 400
+    assert store.read_raw().get("update_manifest_url") == before
+
+
+def test_manifest_url_env_fallback_goes_through_the_schema(settings, monkeypatch):
+    store.write({"update_manifest_url": None})
+    state_path(updater.STATE_FILE).unlink(missing_ok=True)
+    monkeypatch.setenv("HOST_UPDATE_MANIFEST_URL", "https://env.example/m.json")
+    assert updater.manifest_url() == "https://env.example/m.json"
+    store.write({"update_manifest_url": "https://file.example/m.json"})
+    assert updater.manifest_url() == "https://file.example/m.json"  # the file wins
+    store.write({"update_manifest_url": None})
+    monkeypatch.setenv("HOST_UPDATE_MANIFEST_URL", "http://env.example/m.json")
+    status = updater.check()
+    assert "https://" in status["last_error"] and "HOST_UPDATE_MANIFEST_URL" in status["last_error"]
+    store.write({"update_manifest_url": "http://file.example/m.json"})  # hand-edited, invalid
+    status = updater.check()
+    assert "https://" in status["last_error"] and "host.conf" in status["last_error"]
+    state_path(updater.STATE_FILE).unlink(missing_ok=True)
+
+
+@pytest.mark.django_db
+def test_without_a_pinned_key_updates_are_refused_and_the_console_says_why(release, admin):
+    from django.conf import settings
+
+    from hostmgmt.auth import credentials
+
+    key, served = release
+    served["body"] = signed(manifest(), key)  # a good manifest, but no key to believe it by
+    settings.UPDATE_PUBLIC_KEY = ""
+    status = updater.check()
+    assert status["available"] is False and status["manifest"] is None
+    assert "no release signing key is pinned" in status["last_error"]
+    assert status["refused"] == updater.NO_KEY_REASON
+    assert events.local_events("update.available") == []
+    v1 = Client().get("/api/update", **admin).json()
+    assert v1["refused"] == updater.NO_KEY_REASON
+    credentials.set_credentials("admin", "s3cret")
+    browser = Client()
+    assert browser.post("/login", {"username": "admin", "password": "s3cret"}).status_code == 302
+    page = browser.get("/").content.decode()
+    assert "not checked: no release signing key is pinned in this build" in page
+    assert "HOST_UPDATE_PUBLIC_KEY" in page
+
+
+def test_with_a_pinned_key_nothing_is_refused(release):
+    assert updater.refused_reason() is None
+    assert updater.check()["refused"] is None
+
+
 @pytest.mark.django_db
 def test_windows_only_routes_answer_on_linux(admin):
     c = Client()

@@ -99,3 +99,49 @@ def test_invalid_file_fires_nothing(bus, sent):
     hook_config.hooks_path().write_text('{"hooks": [{"on": "stream.*", "run": "true", "x": 1}]}')
     dispatch.schedule(STREAM)
     assert sent == []
+
+
+def test_schedule_returns_the_permits_and_wait_released_follows_them(bus, sent):
+    hook_config.save([{"on": "stream.*", "run": "true", "webhook": "https://10.1.1.1/x"}])
+    permits = dispatch.schedule(STREAM)
+    assert sorted(permits) == sorted(c[1][3] for c in sent if c[0] == "hooks.fire")
+    assert len(permits) == 2
+    # Nothing released yet: the wait gives up at its deadline and names both.
+    assert sorted(dispatch.wait_released(permits, 0.2)) == sorted(permits)
+    dispatch.release_permit(permits[0])
+    assert dispatch.wait_released(permits, 0.2) == [permits[1]]
+    # abort() ends the wait early even with a long deadline.
+    assert dispatch.wait_released(permits, 30, abort=lambda: True) == [permits[1]]
+    dispatch.release_permit(permits[1])
+    assert dispatch.wait_released(permits, 30) == []
+
+
+def test_emit_and_wait_returns_when_the_firings_finish(bus, sent):
+    import threading
+
+    hook_config.save([{"on": "host.stopping", "run": "true"}])
+    threading.Timer(0.3, lambda: dispatch.release_permit(sent[0][1][3])).start()
+    event, queued, left = bus.emit_and_wait(
+        "host.stopping", {"version": "v1", "gamestream": False}, 10
+    )
+    assert event["kind"] == "host.stopping" and event["version"] == "v1"
+    assert sent[0][1][0] == event
+    assert queued == 1 and left == []
+    assert dispatch.in_flight() == 0
+
+
+def test_announce_stopping_carries_the_host_facts_and_gives_up_at_the_grace(bus, sent, caplog):
+    from hostmgmt.config import store
+    from hostmgmt.supervisor import lifecycle
+    from hostmgmt.version import VERSION
+
+    hook_config.save([{"on": "host.stopping", "run": "true"}])
+    store.write({"compat_enabled": "false"})
+    try:
+        assert lifecycle.announce_stopping(0.2) is False  # nobody releases the permit
+    finally:
+        store.write({"compat_enabled": None})
+    (event,) = bus.local_events("host.stopping")
+    assert (event["version"], event["gamestream"]) == (VERSION, False)
+    assert sent[0][1][0] == event
+    assert "1 of 1 host.stopping hook firing(s) still running" in caplog.text

@@ -102,3 +102,48 @@ def test_script_of_another_owner_is_refused(tmp_path):
     os.chown(script, 12345, 12345)
     result = runner.run_hook_command(str(script), EVENT, 10)
     assert result.outcome == "refused" and "owned" in result.error
+
+
+def test_kill_running_ends_a_running_command_group(tmp_path):
+    import threading
+
+    results = []
+    pidfile = tmp_path / "child.pid"
+    thread = threading.Thread(
+        target=lambda: results.append(
+            runner.run_hook_command(f"sleep 600 & echo $! > {pidfile}; wait", EVENT, 600)
+        )
+    )
+    thread.start()
+    deadline = time.monotonic() + 10
+    while not (pidfile.exists() and pidfile.read_text().strip()) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    grandchild = int(pidfile.read_text())
+    assert runner.kill_running() == 1
+    thread.join(10)
+    assert not thread.is_alive()
+    (result,) = results
+    assert result.outcome == "failed" and result.error == "killed: the host is stopping"
+    deadline = time.monotonic() + 5
+    while psutil.pid_exists(grandchild) and psutil.Process(grandchild).status() != "zombie":
+        assert time.monotonic() < deadline, "the command's background child survived"
+        time.sleep(0.02)
+    assert runner.kill_running() == 0  # nothing left running
+
+
+def test_kill_running_leaves_prep_steps_alone(tmp_path):
+    """An owed undo is forgotten once tried: a stopping worker must not cut it off."""
+    import threading
+
+    started, done = tmp_path / "started", tmp_path / "done"
+    thread = threading.Thread(
+        target=lambda: runner.run_command(f"touch {started}; sleep 0.5; touch {done}", timeout_s=10)
+    )
+    thread.start()
+    deadline = time.monotonic() + 10
+    while not started.exists():
+        assert time.monotonic() < deadline, "the prep command did not start"
+        time.sleep(0.01)
+    assert runner.kill_running() == 0
+    thread.join(10)
+    assert done.exists()
