@@ -23,6 +23,10 @@ log = logging.getLogger("streaming.native.peer")
 
 MAX_MESSAGE = 1024  # bytes per data-channel message; more is dropped
 CONNECT_TIMEOUT_S = 30
+# A connection that closes after the browser has sent nothing for this long was not closed by
+# the browser (that comes with its RTCP still flowing) but given up on: ICE consent expired
+# (aioice: about 30 s without an answer), i.e. the peer vanished -> reason `timeout`.
+SILENT_S = 5.0
 
 
 def django_now():
@@ -79,6 +83,8 @@ class Session:
         self.end_reason, self.deliberate = "client", False
         self.connected = False
         self.channel = None
+        # When the browser last sent anything on the transport (RTCP reports, SCTP, DTLS).
+        self.rx_packets, self.rx_at = 0, time.monotonic()
 
     # -- events ------------------------------------------------------------------------------
     def _emit(self, kind: str, **extra) -> None:
@@ -167,13 +173,16 @@ class Session:
             if state == "connected" and not self.connected:
                 self.connected = True
                 self.t_start = django_now()
+                self.rx_at = time.monotonic()
                 self.track.request_keyframe()
                 self._emit("client.connected")
                 self._emit("session.started")
                 self._emit("stream.started")
             elif state in ("failed", "closed"):
                 if not self.done.is_set():
-                    self.reason = "error" if state == "failed" else "quit"
+                    silent = time.monotonic() - self.rx_at > SILENT_S
+                    # closed by the browser: quit; gone silent (consent expired): timeout
+                    self.reason = "error" if state == "failed" else "timeout" if silent else "quit"
                 self.stop("client", False, state)  # vanished: the session settings decide
 
         await self.pc.setRemoteDescription(RTCSessionDescription(self.offer["sdp"], "offer"))
@@ -251,11 +260,15 @@ class Session:
                 last_stats = await self._sample(last_stats)
 
     async def _rtt_ms(self) -> float | None:
-        """The video sender's RTT from the browser's RTCP receiver reports (LSR/DLSR)."""
+        """The video sender's RTT from the browser's RTCP receiver reports (LSR/DLSR); notes
+        when the browser was last heard from, on the way."""
         try:
             report = await self.pc.getStats()
         except Exception:  # noqa: BLE001 - closing under us
             return None
+        received = sum(s.packetsReceived for s in report.values() if s.type == "transport")
+        if received != self.rx_packets:
+            self.rx_packets, self.rx_at = received, time.monotonic()
         for s in report.values():
             if s.type == "remote-inbound-rtp" and s.kind == "video" and s.roundTripTime:
                 return round(s.roundTripTime * 1000, 2)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import queue
 import secrets
+import time
 
 from tests.hooks.helpers import SSEClient
 
@@ -87,3 +88,60 @@ def last_seq(host) -> int:
                 seq = max(seq, int(frame.id))
     finally:
         sse.close()
+
+
+class LiveEvents:
+    """One live event stream held open for a whole test, read as an operator's client reads it:
+    opened at `since` (default: the newest event now, so only what happens from here on), every
+    frame taken as it arrives. Each frame must carry a seq above the one before it (in order,
+    none twice) and no `dropped` marker may come: the test fails on either.
+
+    `wait(until)` reads until `until(events)` holds; `events` is everything read so far."""
+
+    def __init__(self, host, kinds: str, since: int | None = None):
+        since = last_seq(host) if since is None else since
+        self.sse = SSEClient(host, f"/api/v1/events?since={since}&kinds={kinds}")
+        assert self.sse.status == 200, (self.sse.status, self.sse.body)
+        self.events: list[dict] = []
+        self.last = since
+
+    def _read(self, timeout: float) -> bool:
+        try:
+            frame = self.sse.next(timeout)
+        except queue.Empty:
+            return False
+        assert frame.id is not None, f"the stream reported lost events: {frame}"
+        seq = int(frame.id)
+        assert seq > self.last, f"seq {seq} after {self.last}: out of order or repeated"
+        self.last = seq
+        data = frame.json()
+        assert data["kind"] == frame.event and data["seq"] == seq, data
+        self.events.append(data)
+        return True
+
+    def wait(self, until, timeout: float = 20.0, what: str = "events"):
+        """Read until `until(events)` is truthy and return its value; fail after `timeout`."""
+        deadline = time.monotonic() + timeout
+        while True:
+            value = until(self.events)
+            if value:
+                return value
+            left = deadline - time.monotonic()
+            if left <= 0 or (not self._read(left) and self.sse.closed.is_set()):
+                kinds = [e["kind"] for e in self.events]
+                raise AssertionError(f"timed out waiting for {what}; the stream gave {kinds}")
+
+    def drain(self, quiet: float = 0.5) -> list[dict]:
+        """Read whatever arrives until nothing has come for `quiet` seconds."""
+        while self._read(quiet):
+            pass
+        return self.events
+
+    def close(self) -> None:
+        self.sse.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()

@@ -4,23 +4,21 @@ A catalog app whose launcher starts a child "game" and exits at once is played o
 self-pairing): `game.running` goes out with plane `native` for the title, the lifecycle record
 names the child (not the launcher), `/api/v1/status` lists the game once; killing the child
 gives `game.exited` reason `exited` and, with `session_on_game_exit` (the default), ends the
-native session.
+native session. The events are read from one live stream held open from before the session to
+its end, as an operator's client reads them: each arrives while it happens, in order, once.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import queue
 import signal
-import time
 from pathlib import Path
 
 import pytest
 
-from tests.hooks.helpers import SSEClient
 from tests.native.browserkit import page_wait, self_paired, wait_for
-from tests.native.helpers import last_seq
+from tests.native.helpers import LiveEvents
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
@@ -62,39 +60,25 @@ def launcher_app(live_host, admin_auth, tmp_path):
         os.kill(pid, signal.SIGKILL)
 
 
-def replay(host, since: int, until, timeout: float = 20.0) -> list[dict]:
-    """Events since `since` (game.*, session.*; replayed from the ring, then live) until
-    `until(events)` holds or `timeout` passes."""
-    out: list[dict] = []
-    deadline = time.monotonic() + timeout
-    sse = SSEClient(host, f"/api/v1/events?since={since}&kinds=game.*,session.*")
-    try:
-        while not until(out) and time.monotonic() < deadline:
-            try:
-                frame = sse.next(max(deadline - time.monotonic(), 0.1))
-            except queue.Empty:
-                break
-            out.append({"kind": frame.event, **frame.json()})
-    finally:
-        sse.close()
-    return out
-
-
 def mine(ev: dict) -> bool:
     return ev["kind"].startswith("game.") and ev["game"]["title"] == APP
 
 
 def test_native_game_running_exited_ends_session(live_host, launcher_app):
-    seq = last_seq(live_host)
-    with self_paired(live_host, NAME, app=APP) as player:
+    # One live stream from before the session to its end, as an operator's client would hold
+    # it: every event arrives while it happens, in order, once (LiveEvents checks the seqs).
+    with (
+        LiveEvents(live_host, "game.*,session.*") as live,
+        self_paired(live_host, NAME, app=APP) as player,
+    ):
         page, api = player.page, player.api
         player.start()
 
         # game.running with plane native once the child is seen; the lifecycle record names
         # the child that outlived its launcher.
-        evs = replay(live_host, seq, lambda ev: any(e["kind"] == "game.running" for e in ev))
-        running = [e for e in evs if e["kind"] == "game.running" and mine(e)]
-        assert len(running) == 1, evs
+        live.wait(lambda evs: any(e["kind"] == "game.running" for e in evs), what="game.running")
+        running = [e for e in live.events if e["kind"] == "game.running" and mine(e)]
+        assert len(running) == 1, live.events
         assert running[0]["game"]["plane"] == "native" and running[0]["game"]["client"] == NAME
         records = json.loads((live_host.state_dir / "games.json").read_text()).values()
         recs = [r for r in records if r.get("title") == APP and r.get("state") != "exited"]
@@ -110,11 +94,14 @@ def test_native_game_running_exited_ends_session(live_host, launcher_app):
         # The player quits the game: game.exited (exited), and the session ends with it.
         os.kill(pid, signal.SIGTERM)
         page_wait(page, "() => window.nativePlayer.state === 'ended'", 15)
-        evs = replay(live_host, seq, lambda ev: ev and ev[-1]["kind"] == "session.ended")
+        live.wait(lambda evs: evs and evs[-1]["kind"] == "session.ended", what="session.ended")
+        evs = live.drain()  # nothing more of ours may follow (a late duplicate, say)
         kinds = [e["kind"] for e in evs if mine(e) or e["kind"].startswith("session.")]
         assert kinds == ["game.running", "session.started", "game.exited", "session.ended"] or (
             kinds == ["session.started", "game.running", "game.exited", "session.ended"]
         ), kinds
+        session_ids = {e["session"]["id"] for e in evs if e["kind"].startswith("session.")}
+        assert len(session_ids) == 1, evs  # one session: started and ended
         exited = next(e for e in evs if e["kind"] == "game.exited")
         assert exited["reason"] == "exited" and exited["game"]["plane"] == "native", exited
         wait_for(
