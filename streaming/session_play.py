@@ -88,7 +88,6 @@ def launch_limits(client_name: str, app) -> dict:
         log.exception("client profile lookup failed; host defaults apply")
         return {"max_bitrate_kbps": 0, "encoder_preset": -1, "profile": None, "applied": []}
     cap = out["bitrate_kbps"]
-    # GAP: encoder_preset tunes NVENC (nvenc_tuning_preset); libx264 here keeps its preset.
     return {
         "max_bitrate_kbps": int(cap) if isinstance(cap, int) and cap < UNCAPPED else 0,
         "encoder_preset": out["encoder_preset"],

@@ -203,6 +203,7 @@ class Session:
         try:
             launch = make_launch(arm)
             launch.max_bitrate_kbps = self.limits.get("max_bitrate_kbps", 0)
+            launch.encoder_tuning = self.limits.get("encoder_preset", -1)
             self.state["encoder"] = _encoder_of(launch.codec)  # for GET /gpus `active`
             sound = self.sound.stream if self.sound else None
             self.stream = StreamSession(

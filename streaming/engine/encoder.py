@@ -68,6 +68,21 @@ def to_yuv420p(bgra: np.ndarray) -> av.VideoFrame:
     return av.VideoFrame.from_ndarray(bgra, format="bgra").reformat(format="yuv420p")
 
 
+# Tunings (config `nvenc_tuning_preset`, app `encoder-preset`): -1 manual (the defaults below),
+# 0 latency, 1 balanced, 2 quality (spatial adaptive quantization). Every tuning keeps zero
+# B-frames and no lookahead: a streamed frame must leave the encoder as soon as it went in, so
+# "quality" spends encoder time per frame, never frames of delay. The libx264 presets are
+# ones a desktop CPU holds at 1080p60; slower ones would drop frames instead of improving them.
+TUNINGS: dict[int, dict[str, dict[str, str]]] = {
+    0: {"h264_nvenc": {"preset": "p1", "tune": "ull"}, "libx264": {"preset": "ultrafast"}},
+    1: {"h264_nvenc": {"preset": "p4", "tune": "ll"}, "libx264": {"preset": "superfast"}},
+    2: {
+        "h264_nvenc": {"preset": "p6", "tune": "ll", "spatial-aq": "1"},
+        "libx264": {"preset": "veryfast", "aq-mode": "1"},
+    },
+}
+
+
 class VideoEncoder:
     """One session's encoder. Not thread-safe: the engine's capture loop owns it."""
 
@@ -80,10 +95,12 @@ class VideoEncoder:
         codec: str = "libx264",
         max_ref_frames: int = 1,
         threads: int = 0,
+        tuning: int = -1,
     ):
         if width % 2 or height % 2 or width < 16 or height < 16:
             raise ValueError("yuv420p needs even dimensions of at least 16")
         self.width, self.height, self.fps = width, height, fps
+        self.tuning = tuning if tuning in TUNINGS else -1
         if codec == "auto":
             codec = "h264_nvenc" if nvenc_available() else "libx264"
         try:
@@ -114,7 +131,7 @@ class VideoEncoder:
         # A VBV of a few frames keeps each frame near the rate without starving IDRs.
         bufsize = max(kbps * 4 // self.fps, 50)
         if codec == "h264_nvenc":
-            ctx.options = {
+            options = {
                 "preset": "p1",
                 "tune": "ull",
                 "zerolatency": "1",
@@ -124,7 +141,7 @@ class VideoEncoder:
                 "delay": "0",
             }
         else:
-            ctx.options = {
+            options = {
                 "preset": "ultrafast",
                 "tune": "zerolatency",
                 "profile": "baseline",
@@ -132,6 +149,8 @@ class VideoEncoder:
                 "x264-params": f"ref={max(refs, 1)}:vbv-maxrate={kbps}:vbv-bufsize={bufsize}"
                 ":scenecut=0:repeat-headers=1",
             }
+        ctx.options = {**options, **TUNINGS.get(self.tuning, {}).get(codec, {})}
+        self.options = dict(ctx.options)  # what was asked of the encoder, for tests and logs
         ctx.open()
         return ctx
 

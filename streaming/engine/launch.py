@@ -52,6 +52,9 @@ class Launch:
     rtsp_encryption: bool = False
     # Ceiling on the client's requested bitrate (client profile / host max_bitrate); 0 = none.
     max_bitrate_kbps: int = 0
+    # Encoder tuning (app `encoder-preset` over host `nvenc_tuning_preset`): see
+    # `engine.encoder.TUNINGS`; -1 keeps the encoder's own low-latency defaults.
+    encoder_tuning: int = -1
 
     def video_kbps(self, requested_kbps: int) -> int:
         """The bitrate this stream encodes at: the client's ask under the launch's ceiling."""

@@ -337,6 +337,7 @@ class StreamSession:
             ),
             codec=self.launch.codec,
             max_ref_frames=max(params.max_ref_frames, 1),
+            tuning=self.launch.encoder_tuning,
         )
         packetizer = VideoPacketizer(
             packet_size=params.packet_size,

@@ -26,7 +26,15 @@ CLOCK = 90_000
 
 
 def encoder_main(
-    conn, keyframe, stop, x_display: str, width: int, height: int, fps: int, kbps: int
+    conn,
+    keyframe,
+    stop,
+    x_display: str,
+    width: int,
+    height: int,
+    fps: int,
+    kbps: int,
+    tuning: int = -1,
 ) -> None:
     """Child process: capture at `fps`, encode, send (header + Annex-B) per frame."""
     import mss
@@ -34,7 +42,7 @@ def encoder_main(
 
     from streaming.engine.encoder import VideoEncoder
 
-    enc = VideoEncoder(width, height, fps=fps, bitrate_kbps=kbps)
+    enc = VideoEncoder(width, height, fps=fps, bitrate_kbps=kbps, tuning=tuning)
     sct = mss.MSS(display=x_display)
     monitor = sct.monitors[1]
     interval = 1.0 / fps
@@ -73,7 +81,9 @@ def encoder_main(
 class EncoderProcess:
     """Owns the child process and the pipe; `frames()` feeds an asyncio queue from a thread."""
 
-    def __init__(self, x_display: str, width: int, height: int, fps: int, kbps: int):
+    def __init__(
+        self, x_display: str, width: int, height: int, fps: int, kbps: int, tuning: int = -1
+    ):
         import multiprocessing as mp
 
         ctx = mp.get_context("spawn")  # no fork of a process holding Django, sockets and a loop
@@ -81,7 +91,17 @@ class EncoderProcess:
         self.keyframe, self.stop_event = ctx.Event(), ctx.Event()
         self.proc = ctx.Process(
             target=encoder_main,
-            args=(send, self.keyframe, self.stop_event, x_display, width, height, fps, kbps),
+            args=(
+                send,
+                self.keyframe,
+                self.stop_event,
+                x_display,
+                width,
+                height,
+                fps,
+                kbps,
+                tuning,
+            ),
             daemon=True,
             name="native-encoder",
         )

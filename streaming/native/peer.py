@@ -115,6 +115,7 @@ class Session:
         from aiortc.rtcrtpsender import RTCRtpSender
 
         from hostmgmt.config import store
+        from streaming import session_play
         from streaming.displays import machine
         from streaming.native import launch, sound
         from streaming.native.media import EncodedVideoTrack, EncoderProcess
@@ -136,8 +137,13 @@ class Session:
             client,
             (self.width, self.height, self.fps),
         )
+        # The client profile and the app's encoder-preset apply as on the compat plane.
+        limits = await asyncio.to_thread(session_play.launch_limits, self.name, choice.raw)
+        kbps = int(self.offer.get("kbps", 12_000))
+        if limits["max_bitrate_kbps"]:
+            kbps = min(kbps, limits["max_bitrate_kbps"])
         self.encoder = EncoderProcess(
-            x_display, self.width, self.height, self.fps, self.offer.get("kbps", 12_000)
+            x_display, self.width, self.height, self.fps, kbps, limits["encoder_preset"]
         )
         self.pc = RTCPeerConnection(RTCConfiguration(iceServers=[]))
         webcodecs = self.offer.get("transport") == "webcodecs"

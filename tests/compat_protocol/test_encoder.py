@@ -76,3 +76,28 @@ def test_auto_falls_back_to_libx264_without_a_gpu():
     enc = VideoEncoder(160, 128, codec="auto")
     assert enc.codec_name in ("libx264", "h264_nvenc")
     assert enc.encode(_pattern(160, 128)).keyframe
+
+
+def _x264_settings(enc: VideoEncoder) -> dict[str, str]:
+    """The settings libx264 really used, from the SEI it writes into its first frame (the
+    engine strips SEI before the client; this reads the encoder's own output)."""
+    frame = av.VideoFrame.from_ndarray(_pattern(320, 240), format="bgra").reformat(format="yuv420p")
+    raw = b"".join(bytes(p) for p in enc._ctx.encode(frame))
+    text = raw[raw.index(b"x264 - core") :].split(b"\x00", 1)[0].decode("latin-1")
+    options = text.split("options: ", 1)[1].split()
+    return dict(o.split("=", 1) for o in options if "=" in o)
+
+
+@pytest.mark.parametrize(
+    ("tuning", "subme", "aq"),
+    [(-1, "0", "0"), (0, "0", "0"), (1, "1", "1:1.00"), (2, "2", "1:1.00"), (9, "0", "0")],
+)
+def test_tuning_reaches_libx264_and_keeps_zero_latency(tuning, subme, aq):
+    enc = VideoEncoder(320, 240, fps=60, bitrate_kbps=4000, tuning=tuning)
+    used = _x264_settings(enc)
+    assert used["subme"] == subme  # ultrafast 0, superfast 1, veryfast 2
+    assert used["aq"] == aq  # spatial adaptive quantization off / on
+    # Every tuning stays a streaming encoder: no B-frames, no lookahead, no frame threads.
+    assert used["bframes"] == "0" and used["rc_lookahead"] == "0"
+    assert used["sliced_threads"] == "1" or used["threads"] == "1"
+    assert enc.tuning == (tuning if tuning in (0, 1, 2) else -1)

@@ -14,6 +14,7 @@ import pytest
 
 from streaming.game import lifecycle, registry
 from tests.gamelife.conftest import alive, game_events, wait_for
+from tests.native.helpers import last_seq
 
 pytestmark = pytest.mark.e2e
 
@@ -37,6 +38,7 @@ def launched(item, session_id):
 
 
 def test_game_end_over_the_live_api_and_grace_expiry_by_the_supervisor(host_state, launch):
+    since = last_seq(host_state)  # the shared host has run other tests' games before this one
     with host_state.mgmt() as api:
         body = {"game_on_session_end": "always", "disconnect_grace_seconds": 600}
         r = api.put("/api/v1/session/settings", json=body)
@@ -55,7 +57,7 @@ def test_game_end_over_the_live_api_and_grace_expiry_by_the_supervisor(host_stat
         took = time.monotonic() - t0
         # The host ended it, so the host announced it, once; our watcher added nothing.
         assert wait_for(lambda: (registry.get(k1) or {}).get("reason") == "terminated")
-        assert [e["game"]["title"] for e in host_events(api, "game.exited", 1)] == ["Game 1"]
+        assert [e["game"]["title"] for e in host_events(api, "game.exited", 1, since)] == ["Game 1"]
         assert game_events("game.exited") == []
         assert alive(second.game_pid())  # its session is live
         assert api.post("/api/v1/game/end", json={}).status_code == 409
@@ -67,18 +69,18 @@ def test_game_end_over_the_live_api_and_grace_expiry_by_the_supervisor(host_stat
         assert wait_for(lambda: not alive(second.game_pid()), 5.0)
         assert wait_for(lambda: (registry.get(k2) or {}).get("state") == "exited")
         assert registry.get(k2)["reason"] == "terminated"
-        exited = host_events(api, "game.exited", 2)
+        exited = host_events(api, "game.exited", 2, since)
         assert [(e["game"]["title"], e["reason"]) for e in exited] == [
             ("Game 1", "terminated"),
             ("Game 2", "terminated"),
         ]
 
 
-def host_events(api, kind: str, count: int, timeout: float = 5.0) -> list[dict]:
-    """The host's own event stream (SSE from the start): the first `count` events of `kind`."""
+def host_events(api, kind: str, count: int, since: int, timeout: float = 5.0) -> list[dict]:
+    """The host's own event stream (SSE after `since`): the first `count` events of `kind`."""
     found: list[dict] = []
     deadline = time.monotonic() + timeout
-    with api.stream("GET", f"/api/v1/events?since=0&kinds={kind}", timeout=timeout) as r:
+    with api.stream("GET", f"/api/v1/events?since={since}&kinds={kind}", timeout=timeout) as r:
         assert r.status_code == 200
         for line in r.iter_lines():
             if line.startswith("data:"):
