@@ -6,7 +6,7 @@ import base64
 
 import pytest
 
-from tests.livehost import LiveHost, start_host
+from tests.livehost import running_host
 
 ADMIN_USER = "admin"
 ADMIN_PASSWORD = "correct horse battery staple"
@@ -18,14 +18,8 @@ def live_host():
 
     Admin credentials are set through the first-run route, as a newcomer would.
     """
-    host: LiveHost = start_host()
-    try:
-        host.set_first_admin(ADMIN_USER, ADMIN_PASSWORD)
+    with running_host((ADMIN_USER, ADMIN_PASSWORD)) as host:
         yield host
-    finally:
-        code = host.stop()
-        if code != 0:
-            print(host.log_tail())
 
 
 @pytest.fixture

@@ -11,6 +11,8 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -160,3 +162,17 @@ def start_host(
     if wait:
         host.wait_ready()
     return host
+
+
+@contextmanager
+def running_host(admin: tuple[str, str] | None = None, **kwargs) -> Iterator[LiveHost]:
+    """`start_host(**kwargs)`, the admin credentials set through the first-run route, and a
+    stop that prints the host's log tail when it did not exit cleanly."""
+    host = start_host(**kwargs)
+    try:
+        if admin is not None:
+            host.set_first_admin(*admin)
+        yield host
+    finally:
+        if host.stop() != 0:
+            print(host.log_tail())

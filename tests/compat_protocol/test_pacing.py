@@ -2,38 +2,14 @@
 
 from __future__ import annotations
 
-import socket
 import time
 
 import numpy as np
 import pytest
 
 from streaming.engine import pacing
-from streaming.engine.session import PACING_BATCH, Launch, StreamSession
-
-
-def _free(kind: int) -> int:
-    with socket.socket(socket.AF_INET, kind) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _launch(**kw) -> Launch:
-    return Launch(
-        rikey=bytes(range(16)),
-        rikeyid=1,
-        host="127.0.0.1",
-        rtsp_port=_free(socket.SOCK_STREAM),
-        video_port=_free(socket.SOCK_DGRAM),
-        control_port=_free(socket.SOCK_DGRAM),
-        audio_port=_free(socket.SOCK_DGRAM),
-        **kw,
-    )
-
-
-def _black(w: int, h: int) -> np.ndarray:
-    return np.zeros((h, w, 4), np.uint8)
-
+from streaming.engine.session import PACING_BATCH, StreamSession
+from tests.compat_protocol.loopback import black, loopback_launch
 
 # /proc/net/route as x86 prints it: network-order u32s shown as host-order hex.
 ROUTES = """\
@@ -150,7 +126,7 @@ def _send_timed(session: StreamSession, rows: np.ndarray) -> list[float]:
 
 
 def test_pacing_spreads_a_frames_packets_over_time():
-    session = StreamSession(_launch(rate_cap_pct=80), _black)
+    session = StreamSession(loopback_launch(rate_cap_pct=80), black)
     try:
         rows = np.zeros((300, 1408), np.uint8)  # 422 KB, an IDR's worth
         assert session.pace_mbps == 0.0  # the link is not known before the client pings
@@ -176,7 +152,7 @@ def test_pacing_spreads_a_frames_packets_over_time():
 
 
 def test_a_fast_link_keeps_the_batch_at_its_ceiling():
-    session = StreamSession(_launch(), _black)
+    session = StreamSession(loopback_launch(), black)
     try:
         session.pace_mbps = 8000.0  # 80 % of 10 Gbit/s: a slot would hold ~710 datagrams
         rows = np.zeros((4 * PACING_BATCH, 1408), np.uint8)

@@ -18,34 +18,11 @@ from streaming.compat import control, rtsp
 from streaming.engine.session import (
     RTSP_MAX_CONNECTIONS,
     RTSP_READ_DEADLINE_S,
-    Launch,
     StreamSession,
 )
+from tests.compat_protocol.loopback import black, loopback_launch
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def _free(kind: int) -> int:
-    with socket.socket(socket.AF_INET, kind) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _launch(**kw) -> Launch:
-    return Launch(
-        rikey=bytes(range(16)),
-        rikeyid=1,
-        host="127.0.0.1",
-        rtsp_port=_free(socket.SOCK_STREAM),
-        video_port=_free(socket.SOCK_DGRAM),
-        control_port=_free(socket.SOCK_DGRAM),
-        audio_port=_free(socket.SOCK_DGRAM),
-        **kw,
-    )
-
-
-def _black(w: int, h: int) -> np.ndarray:
-    return np.zeros((h, w, 4), np.uint8)
 
 
 @pytest.mark.parametrize("encrypted", [False, True], ids=["plain", "rtspenc+video-gcm"])
@@ -92,7 +69,7 @@ def _rtsp(port: int, data: bytes) -> bytes:
 
 
 def test_garbage_rtsp_gets_an_error_and_the_listener_lives_on():
-    session = StreamSession(_launch(), _black)
+    session = StreamSession(loopback_launch(), black)
     session.start()
     try:
         assert _rtsp(session.launch.rtsp_port, b"\x16\x03\x01garbage\r\n\r\n").startswith(
@@ -122,7 +99,7 @@ def _rtsp_threads() -> list:
 
 
 def test_a_silent_rtsp_client_does_not_hold_up_the_real_one():
-    session = StreamSession(_launch(), _black)
+    session = StreamSession(loopback_launch(), black)
     session.start()
     port = session.launch.rtsp_port
     silent = socket.create_connection(("127.0.0.1", port))  # connects first, says nothing
@@ -149,7 +126,7 @@ def test_a_silent_rtsp_client_does_not_hold_up_the_real_one():
 
 
 def test_rtsp_connections_are_bounded_oversized_requests_dropped_and_stop_joins_them():
-    session = StreamSession(_launch(), _black)
+    session = StreamSession(loopback_launch(), black)
     session.start()
     port = session.launch.rtsp_port
     crowd = [socket.create_connection(("127.0.0.1", port)) for _ in range(3 * RTSP_MAX_CONNECTIONS)]
@@ -183,8 +160,8 @@ def test_rtsp_connections_are_bounded_oversized_requests_dropped_and_stop_joins_
 def test_wrong_connect_data_is_refused_and_silence_times_out():
     enet = pytest.importorskip("enet")
     events = []
-    launch = _launch(control_timeout_s=0.5)
-    session = StreamSession(launch, _black, on_event=lambda kind, **d: events.append((kind, d)))
+    launch = loopback_launch(control_timeout_s=0.5)
+    session = StreamSession(launch, black, on_event=lambda kind, **d: events.append((kind, d)))
     session.start()
     try:
         stranger = enet.Host(None, 1, 0, 0, 0)
@@ -217,7 +194,7 @@ def test_wrong_connect_data_is_refused_and_silence_times_out():
 
 
 def test_pacing_spreads_a_frame_at_the_configured_rate():
-    session = StreamSession(_launch(max_send_mbps=20), _black)
+    session = StreamSession(loopback_launch(max_send_mbps=20), black)
     rx = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     rx.bind(("127.0.0.1", 0))
     rx.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 20)
@@ -233,19 +210,19 @@ def test_pacing_spreads_a_frame_at_the_configured_rate():
 
 
 def test_a_port_in_use_leaks_no_listener():
-    launch = _launch()
+    launch = loopback_launch()
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as squatter:
         squatter.bind(("127.0.0.1", launch.audio_port))
         with pytest.raises(OSError):
-            StreamSession(launch, _black)
+            StreamSession(launch, black)
     # The RTSP and video ports bound before the failure were released.
-    StreamSession(launch, _black).stop()
+    StreamSession(launch, black).stop()
 
 
 def test_a_forged_control_message_ends_the_session():
     enet = pytest.importorskip("enet")
-    launch = _launch()
-    session = StreamSession(launch, _black)
+    launch = loopback_launch()
+    session = StreamSession(launch, black)
     session.start()
     try:
         client = enet.Host(None, 1, 0, 0, 0)

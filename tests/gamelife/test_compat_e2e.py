@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import ADMIN_PASSWORD, ADMIN_USER
-from tests.livehost import ROOT, start_host
+from tests.livehost import ROOT, running_host
 from tests.streaming.conftest import events, owned_processes, pair, wait_for
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
@@ -49,15 +49,9 @@ def stop_host():
         ],
     }
     (state / "apps.json").write_text(json.dumps(apps))
-    host = start_host(state_dir=state)
-    host.marks = marks
-    try:
-        host.set_first_admin(ADMIN_USER, ADMIN_PASSWORD)
+    with running_host((ADMIN_USER, ADMIN_PASSWORD), state_dir=state) as host:
+        host.marks = marks
         yield host
-    finally:
-        code = host.stop()
-        if code != 0:
-            print(host.log_tail())
 
 
 def game_pids(host) -> list[int]:

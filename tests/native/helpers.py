@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+import os
 import queue
 import secrets
 import time
+from pathlib import Path
 
 from tests.hooks.helpers import SSEClient
 
@@ -145,3 +147,15 @@ class LiveEvents:
 
     def __exit__(self, *exc):
         self.close()
+
+
+def pids_named(argv0: str) -> list[int]:
+    """Processes whose argv[0] is `argv0` (a test game started as `exec -a NAME ...`)."""
+    found = []
+    for p in os.listdir("/proc"):
+        try:
+            if Path(f"/proc/{p}/cmdline").read_bytes().startswith(argv0.encode() + b"\0"):
+                found.append(int(p))
+        except (OSError, ValueError):
+            continue
+    return found

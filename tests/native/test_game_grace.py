@@ -29,7 +29,7 @@ from pathlib import Path
 import pytest
 
 from tests.native.browserkit import page_wait, self_paired, wait_for
-from tests.native.helpers import LiveEvents
+from tests.native.helpers import LiveEvents, pids_named
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
@@ -43,14 +43,7 @@ PLAYING = "() => window.nativePlayer.state === 'playing'"
 
 
 def game_pids() -> list[int]:
-    found = []
-    for p in os.listdir("/proc"):
-        try:
-            if Path(f"/proc/{p}/cmdline").read_bytes().startswith(GAME.encode() + b"\0"):
-                found.append(int(p))
-        except (OSError, ValueError):
-            continue
-    return found
+    return pids_named(GAME)
 
 
 def marked(mark: str) -> list[int]:

@@ -13,12 +13,11 @@ from __future__ import annotations
 import json
 import os
 import signal
-from pathlib import Path
 
 import pytest
 
 from tests.native.browserkit import page_wait, self_paired, wait_for
-from tests.native.helpers import LiveEvents
+from tests.native.helpers import LiveEvents, pids_named
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
@@ -29,14 +28,7 @@ LAUNCHER = f"#!/bin/bash\n( exec -a {GAME} sleep 300 ) &\nexit 0\n"  # the game 
 
 
 def game_pids() -> list[int]:
-    found = []
-    for p in os.listdir("/proc"):
-        try:
-            if Path(f"/proc/{p}/cmdline").read_bytes().startswith(GAME.encode() + b"\0"):
-                found.append(int(p))
-        except (OSError, ValueError):
-            continue
-    return found
+    return pids_named(GAME)
 
 
 @pytest.fixture

@@ -22,7 +22,7 @@ import httpx
 import pytest
 
 from tests.conftest import ADMIN_PASSWORD, ADMIN_USER
-from tests.livehost import ROOT, start_host
+from tests.livehost import ROOT, running_host
 from tests.pairing.live import Moonlight, post_pin
 
 CLIENT = str(ROOT / "tests/streaming/client.py")
@@ -78,16 +78,12 @@ def stream_host():
     sink = WebhookSink()
     (state / "host.conf").write_text(f"ping_timeout = 3000\nwebhook_url_1 = {sink.url}\n")
     (state / "apps.json").write_text(json.dumps(probe_apps(marks)))
-    host = start_host(state_dir=state)
-    host.marks, host.webhooks = marks, sink
     try:
-        host.set_first_admin(ADMIN_USER, ADMIN_PASSWORD)
-        yield host
+        with running_host((ADMIN_USER, ADMIN_PASSWORD), state_dir=state) as host:
+            host.marks, host.webhooks = marks, sink
+            yield host
     finally:
-        code = host.stop()
         sink.shutdown()
-        if code != 0:
-            print(host.log_tail())
 
 
 def pair(host, config_dir: Path, pin: str = "2468", name: str = "Streamer") -> Moonlight:

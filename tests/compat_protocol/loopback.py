@@ -1,0 +1,32 @@
+"""A stream session's launch on loopback with free ports, for the engine tests."""
+
+from __future__ import annotations
+
+import socket
+
+import numpy as np
+
+from streaming.engine.session import Launch
+
+
+def free_port(kind: int) -> int:
+    with socket.socket(socket.AF_INET, kind) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def loopback_launch(**kw) -> Launch:
+    return Launch(
+        rikey=bytes(range(16)),
+        rikeyid=1,
+        host="127.0.0.1",
+        rtsp_port=free_port(socket.SOCK_STREAM),
+        video_port=free_port(socket.SOCK_DGRAM),
+        control_port=free_port(socket.SOCK_DGRAM),
+        audio_port=free_port(socket.SOCK_DGRAM),
+        **kw,
+    )
+
+
+def black(w: int, h: int) -> np.ndarray:
+    return np.zeros((h, w, 4), np.uint8)
