@@ -140,7 +140,11 @@ def test_agc_lifts_a_quiet_tone_to_its_target_within_the_attack_time(tone_host):
     print("AGC, 10 ms windows from the onset (dBFS):", [round(float(v), 1) for v in levels[:10]],
           "... settled", round(float(np.mean(levels[50:100])), 2), "; input -36.99")  # fmt: skip
     seen = f"levels {[round(float(v), 1) for v in levels[:12]]}, audio {r.get('audio_loss')}"
-    assert levels[0] < -26, seen  # it started quiet (the tone is -37 dBFS in)
+    # It started quiet: no gain was built up during the silence (a pre-ramped AGC would put
+    # the onset near -7 dBFS). How far the first block already rose depends on where the tone
+    # fell in the chain's 10 ms block: the first millisecond is -36 to -26 dBFS over the block
+    # phases (offline, same chain), the first 10 ms window up to -25 (it failed -26 once).
+    assert db(pcm[onset : onset + RATE // 1000]) < -23, seen
     assert max(levels[5:8]) >= -23, seen  # within 3 dB of the target after the 50 ms attack
     assert abs(np.mean(levels[50:100]) - (-20)) <= 1.0, seen  # settled on the target
 
