@@ -314,6 +314,15 @@
     surface().requestPointerLock();
   });
   $("stop").addEventListener("click", () => stop());
+  // Closing the tab (or leaving the page) lets go of the connection on the way out, without
+  // "stop": the host sees the player gone at once and the session settings decide (grace),
+  // instead of finding out only when ICE consent expires half a minute later.
+  window.addEventListener("pagehide", () => {
+    const pc = state.pc;
+    if (!pc) return;
+    state.pc = null; state.dc = null;
+    pc.close();
+  });
   $("setup").addEventListener("submit", start);
   $("name").value = localStorage.getItem("native-name") || "";
 })();

@@ -85,6 +85,7 @@ def self_paired(host, name: str, app: str | None = None, fps: str | None = None)
     """Open /play with the form filled in (name, an armed PIN, 1280x720, optional app and fps);
     the test clicks Start through `Player.start`. Afterwards the device is unpaired (unless the
     test did it and cleared `fingerprint`) and the browser closed."""
+    from playwright.sync_api import Error as PlaywrightError
     from playwright.sync_api import sync_playwright
 
     api = host.mgmt()
@@ -105,10 +106,12 @@ def self_paired(host, name: str, app: str | None = None, fps: str | None = None)
             page.select_option("#app", label=app)
         player = Player(api, page)
         yield player
-        ctx.close()
+        with contextlib.suppress(PlaywrightError):  # a test may have killed the browser
+            ctx.close()
     finally:
         if player is not None and player.fingerprint:
             api.delete(f"/api/v1/native/clients/{player.fingerprint}")
-        browser.close()
+        with contextlib.suppress(PlaywrightError):
+            browser.close()
         pw.stop()
         api.close()
