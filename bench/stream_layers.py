@@ -164,27 +164,40 @@ def bench_packetizer(repeat: int) -> None:
         )
 
 
+def _free_port(kind: int) -> int:
+    import socket
+
+    with socket.socket(socket.AF_INET, kind) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def loopback_launch(**kw):
+    """A stream session's launch on loopback with free ports."""
+    import socket
+
+    from streaming.engine.session import Launch
+
+    return Launch(
+        rikey=bytes(16),
+        rikeyid=1,
+        host="127.0.0.1",
+        rtsp_port=_free_port(socket.SOCK_STREAM),
+        video_port=_free_port(socket.SOCK_DGRAM),
+        control_port=_free_port(socket.SOCK_DGRAM),
+        audio_port=_free_port(socket.SOCK_DGRAM),
+        **kw,
+    )
+
+
 def bench_rtsp(repeat: int) -> None:
     """RTSP listener: OPTIONS round trips (one TCP connection each, as Moonlight does), alone and
     while silent clients hold connections open (they must not delay the real one)."""
     import socket
 
-    from streaming.engine.session import Launch, StreamSession
+    from streaming.engine.session import StreamSession
 
-    def free(kind: int) -> int:
-        with socket.socket(socket.AF_INET, kind) as s:
-            s.bind(("127.0.0.1", 0))
-            return s.getsockname()[1]
-
-    launch = Launch(
-        rikey=bytes(16),
-        rikeyid=1,
-        host="127.0.0.1",
-        rtsp_port=free(socket.SOCK_STREAM),
-        video_port=free(socket.SOCK_DGRAM),
-        control_port=free(socket.SOCK_DGRAM),
-        audio_port=free(socket.SOCK_DGRAM),
-    )
+    launch = loopback_launch()
     session = StreamSession(launch, lambda w, h: np.zeros((h, w, 4), np.uint8))
     session.start()
     request = b"OPTIONS rtsp://127.0.0.1 RTSP/1.0\r\nCSeq: 1\r\n\r\n"
@@ -234,12 +247,7 @@ def bench_pacing(repeat: int) -> None:
     burstiness (most datagrams leaving within any 1 ms)."""
     import socket
 
-    from streaming.engine.session import Launch, StreamSession
-
-    def free(kind: int) -> int:
-        with socket.socket(socket.AF_INET, kind) as s:
-            s.bind(("127.0.0.1", 0))
-            return s.getsockname()[1]
+    from streaming.engine.session import StreamSession
 
     rows = np.zeros((263, 1408), np.uint8)
     rx = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
@@ -248,17 +256,7 @@ def bench_pacing(repeat: int) -> None:
     rx.setblocking(False)
     for mbps in (0, 800, 80):
         session = StreamSession(
-            Launch(
-                rikey=bytes(16),
-                rikeyid=1,
-                host="127.0.0.1",
-                rtsp_port=free(socket.SOCK_STREAM),
-                video_port=free(socket.SOCK_DGRAM),
-                control_port=free(socket.SOCK_DGRAM),
-                audio_port=free(socket.SOCK_DGRAM),
-                max_send_mbps=mbps,
-            ),
-            lambda w, h: np.zeros((h, w, 4), np.uint8),
+            loopback_launch(max_send_mbps=mbps), lambda w, h: np.zeros((h, w, 4), np.uint8)
         )
         real = session._video_sock
         spans, peaks = [], []

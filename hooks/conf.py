@@ -37,25 +37,25 @@ DELIVERY_RETENTION_DAYS = env_int("HOST_DELIVERY_RETENTION_DAYS", 14)
 HOOKS_DOC_MAX_BYTES = 256 * 1024
 
 
+def _env_seconds(name: str, default: float, low: float, high: float) -> float:
+    """A number of seconds from the environment, clamped; the default when unset or not a number."""
+    raw = os.environ.get(name, "").strip()
+    try:
+        value = float(raw) if raw else default
+    except ValueError:
+        value = default
+    return min(max(value, low), high)
+
+
 def keepalive_s() -> float:
     """SSE keep-alive interval (spec: 15 s); tests shorten it with HOST_SSE_KEEPALIVE_S."""
-    raw = os.environ.get("HOST_SSE_KEEPALIVE_S", "").strip()
-    try:
-        value = float(raw) if raw else 15.0
-    except ValueError:
-        value = 15.0
-    return min(max(value, 0.05), 3600.0)
+    return _env_seconds("HOST_SSE_KEEPALIVE_S", 15.0, 0.05, 3600.0)
 
 
 def stopping_hooks_grace_s() -> float:
     """How long the supervisor lets `host.stopping` hooks run before it stops the workers
     (HOST_STOPPING_HOOKS_GRACE_S, default 15 s: a webhook's 10 s timeout plus a margin)."""
-    raw = os.environ.get("HOST_STOPPING_HOOKS_GRACE_S", "").strip()
-    try:
-        value = float(raw) if raw else 15.0
-    except ValueError:
-        value = 15.0
-    return min(max(value, 0.0), 600.0)
+    return _env_seconds("HOST_STOPPING_HOOKS_GRACE_S", 15.0, 0.0, 600.0)
 
 
 def on_connect_cmd() -> str:
