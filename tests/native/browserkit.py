@@ -58,6 +58,25 @@ def wait_for(fn, timeout=30.0, interval=0.2, what="condition"):
     raise AssertionError(f"timed out waiting for {what}")
 
 
+def click_and_key_arrive(page, painter, surface: str) -> None:
+    """A click in the middle of `surface` (a selector) and a press of "a" reach the session's
+    X display: the painter's window sees ButtonPress and KeyPress."""
+    from Xlib import X
+
+    painter.events()  # what came before does not count
+    box = page.locator(surface).bounding_box()
+    page.mouse.click(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+    page.keyboard.press("a")
+    seen = []
+    wait_for(
+        lambda: (
+            seen.extend(painter.events()) or ({X.ButtonPress, X.KeyPress} <= {e.type for e in seen})
+        ),
+        timeout=10,
+        what="click and key in the display",
+    )
+
+
 def page_wait(page, js: str, timeout: float) -> None:
     """Poll with evaluate: the page's CSP forbids the eval that wait_for_function uses."""
     try:

