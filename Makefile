@@ -8,7 +8,7 @@ RUN_STAMP := $(VENV)/.run-installed
 TEST_STAMP := $(VENV)/.test-installed
 PYTEST_ARGS ?=
 
-.PHONY: run test test-fast lint format clean system-deps system-deps-test
+.PHONY: run test test-fast lint format clean system-deps system-deps-test fresh-root-check
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -44,6 +44,11 @@ lint: $(TEST_STAMP)
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
 	HOST_STATE_DIR="$$(mktemp -d)" $(PY) manage.py makemigrations --check --dry-run
+
+# `make test` from a clean clone of HEAD inside a throw-away Debian 12 root (root, debootstrap):
+# proves the README's test command installs everything it needs on a newcomer's machine.
+fresh-root-check:
+	bash scripts/fresh-root-check.sh test
 
 format: $(TEST_STAMP)
 	$(PY) -m ruff format .

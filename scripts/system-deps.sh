@@ -1,7 +1,9 @@
 #!/bin/sh
 # Installs the Debian packages the host drives (`run`) or the tests drive too (`test`), only
-# those missing. Each entry: "check <command that proves it is there> <package> [test]";
-# entries marked `test` are needed by the test suite only.
+# those missing. Each entry: "check <command that proves it is there> <package> [test]", or
+# "check_lib <shared library> <package> [test]" for a library a binary from PyPI loads;
+# entries marked `test` are needed by the test suite only. scripts/fresh-root-check.sh proves the
+# list complete on a fresh Debian 12 root (it also runs ldd over every binary the venv holds).
 set -eu
 MODE="${1:-test}"
 NEEDED=""
@@ -11,12 +13,20 @@ check() {
     fi
     command -v "$1" >/dev/null 2>&1 || NEEDED="$NEEDED $2"
 }
+check_lib() {
+    if [ "${3:-}" = "test" ] && [ "$MODE" != "test" ]; then
+        return
+    fi
+    /sbin/ldconfig -p | grep -q "^[[:space:]]*$1 " || NEEDED="$NEEDED $2"
+}
 check Xvfb xvfb
 check pulseaudio pulseaudio
 check parec pulseaudio-utils
 check chromium chromium test
 check xdotool xdotool test
-: placeholder
+# Playwright's driver is a Node.js binary from the playwright wheel; ldd on a fresh root shows
+# libatomic.so.1 as the one library it needs that minbase lacks (Debian's chromium brings its own).
+check_lib libatomic.so.1 libatomic1 test
 
 if [ -z "$NEEDED" ]; then
     exit 0

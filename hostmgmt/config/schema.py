@@ -103,7 +103,13 @@ ENCODERS = ("auto", "nvenc", "amf", "qsv", "vaapi", "software")
 
 # The operator knobs of the v1 file form (GET/PUT /api/v1/host/config); `v1form` maps them.
 _HOST = _keys(
-    S(name="sunshine_name", default="", max_len=128, help="host name shown to clients"),
+    S(
+        name="sunshine_name",
+        default="",
+        max_len=128,
+        restart=False,
+        help="host name shown to clients",
+    ),
     B(name="perf", default=False),
     S(name="gamepad", default=None, nullable=True, group="input"),
     B(name="input_pen", default=True, group="input"),

@@ -1,8 +1,10 @@
 """mDNS announcement of the compat plane: `_nvstream._tcp.local.` on the nvhttp HTTP port.
 
-The announcer follows a switch (the config key `compat_enabled`) by polling it, so turning the
-broadcast off withdraws the record (a goodbye packet) and turning it on announces again, all
-without a restart. Moonlight clients browse this type, then ask `/serverinfo` on each address.
+The announcer follows a switch (the config key `compat_enabled`) and the host's name (the config
+key `sunshine_name`, else the OS host name) by polling them, so turning the broadcast off
+withdraws the record (a goodbye packet), turning it on announces again, and a new name replaces
+the old record, all without a restart. Two hosts on one machine each announce their own name.
+Moonlight clients browse this type, then ask `/serverinfo` on each address.
 """
 
 from __future__ import annotations
@@ -59,13 +61,14 @@ class Announcer:
         bind: str,
         enabled: Callable[[], bool],
         poll_s: float = 1.0,
-        hostname: str | None = None,
+        hostname: Callable[[], str] = socket.gethostname,
     ):
         self.port = port
         self.bind = bind
         self.enabled = enabled
         self.poll_s = poll_s
-        self.name = instance_name(hostname)
+        self.hostname = hostname
+        self.name = instance_name(hostname())
         self._zc: Zeroconf | None = None
         self._info: ServiceInfo | None = None
         self._stop = threading.Event()
@@ -92,10 +95,14 @@ class Announcer:
         while not self._stop.is_set():
             try:
                 want = bool(self.enabled())
+                name = instance_name(self.hostname())
             except Exception:  # noqa: BLE001 - an unreadable switch keeps the current state
                 log.exception("reading the compat broadcast switch failed")
-                want = self.announced
+                want, name = self.announced, self.name
             try:
+                if want and self.announced and name != self.name:
+                    self._withdraw()
+                self.name = name
                 if want and not self.announced:
                     self._announce()
                 elif not want and self.announced:

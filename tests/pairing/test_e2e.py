@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import secrets
 import socket
 import ssl
 import threading
@@ -12,6 +13,7 @@ import pytest
 from moonlight_python.exceptions import HttpResponseError, PairingAlreadyInProgress, WrongPinError
 from zeroconf import IPVersion, ServiceBrowser, ServiceListener, Zeroconf
 
+from streaming.compat.mdns import SERVICE_TYPE
 from tests.pairing.live import (
     Moonlight,
     TrustedPairHTTP,
@@ -241,20 +243,24 @@ def test_http_garbage_gets_xml_errors_never_a_crash(live_host):
 
 
 class _Found(ServiceListener):
-    def __init__(self, port: int):
+    """Follows one instance name only, so another host announcing on the network (another test
+    run on the same machine, say) can neither satisfy nor disturb the test."""
+
+    def __init__(self, name: str, port: int):
+        self.name = f"{name}.{SERVICE_TYPE}"
         self.port = port
-        self.names: set[str] = set()
         self.added = threading.Event()
         self.removed = threading.Event()
 
     def add_service(self, zc, type_, name):
+        if name != self.name:
+            return
         info = zc.get_service_info(type_, name, timeout=3000)
         if info and info.port == self.port and "127.0.0.1" in info.parsed_addresses():
-            self.names.add(name)
             self.added.set()
 
     def remove_service(self, zc, type_, name):
-        if name in self.names:
+        if name == self.name:
             self.removed.set()
 
     def update_service(self, zc, type_, name):
@@ -263,19 +269,26 @@ class _Found(ServiceListener):
 
 @pytest.mark.slow
 def test_mdns_announces_while_the_compat_switch_is_on(live_host):
+    """The host announces under its own name (`general.host_name`), follows a rename without a
+    restart, and withdraws and re-announces with the compat switch."""
+    unique = f"mdns-test-{secrets.token_hex(4)}"
     zc = Zeroconf(interfaces=["127.0.0.1"], ip_version=IPVersion.V4Only)
-    try:
-        found = _Found(live_host.base_port)
-        browser = ServiceBrowser(zc, "_nvstream._tcp.local.", found)
-        assert found.added.wait(15), "the host was not discovered"
-        with live_host.mgmt() as c:
+    with live_host.mgmt() as c:
+        before = c.get("/api/v1/host/config").json()["settings"]["general"]["host_name"]
+        try:
+            found = _Found(unique, live_host.base_port)
+            browser = ServiceBrowser(zc, SERVICE_TYPE, found)
+            r = c.put("/api/v1/host/config", json={"general": {"host_name": unique}})
+            assert r.status_code == 200, r.text
+            assert found.added.wait(15), "the host was not discovered under its new name"
             assert c.put("/api/v1/host/compat", json={"enabled": False}).status_code == 200
             try:
                 assert found.removed.wait(15), "the record was not withdrawn"
                 found.added.clear()
             finally:
                 assert c.put("/api/v1/host/compat", json={"enabled": True}).status_code == 200
-        assert found.added.wait(15), "the host was not announced again"
-        browser.cancel()
-    finally:
-        zc.close()
+            assert found.added.wait(15), "the host was not announced again"
+            browser.cancel()
+        finally:
+            zc.close()
+            c.put("/api/v1/host/config", json={"general": {"host_name": before}})

@@ -81,7 +81,9 @@ class Command(BaseCommand):
 
         announcer = None
         if not options["no_mdns"]:
-            announcer = Announcer(port=ports.http, bind=bind, enabled=_compat_enabled)
+            announcer = Announcer(
+                port=ports.http, bind=bind, enabled=_compat_enabled, hostname=identity.host_name
+            )
             announcer.start()
             reactor.addSystemEventTrigger("before", "shutdown", announcer.stop)
         log.info(
