@@ -46,6 +46,8 @@ def config_storage() -> dict:
 
 
 def host_config() -> dict:
+    """Keys whose value breaks its rule (the default applies) and lines the reader refused
+    (`store.problems()`: hand edits with a line-break or control character, unclosed lists)."""
     from hostmgmt.config import store
     from hostmgmt.config.schema import key
 
@@ -57,12 +59,15 @@ def host_config() -> dict:
                 spec.parse(raw)
             except ValueError:
                 bad.append(name)
+    details = [str(p) for p in store.problems()]
     if bad:
+        details.append(f"invalid values (defaults apply): {', '.join(sorted(bad))}")
+    if details:
         return _check(
             "host-config",
             "Host config valid",
             WARN,
-            f"invalid values (defaults apply): {', '.join(sorted(bad))}",
+            "; ".join(details),
             "fix these keys in host.conf or through the config API",
         )
     return _check("host-config", "Host config valid", PASS, "every value is within its rule")

@@ -3,6 +3,11 @@
 The config file stores raw strings; `Key.parse` turns one (or a JSON value from an API) into a
 typed value or raises `ValueError` with a message that names the rule. `Key.check_json` is the
 stricter door of the v1 file form, where a JSON `true` is a bool and `"true"` is not.
+
+Every door (both APIs, the console form, the file) goes through `Key.parse`, which first refuses
+any string that is not wholly printable (`require_printable`): the file is line-based, and a
+character that any reader may take as a line break (`\n`, `\r`, VT, FF, FS/GS/RS, NEL, U+2028,
+U+2029) or any other control character would let one value write a second key.
 """
 
 from __future__ import annotations
@@ -43,6 +48,7 @@ class Key:
 
     def parse(self, raw: Any) -> Any:
         """Typed value of `raw` (a file string or a JSON value); ValueError when out of rule."""
+        require_printable(raw)
         if raw is None or (isinstance(raw, str) and raw.strip() == "" and self.type != "str"):
             if self.nullable or self.default is None:
                 return None
@@ -118,8 +124,7 @@ class Key:
         if isinstance(raw, (dict, list)):
             raise ValueError("must be a string")
         value = raw if isinstance(raw, str) else json.dumps(raw)
-        if any(ord(c) < 32 or ord(c) == 127 for c in value):
-            raise ValueError("must not contain control characters")
+        require_printable(value)
         if len(value) > self.max_len:
             raise ValueError(f"must be at most {self.max_len} characters")
         if self.fold_case:
@@ -175,9 +180,11 @@ class Key:
     def _parse_json(self, raw):
         if isinstance(raw, str):
             try:
-                return json.loads(raw) if raw.strip() else self.default
+                value = json.loads(raw) if raw.strip() else self.default
             except json.JSONDecodeError:
                 raise ValueError("must be valid JSON") from None
+            require_printable(value)  # `\u2028` escapes decode to what the raw text hid
+            return value
         return raw
 
     def _check_range(self, value):
@@ -238,9 +245,35 @@ def _is_loopback(host: str) -> bool:
         return False
 
 
+def require_printable(value: Any) -> None:
+    """ValueError unless every string in `value` (nested lists and objects included, keys too)
+    is wholly printable in the sense of `str.isprintable()`; the space is the only blank allowed.
+
+    Stricter than "no line breaks" on purpose: tab, NBSP, zero-width and format characters and
+    unassigned code points are refused too, so no reader of the file can disagree about where
+    a value ends.
+    """
+    if isinstance(value, str):
+        if not value.isprintable():
+            bad = next(c for c in value if not c.isprintable())
+            raise ValueError(
+                "must contain only printable characters, no line breaks or control characters "
+                f"(found U+{ord(bad):04X})"
+            )
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            require_printable(k)
+            require_printable(v)
+    elif isinstance(value, (list, tuple)):
+        for item in value:
+            require_printable(item)
+
+
 def _check_item(kind: str, item: str) -> None:
-    if any(ord(c) < 32 for c in item):
-        raise ValueError("items must not contain control characters")
+    try:
+        require_printable(item)
+    except ValueError as exc:
+        raise ValueError(f"items {exc}") from None
     if kind == "cidr":
         try:
             ipaddress.ip_network(item, strict=False)

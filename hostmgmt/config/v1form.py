@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from hostmgmt.config import store
+from hostmgmt.config.keytype import require_printable
 from hostmgmt.config.schema import KEYS
 
 VERSION = 1
@@ -122,6 +123,12 @@ def parse(body: Any) -> dict[str, Any]:
                 continue
             raw = body[dotted]
         spec = KEYS[name]
+        try:
+            # Before any trimming: a line break at either end is refused, not silently cut.
+            require_printable(raw)
+        except ValueError as exc:
+            errors[dotted] = str(exc)
+            continue
         if name == "sunshine_name" and isinstance(raw, str):
             raw = raw.strip()
         if name == "encoder" and isinstance(raw, str) and not raw.strip():

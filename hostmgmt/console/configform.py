@@ -110,7 +110,8 @@ def changes(form) -> dict[str, str]:
     for name, spec in KEYS.items():
         if spec.file_only or name not in form:
             continue
-        text = form.get(name, "").strip()
+        # Only spaces are trimmed: any other blank or break reaches the validator and is refused.
+        text = form.get(name, "").strip(" ")
         if text != _shown(spec, raw.get(name)):
             changed[name] = text
     return changed

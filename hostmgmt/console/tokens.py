@@ -42,6 +42,9 @@ def list_tokens() -> list[dict]:
 
 def mint(name, scopes, granted_by: frozenset[str] | None = None) -> str:
     """Mint a token; `granted_by` is the caller's scopes, None for an admin caller."""
+    # `fullmatch`: the name rule's `$` also matches before a trailing newline ("ci\n").
+    if not isinstance(name, str) or not api_tokens.NAME_RE.fullmatch(name):
+        raise TokenError("name must be 1-64 characters of letters, digits, '.', '_', '-'")
     if granted_by is not None and ADMIN not in granted_by and isinstance(scopes, list):
         beyond = sorted({s for s in scopes if isinstance(s, str)} - granted_by)
         if beyond:

@@ -165,11 +165,13 @@ def config(request):
             ctx = {
                 "groups": configform.groups(request.POST, exc.fields),
                 "error": f"{len(exc.fields)} value(s) need fixing; nothing was saved.",
+                "problems": store.problems(),
             }
             return page(request, "config.html", ctx, status=400)
         except Exception as exc:  # noqa: BLE001 - ApiError from the service (500 write failure)
             message = getattr(exc, "message", "the configuration could not be saved")
-            return page(request, "config.html", {"groups": configform.groups(), "error": message})
+            ctx = {"groups": configform.groups(), "error": message, "problems": store.problems()}
+            return page(request, "config.html", ctx)
         flag = "restart" if result["restart_required"] else "saved"
         return HttpResponseRedirect(f"/config?{flag}={result['saved']}")
     saved = request.GET.get("saved") or request.GET.get("restart")
@@ -177,6 +179,7 @@ def config(request):
         "groups": configform.groups(),
         "saved": saved if (saved or "").isdigit() else "",
         "restart": "restart" in request.GET,
+        "problems": store.problems(),
     }
     return page(request, "config.html", ctx)
 
