@@ -31,6 +31,7 @@ def make_launch(arm: dict) -> Launch:
     return Launch(
         rikey=bytes.fromhex(arm["rikey"]),
         rikeyid=int(arm["rikeyid"]),
+        client_ip=str(arm.get("remote") or ""),  # the nvhttp peer of /launch or /resume
         host=settings.HOST_BIND,
         rtsp_port=ports.rtsp,
         video_port=ports.video,

@@ -32,6 +32,7 @@ class EnetEvent:
     data: bytes = b""
     connect_data: int = 0
     channel: int = 0
+    address: str = ""  # the peer's IP (connect events), for the session's client check
 
 
 class EnetHost:
@@ -67,7 +68,12 @@ class EnetHost:
         if ev is None or ev.type == enet.EVENT_TYPE_NONE:
             return None
         if ev.type == enet.EVENT_TYPE_CONNECT:
-            return EnetEvent("connect", ev.peer, connect_data=int(ev.data) & 0xFFFFFFFF)
+            return EnetEvent(
+                "connect",
+                ev.peer,
+                connect_data=int(ev.data) & 0xFFFFFFFF,
+                address=_peer_ip(ev.peer),
+            )
         if ev.type == enet.EVENT_TYPE_RECEIVE:
             return EnetEvent("receive", ev.peer, data=bytes(ev.packet.data), channel=ev.channelID)
         return EnetEvent("disconnect", ev.peer)
@@ -86,3 +92,12 @@ class EnetHost:
     def close(self) -> None:
         # pyenet frees the ENetHost when the object is collected; drop our reference.
         self._host = None
+
+
+def _peer_ip(peer: Any) -> str:
+    """The peer's IP as text ('' when pyenet cannot say: the session then refuses it)."""
+    try:
+        host = peer.address.host
+    except (AttributeError, OSError):
+        return ""
+    return host.decode("ascii", "replace") if isinstance(host, bytes) else str(host or "")

@@ -168,7 +168,8 @@ def resume(req: NvRequest) -> NvResponse:
         return xml(503, "No running app to resume", {"resume": 0})
     # GAP: any paired client may take over the running session (as GameStream hosts allow).
     arm = secrets.token_hex(8)
-    services.request_resume({"arm": arm, **keys})
+    # The resuming client's address: the new stream listens to it alone (compat.endpoint).
+    services.request_resume({"arm": arm, "remote": req.remote, **keys})
     status, message = _wait(arm)
     if status != 200:
         return xml(status, message, {"resume": 0})

@@ -35,6 +35,9 @@ class Launch:
     audio_port: int = 48000
     ping_payload: str = field(default_factory=lambda: secrets.token_hex(8).upper())
     connect_data: int = field(default_factory=lambda: secrets.randbits(32))
+    # The IP of the client that called /launch or /resume: the only peer the session's RTSP,
+    # ENet and media ports listen to (streaming.compat.endpoint). Empty: the first RTSP peer.
+    client_ip: str = ""
     fec_percentage: int = 20
     codec: str = "libx264"
     control_timeout_s: float = CONTROL_TIMEOUT_S

@@ -13,6 +13,10 @@ sender. They share only flags and counters (and the RTSP state machine, under a 
 socket; every thread also ends on its own when the client goes away
 (ENet disconnect, control timeout, a control message failing authentication).
 
+Everything listens to one client IP (``launch.client_ip``, else the first RTSP peer): RTSP
+connections and ENet connects from elsewhere are dropped, and the video/audio destination
+follows :mod:`streaming.compat.endpoint`'s ping rules; a live stream never changes address.
+
 What the caller (the Celery session task, not written yet) supplies: the launch's secrets and
 mode, a ``frame_source`` (Xvfb capture via mss), and ``on_event`` to turn lifecycle moments
 into host events (``client.connected``, ``stream.started``, ...).
@@ -29,7 +33,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from streaming.compat import control, rtsp
+from streaming.compat import control, endpoint, rtsp
 from streaming.compat.audio import AudioPacketizer, OpusSilence
 from streaming.compat.enet_transport import EnetHost
 from streaming.compat.video import FRAME_TYPE_IDR, FRAME_TYPE_P, VideoPacketizer
@@ -50,6 +54,7 @@ PACING_SLOT_S = 0.001
 SO_BUSY_POLL = 46  # linux/socket.h; not exported by Python's socket module
 TOS_VIDEO = 0xA0  # DSCP CS5
 TOS_AUDIO = 0xB8  # DSCP EF
+MAX_DRAIN = 64  # most datagrams read off a media socket between two sends
 
 
 class StreamSession:
@@ -81,6 +86,9 @@ class StreamSession:
             key=launch.rikey if launch.rtsp_encryption else None,
         )
         self.stats = SessionStats()
+        # The only peer served (streaming.compat.endpoint); media endpoints appear at ANNOUNCE.
+        self.client = endpoint.SessionClient(launch.client_ip)
+        self.endpoints: dict[str, endpoint.MediaEndpoint] = {}
         self.stop_reason: str | None = None
         self._stop = threading.Event()
         self._announced = threading.Event()
@@ -192,7 +200,7 @@ class StreamSession:
         try:
             while not self._stop.is_set():
                 try:
-                    conn, _ = self._rtsp_sock.accept()
+                    conn, peer = self._rtsp_sock.accept()
                 except (TimeoutError, OSError):
                     handlers = [h for h in handlers if h.thread.is_alive()]
                     continue
@@ -205,7 +213,7 @@ class StreamSession:
                     with self._rtsp_lock:
                         self.rtsp_dropped += 1
                     continue
-                h = _RtspConn(conn)
+                h = _RtspConn(conn, peer[0])
                 h.thread = threading.Thread(
                     target=self._rtsp_serve, args=(h,), name="gs-rtsp-conn", daemon=True
                 )
@@ -217,6 +225,10 @@ class StreamSession:
 
     def _rtsp_serve(self, h: _RtspConn) -> None:
         with h.conn as conn:  # only this thread ever closes it
+            if not self.client.admit("RTSP", h.ip, pin=True):
+                with self._rtsp_lock:
+                    self.rtsp_dropped += 1  # another address: closed without a reply
+                return
             data = b""
             deadline = time.monotonic() + RTSP_READ_DEADLINE_S
             try:
@@ -258,7 +270,11 @@ class StreamSession:
                     self._end("timeout")
                 continue
             if ev.kind == "connect":
-                if ev.connect_data != self.launch.connect_data or self._peer is not None:
+                if (
+                    not self.client.admit("control stream", ev.address)
+                    or ev.connect_data != self.launch.connect_data
+                    or self._peer is not None
+                ):
                     self._enet.disconnect_now(ev.peer)
                     continue
                 self._peer = ev.peer
@@ -302,26 +318,47 @@ class StreamSession:
 
     # ---- media endpoints ----
 
-    def _await_ping(self, sock: socket.socket) -> tuple[str, int] | None:
-        """The client announces its receive address with 'payload || counter' (or 'PING')."""
+    def _endpoint(self, kind: str) -> endpoint.MediaEndpoint:
+        """The ping rules for one media port, once the ANNOUNCE said what the client sends."""
+        ep = endpoint.MediaEndpoint(
+            kind,
+            self.client.ip,
+            self.launch.ping_payload,
+            legacy_ok=not endpoint.payload_pings_required(self.rtsp.params.ml_feature_flags),
+        )
+        self.endpoints[kind] = ep
+        return ep
+
+    def _await_ping(self, sock: socket.socket, ep: endpoint.MediaEndpoint) -> bool:
+        """Wait for the client's first acceptable ping on ``sock``; False when none came."""
         deadline = time.monotonic() + PING_WAIT_S
-        want = self.launch.ping_payload.encode()
         while not self._stop.is_set() and time.monotonic() < deadline:
             try:
                 data, addr = sock.recvfrom(64)
             except (TimeoutError, OSError):
                 continue
-            if data[:16] == want or data == b"PING":
-                return addr
-        return None
+            if ep.offer(data, addr):
+                return True
+        return False
+
+    @staticmethod
+    def _drain(sock: socket.socket, ep: endpoint.MediaEndpoint) -> None:
+        """Read what arrived on a non-blocking media socket (bounded: a flood must not stall
+        the sender); the endpoint ignores all but the client's own pings."""
+        for _ in range(MAX_DRAIN):
+            try:
+                data, addr = sock.recvfrom(64)
+            except OSError:  # BlockingIOError: nothing left
+                return
+            ep.offer(data, addr)
 
     def _video_loop(self) -> None:
         while not self._announced.wait(0.2):
             if self._stop.is_set():
                 return
         params = self.rtsp.params
-        addr = self._await_ping(self._video_sock)
-        if addr is None:
+        video = self._endpoint("video")
+        if not self._await_ping(self._video_sock, video):
             if not self._stop.is_set():
                 self._end("no_video_ping")
             return
@@ -346,7 +383,7 @@ class StreamSession:
             encryption_key=self.launch.rikey if params.video_encrypted else None,
         )
         self.pace_mbps = self.stats.pace_mbps = pacing.pacing_for(
-            addr[0], self.launch.max_send_mbps, self.launch.rate_cap_pct
+            video.addr[0], self.launch.max_send_mbps, self.launch.rate_cap_pct
         )
         self._video_sock.setblocking(False)
         interval = 1.0 / params.fps
@@ -358,6 +395,7 @@ class StreamSession:
                     self._idr.clear()
                     encoder.request_idr()
                 frame = encoder.encode(self.frame_source(params.width, params.height))
+                self._drain(self._video_sock, video)  # the port may still move, until now
                 if frame is not None:
                     ts = int((time.monotonic() - epoch) * 90000)
                     rows = packetizer.packetize(
@@ -366,14 +404,14 @@ class StreamSession:
                         ts,
                         latency_01ms=int(frame.encode_ms * 10),
                     )
-                    self._send_video(rows, addr)
+                    self._send_video(rows, video.addr)
+                    video.went_live()  # from here on the destination never changes
                     self.stats.frames_sent += 1
                     self.stats.idr_frames += frame.keyframe
                     self.stats.bytes_sent += rows.nbytes
                     self.stats.encode_ms.append(frame.encode_ms)
                     if self.stats.frames_sent == 1:
                         self.on_event("stream.started")
-                addr = self._latest_ping(addr)
                 next_at += interval
                 delay = next_at - time.monotonic()
                 if delay > 0:
@@ -384,25 +422,18 @@ class StreamSession:
             encoder.close()
             self.on_event("stream.stopped")
 
-    def _latest_ping(self, addr: tuple[str, int]) -> tuple[str, int]:
-        """Later pings may come from a new address (NAT rebinding): follow them."""
-        want = self.launch.ping_payload.encode()
-        while True:
-            try:
-                data, new = self._video_sock.recvfrom(64)
-            except (BlockingIOError, OSError):
-                return addr
-            if data[:16] == want or data == b"PING":
-                addr = new
-
     def _audio_loop(self) -> None:
         while not self._announced.wait(0.2):
             if self._stop.is_set():
                 return
         params = self.rtsp.params
-        addr = self._await_ping(self._audio_sock)
-        if addr is None:
+        audio = self._endpoint("audio")
+        if not self._await_ping(self._audio_sock, audio):
             return
+        # Audio goes out at once: its destination is fixed by the first accepted ping.
+        audio.went_live()
+        self._audio_sock.setblocking(False)
+        addr = audio.addr
         bitrate = 512_000 if params.audio_high_quality else 96_000
         packetizer = AudioPacketizer(
             key=self.launch.rikey if params.audio_encrypted else None,
@@ -416,13 +447,14 @@ class StreamSession:
             except Exception:  # no sound must not mean no stream
                 log.exception("session audio failed to start; sending silence")
         if source is not None:
-            self._send_captured(source, packetizer, addr)
+            self._send_captured(source, packetizer, audio)
             return
         silence = OpusSilence(packet_ms=params.audio_packet_ms, bitrate=bitrate)
         opus = silence.next_packet()  # silence is constant: encode once
         interval = params.audio_packet_ms / 1000
         next_at = time.monotonic()
         while not self._stop.is_set():
+            self._drain(self._audio_sock, audio)  # logs a stranger's pings, moves nothing
             for packet in packetizer.packetize(opus):
                 with contextlib.suppress(OSError):
                     self._audio_sock.sendto(packet, addr)
@@ -434,9 +466,11 @@ class StreamSession:
             elif delay < -0.1:
                 next_at = time.monotonic()
 
-    def _send_captured(self, source, packetizer: AudioPacketizer, addr) -> None:
+    def _send_captured(self, source, packetizer: AudioPacketizer, audio) -> None:
         """Captured sound: the capture paces this thread (see engine.audiofeed)."""
+        addr = audio.addr
         while not self._stop.is_set():
+            self._drain(self._audio_sock, audio)
             try:
                 packets = source.next_packets()
             except Exception:
@@ -452,10 +486,11 @@ class StreamSession:
 class _RtspConn:
     """One accepted RTSP connection, owned (and closed) by its handler thread."""
 
-    __slots__ = ("conn", "evict", "thread")
+    __slots__ = ("conn", "evict", "ip", "thread")
 
-    def __init__(self, conn: socket.socket):
+    def __init__(self, conn: socket.socket, ip: str):
         self.conn = conn
+        self.ip = ip
         self.evict = threading.Event()
         self.thread: threading.Thread | None = None
 

@@ -16,6 +16,8 @@ def free_port(kind: int) -> int:
 
 
 def loopback_launch(**kw) -> Launch:
+    """The client is 127.0.0.1, as /launch would have recorded it (override with client_ip)."""
+    kw.setdefault("client_ip", "127.0.0.1")
     return Launch(
         rikey=bytes(range(16)),
         rikeyid=1,
