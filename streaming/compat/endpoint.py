@@ -85,7 +85,7 @@ class SessionClient:
             first = kind not in self._logged
             self._logged.add(kind)
         if first:
-            log.warning("compat %s: refused a peer at %s, not the session's client", kind, ip)
+            log.warning("compat %s: refused %s, not the session's client (logged once)", kind, ip)
         return False
 
 
@@ -133,11 +133,11 @@ class MediaEndpoint:
         if not self._logged:
             self._logged = True
             log.warning(
-                "compat %s stream: ignored %s from %s:%d (logged once per stream)",
+                "compat %s stream: ignoring %s:%d, %s (logged once per stream)",
                 self.kind,
-                why,
                 sender[0],
                 sender[1],
+                why,
             )
 
 

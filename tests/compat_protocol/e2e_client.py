@@ -39,6 +39,81 @@ def pattern(w: int, h: int) -> np.ndarray:
     return img
 
 
+class Attacker:
+    """Spoofed media pings from sockets that are not the client, for the whole stream.
+
+    From 127.0.0.2 (another host on the loopback net) it sends the session's real ping payload,
+    as if it had sniffed it; from 127.0.0.1 (the client's own IP) it sends the legacy ``PING``
+    and a payload ping with a wrong payload. Each socket counts what the host sends it. It also
+    tries the RTSP port and an ENet connect with the session's connect data from 127.0.0.2.
+    """
+
+    def __init__(self, launch) -> None:
+        from streaming.compat import endpoint
+
+        self.launch = launch
+        self.received = 0
+        self.sent = 0
+        self.socks = []
+        wrong = "0123456789ABCDEF" if launch.ping_payload != "0123456789ABCDEF" else "F" * 16
+        for source, datagram in (
+            ("127.0.0.2", endpoint.ping(launch.ping_payload, 1)),
+            ("127.0.0.1", b"PING"),
+            ("127.0.0.1", endpoint.ping(wrong, 1)),
+        ):
+            s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+            s.bind((source, 0))
+            s.settimeout(0.01)
+            self.socks.append((s, datagram))
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self.stop.is_set():
+            for s, datagram in self.socks:
+                for port in (self.launch.video_port, self.launch.audio_port):
+                    s.sendto(datagram, ("127.0.0.1", port))
+                    self.sent += 1
+                try:
+                    while True:
+                        s.recvfrom(4096)
+                        self.received += 1
+                except OSError:
+                    pass
+            time.sleep(0.02)
+
+    def rtsp_reply(self) -> str:
+        """What an RTSP OPTIONS from 127.0.0.2 gets back (nothing: the host closes it)."""
+        with socket.create_connection(
+            ("127.0.0.1", self.launch.rtsp_port), timeout=3, source_address=("127.0.0.2", 0)
+        ) as c:
+            c.sendall(b"OPTIONS rtsp://127.0.0.1 RTSP/1.0\r\nCSeq: 1\r\n\r\n")
+            reply = b""
+            try:
+                while chunk := c.recv(4096):
+                    reply += chunk
+            except OSError:
+                pass
+        return reply.decode("latin-1")
+
+    def enet_connect(self) -> str:
+        """An ENet connect with the right connect data from 127.0.0.2: what the host answers."""
+        import enet
+
+        host = enet.Host(enet.Address(b"127.0.0.2", 0), 1, 0, 0, 0)
+        peer = host.connect(
+            enet.Address(b"127.0.0.1", self.launch.control_port), 0x30, self.launch.connect_data
+        )
+        deadline = time.monotonic() + 2
+        kinds = []
+        while time.monotonic() < deadline and enet.EVENT_TYPE_DISCONNECT not in kinds:
+            kinds.append(host.service(20).type)
+        peer.reset()
+        if enet.EVENT_TYPE_DISCONNECT in kinds:
+            return "disconnected"
+        return "connected" if enet.EVENT_TYPE_CONNECT in kinds else "silent"
+
+
 def _span(frames) -> int:
     return frames[-1].receive_time_us - frames[0].receive_time_us if len(frames) > 1 else 0
 
@@ -68,6 +143,7 @@ def main() -> None:
         video_port=free_port(socket.SOCK_DGRAM),
         control_port=free_port(socket.SOCK_DGRAM),
         audio_port=free_port(socket.SOCK_DGRAM),
+        client_ip="127.0.0.1",  # what /launch records: the nvhttp peer
     )
     events: list[str] = []
     inputs: list[bytes] = []
@@ -83,6 +159,9 @@ def main() -> None:
         launch, pattern, on_event=lambda kind, **d: events.append(kind), input_sink=Sink()
     )
     host.start()
+    attacker = Attacker(launch) if "attack" in options else None
+    if attacker is not None:
+        attacker.thread.start()  # spoofing from before the first ping to the end
 
     client = StreamingSession()
     t0 = time.monotonic()
@@ -123,10 +202,26 @@ def main() -> None:
     text.argtypes = [ctypes.c_char_p, ctypes.c_uint]
     utf8 = "é日".encode()
     text(utf8, len(utf8))  # MCC sends one message per code point
+    attack = {}
+    if attacker is not None:
+        attack["rtsp_reply"] = attacker.rtsp_reply()
+        attack["enet"] = attacker.enet_connect()
     while time.monotonic() < deadline:
         pkt = client.pull_audio_packet(timeout=0.05)
         if pkt is not None:
             audio.append(pkt.opus_data)
+    if attacker is not None:
+        attacker.stop.set()
+        attacker.thread.join(2)
+        time.sleep(0.1)  # let the client's receive queue catch up with the last frame
+        attack.update(
+            sent=attacker.sent,
+            received=attacker.received,
+            ignored={kind: ep.ignored for kind, ep in host.endpoints.items()},
+            destinations={kind: list(ep.addr or ()) for kind, ep in host.endpoints.items()},
+            peers_refused=host.client.refused,
+            attacker_ports=[s.getsockname()[1] for s, _ in attacker.socks],
+        )
     host.stop("host")  # sends the graceful termination
     client._connection_terminated.wait(3)
     termination = client._termination_error_code if client._connection_terminated.is_set() else None
@@ -174,6 +269,8 @@ def main() -> None:
         "packet_size": host.rtsp.params.packet_size if host.rtsp.params else None,
         "termination": termination,
         "events": events,
+        "attack": attack,
+        "last_frame_number": frames[-1].frame_number if frames else None,
         "stop_reason": host.stop_reason,
         "encode_ms_p50": round(float(np.percentile(host.stats.encode_ms, 50)), 2)
         if host.stats.encode_ms

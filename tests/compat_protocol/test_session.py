@@ -237,3 +237,103 @@ def test_a_forged_control_message_ends_the_session():
         assert session.stop_reason == "protocol_error"
     finally:
         session.stop()
+
+
+def _run_real_client(*args: str) -> dict:
+    script = str(ROOT / "tests/compat_protocol/e2e_client.py")
+    out = subprocess.run(
+        [sys.executable, script, *args],
+        capture_output=True,
+        text=True,
+        timeout=90,
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def test_spoofed_pings_during_a_live_stream_get_nothing_and_the_client_every_frame(mcc_lib):
+    """Issue 14: one spoofed PING used to redirect the video to its sender for good.
+
+    Spoofers ping both media ports every 20 ms from before the client's first ping to the end:
+    from 127.0.0.2 with the session's real ping payload (a sniffed one), and from the client's
+    own IP with the legacy ``PING`` and with a wrong payload. None of them may receive a single
+    datagram, and the real client (moonlight-common-c) must get every frame the host sent.
+    """
+    r = _run_real_client("640", "360", "30", "3", "attack")
+    attack = r["attack"]
+    assert attack["received"] == 0
+    assert attack["sent"] > 200  # the spoofing ran for the whole stream
+    assert r["frames"] >= 30 and r["idr_first"] and r["frame_numbers_contiguous"]
+    assert r["frames"] == r["host_frames_sent"] == r["last_frame_number"]  # every frame
+    assert r["decoded"] == r["frames"]
+    assert r["audio_packets"] > 50 and r["audio_sizes"] == [60]
+    for kind in ("video", "audio"):
+        ip, port = attack["destinations"][kind]
+        assert ip == "127.0.0.1" and port not in attack["attacker_ports"]
+        assert attack["ignored"][kind] > 50
+    # The stranger's RTSP connection is closed without a reply, its ENet connect dropped.
+    assert attack["rtsp_reply"] == ""
+    assert attack["enet"] == "disconnected"
+    assert attack["peers_refused"] >= 2
+    assert r["termination"] == 0 and r["stop_reason"] == "host"
+
+
+def _second_loopback_ip_works() -> bool:
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            s.bind(("127.0.0.2", 0))
+    except OSError:
+        return False
+    return True
+
+
+needs_127_0_0_2 = pytest.mark.skipif(
+    not _second_loopback_ip_works(), reason="127.0.0.2 cannot be bound here"
+)
+
+
+@needs_127_0_0_2
+def test_rtsp_from_another_address_is_closed_without_a_reply():
+    """RTSP hands out the ping payload and the connect data: only the client's IP may ask."""
+    launch = loopback_launch()
+    session = StreamSession(launch, black)
+    session.start()
+    try:
+        with socket.create_connection(
+            ("127.0.0.1", launch.rtsp_port), timeout=3, source_address=("127.0.0.2", 0)
+        ) as c:
+            c.sendall(b"DESCRIBE rtsp://127.0.0.1 RTSP/1.0\r\nCSeq: 1\r\n\r\n")
+            assert c.recv(4096) == b""  # closed, no reply
+        assert _exchange(launch.rtsp_port, 2, "OPTIONS rtsp://x").startswith(b"RTSP/1.0 200")
+        assert session.rtsp_dropped == 1 and not session.rtsp.described
+    finally:
+        session.stop()
+
+
+@needs_127_0_0_2
+def test_a_control_connect_from_another_address_is_refused_even_with_the_connect_data():
+    enet = pytest.importorskip("enet")
+    launch = loopback_launch()
+    session = StreamSession(launch, black)
+    session.start()
+    try:
+        stranger = enet.Host(enet.Address(b"127.0.0.2", 0), 1, 0, 0, 0)
+        stranger.connect(enet.Address(b"127.0.0.1", launch.control_port), 0x30, launch.connect_data)
+        kinds = []
+        deadline = time.monotonic() + 3
+        while time.monotonic() < deadline and enet.EVENT_TYPE_DISCONNECT not in kinds:
+            kinds.append(stranger.service(20).type)
+        assert enet.EVENT_TYPE_DISCONNECT in kinds
+        assert session._peer is None  # the slot is still free for the real client
+
+        client = enet.Host(None, 1, 0, 0, 0)
+        client.connect(enet.Address(b"127.0.0.1", launch.control_port), 0x30, launch.connect_data)
+        deadline = time.monotonic() + 3
+        while time.monotonic() < deadline and session._peer is None:
+            client.service(20)
+        assert session._peer is not None
+        assert session.client.refused == 1
+    finally:
+        session.stop()
