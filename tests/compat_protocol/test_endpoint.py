@@ -108,3 +108,12 @@ def test_the_session_client_is_the_launching_ip_or_else_the_first_rtsp_peer(capl
     assert unknown.admit("RTSP", "192.168.1.20", pin=True)
     assert not unknown.admit("RTSP", "192.168.1.66", pin=True)
     assert unknown.ip == "192.168.1.20"
+
+
+def test_the_launching_clients_address_reaches_the_stream():
+    """/launch records the nvhttp peer as `remote`; the engine's Launch listens to it alone."""
+    from streaming import launchconfig
+
+    arm = {"rikey": "00" * 16, "rikeyid": 1, "remote": "192.168.1.20"}
+    assert launchconfig.make_launch(arm).client_ip == "192.168.1.20"
+    assert launchconfig.make_launch({**arm, "remote": ""}).client_ip == ""

@@ -3,10 +3,11 @@ optionally draws a known pattern into the session's virtual display, then ends t
 told. One JSON line on stdout. A subprocess because moonlight-common-c keeps global state and
 a crash in C must not take pytest down; `vanish` exits without any goodbye.
 
-    client.py BASE_PORT CONFIG_DIR WIDTH HEIGHT FPS SECONDS {quit|vanish|resume}
+    client.py BASE_PORT CONFIG_DIR WIDTH HEIGHT FPS SECONDS {quit|vanish|resume|spoof}
               [MGMT_URL TOKEN CAFILE]
 
 `resume` stops the stream (the app stays), resumes it with new keys and streams again.
+`spoof` quits like `quit`, while outsiders ping the stream ports for the whole stream.
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ from __future__ import annotations
 import json
 import os
 import secrets
+import socket
+import struct
 import sys
 import threading
 import time
@@ -53,6 +56,42 @@ def draw_pattern(x_display: str, width: int, height: int):
     return d
 
 
+class Spoofer:
+    """An outsider who knows the port layout (base + 9 video, + 11 audio) but not the session's
+    secrets: it pings both media ports every 20 ms with the legacy `PING` and a made-up
+    payload ping, from 127.0.0.2 (another machine on the loopback net) and from the client's
+    own IP, and counts every datagram the host sends back to it."""
+
+    def __init__(self, base: int) -> None:
+        self.ports = (base + 9, base + 11)
+        self.sent = self.received = 0
+        self.socks = []
+        for source in ("127.0.0.2", "127.0.0.1"):
+            s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+            s.bind((source, 0))
+            s.setblocking(False)
+            self.socks.append(s)
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        guess = b"0123456789ABCDEF" + struct.pack(">I", 1)
+        while not self.stop.is_set():
+            for s in self.socks:
+                for port in self.ports:
+                    for datagram in (b"PING", guess):
+                        s.sendto(datagram, ("127.0.0.1", port))
+                        self.sent += 1
+                try:
+                    while True:
+                        s.recvfrom(4096)
+                        self.received += 1
+                except BlockingIOError:
+                    pass
+            time.sleep(0.02)
+
+
 def main() -> None:
     from moonlight_python.config import StreamConfig
     from moonlight_python.http_client import NvHTTP
@@ -67,6 +106,7 @@ def main() -> None:
     http = NvHTTP("127.0.0.1", Identity(config_dir), http_port=base, https_port=base - 5)
     desktop = next(a for a in http.get_app_list() if a.name == "Desktop")
     key, iv = secrets.token_bytes(16), secrets.token_bytes(16)
+    spoofer = Spoofer(base) if action == "spoof" else None  # from before the client's pings
     session = StreamingSession()
     config = StreamConfig(width=width, height=height, fps=fps, bitrate_kbps=10000)
     t0 = time.monotonic()
@@ -101,6 +141,15 @@ def main() -> None:
         "desktop_id": desktop.id,
         "frames": len(frames),
     }
+    if spoofer is not None:
+        spoofer.stop.set()
+        spoofer.thread.join(2)
+        numbers = [raw.frame_number for _, raw in frames]
+        result.update(
+            spoof_sent=spoofer.sent,
+            spoof_received=spoofer.received,
+            frame_numbers_contiguous=numbers == list(range(1, len(numbers) + 1)),
+        )
     if action == "vanish":
         print(json.dumps(result), flush=True)
         os._exit(0)  # no ENet disconnect, no /cancel: the host must notice on its own

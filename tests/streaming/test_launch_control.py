@@ -143,6 +143,24 @@ def test_stop_streaming_keeps_the_app_and_resume_streams_again(stream_host, tmp_
     assert wait_for(lambda: not owned_processes(host.state_dir), 5)
 
 
+def test_outsiders_pinging_the_stream_ports_get_nothing_and_the_client_every_frame(
+    stream_host, tmp_path
+):
+    """Issue 14: one `PING` from anywhere used to redirect the live video to its sender.
+
+    While the real client streams, outsiders ping the video and audio ports every 20 ms, from
+    127.0.0.2 and from the client's own IP (legacy `PING` and a made-up payload ping)."""
+    host = stream_host
+    pair(host, tmp_path / "ml", pin="2580", name="Spoofed")
+    r = client_result(run_client(host, tmp_path / "ml", 640, 360, 30, 3, "spoof", draw=False))
+    assert r["spoof_received"] == 0
+    assert r["spoof_sent"] > 500  # the spoofing went on for the whole stream
+    assert r["frames"] > 60 and r["frame_numbers_contiguous"]  # 1, 2, 3, ...: none lost
+    assert r["decoded"] == r["frames"]
+    assert r["serverinfo_after"] == 0
+    assert wait_for(lambda: not owned_processes(host.state_dir), 5)
+
+
 def test_host_shutdown_ends_the_session_and_leaves_nothing(stream_host, tmp_path):
     """Last in this module: it stops the module's host."""
     host = stream_host

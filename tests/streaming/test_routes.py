@@ -55,3 +55,22 @@ def test_audio_and_hdr_options():
                 {"surroundAudioInfo": "-1"}):  # fmt: skip
         with pytest.raises(BadLaunch):
             parse_options(bad)
+
+
+def test_resume_hands_the_resuming_clients_address_to_the_engine(monkeypatch):
+    """The resumed stream listens to whoever called /resume (compat.endpoint), so its arm
+    request carries that client's address. Redis is replaced at the services boundary."""
+    from streaming import services
+    from streaming.compat import session_routes
+    from streaming.compat.nvhttp.dispatch import NvRequest
+
+    pushed = []
+    monkeypatch.setattr(services, "current", lambda: {"id": 1, "state": "streaming"})
+    monkeypatch.setattr(services, "request_resume", pushed.append)
+    monkeypatch.setattr(services, "wait_report", lambda arm, timeout: {"status": 200})
+    req = NvRequest(path="/resume", query={"rikey": "00" * 16, "rikeyid": "3"}, https=True,
+                    remote="192.168.1.20", local="192.168.1.2")  # fmt: skip
+    resp = session_routes.resume(req)
+    assert b"<resume>1</resume>" in resp.body
+    (arm,) = pushed
+    assert arm["remote"] == "192.168.1.20" and arm["rikeyid"] == 3
