@@ -212,10 +212,10 @@ def cut_off(client_addr) -> None:
 def _authenticate(request):
     header = request.META.get("HTTP_AUTHORIZATION", "").encode("latin-1", "replace")
     if mgmt.tokenless() and not header:
-        return mgmt.ADMIN
+        return mgmt.TOKENLESS_ADMIN
     principal = mgmt.resolve(header) if header else None
     if principal is None and mgmt.tokenless():
-        return mgmt.ADMIN
+        return mgmt.TOKENLESS_ADMIN
     return principal
 
 
@@ -227,8 +227,8 @@ async def events_view(request):
         return json_error(
             request.path, 401, "invalid or missing bearer token", {"WWW-Authenticate": mgmt.REALM}
         )
-    if principal.role == "plugin" and mgmt.plugin_denied(request.path, request.method):
-        return json_error(request.path, 403, "the plugin token may not use this route")
+    if principal.role == "plugin" and mgmt.plugin_denied(request):
+        return json_error(request.path, 403, mgmt.PLUGIN_FORBIDDEN)
     return await stream_response(request)
 
 

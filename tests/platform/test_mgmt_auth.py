@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import pytest
-from django.test import Client, override_settings
+from django.test import Client, RequestFactory, override_settings
+from django.urls import resolve
 
-from hostmgmt.auth import tokens
-from hostmgmt.auth.mgmt import plugin_denied
+from hostmgmt.auth import mgmt, tokens
 
 pytestmark = pytest.mark.django_db
 
@@ -74,26 +74,127 @@ def test_tokenless_host_answers_without_auth():
     assert get("/api/v1/host").status_code == 200
 
 
+def _v1_routes() -> dict[str, set[str]]:
+    """Every /api/v1 URL pattern of the URL map with the methods its view answers."""
+    from django.urls import URLResolver, get_resolver
+
+    def walk(patterns, prefix=""):
+        for p in patterns:
+            if isinstance(p, URLResolver):
+                yield from walk(p.url_patterns, prefix + str(p.pattern))
+            else:
+                yield prefix + str(p.pattern), p.callback
+
+    routes = {}
+    for route, callback in walk(get_resolver().url_patterns):
+        if not route.startswith(mgmt.V1_ROUTE_PREFIX):
+            continue
+        view = getattr(callback, "view_class", None)
+        methods = {"GET"} if view is None else {m.upper() for m in view.http_method_names}
+        if view is not None:
+            methods = {m for m in methods if hasattr(view, m.lower())} - {"OPTIONS", "HEAD"}
+        routes[route[len(mgmt.V1_ROUTE_PREFIX) :]] = methods
+    return routes
+
+
+def test_every_v1_route_is_classified_for_the_plugin_token():
+    """A new route must be put in one table; until then the plugin token is refused there."""
+    routes = _v1_routes()
+    allowed, denied = set(mgmt.PLUGIN_ALLOWED), set(mgmt.PLUGIN_DENIED)
+    assert not allowed & denied
+    assert allowed | denied == set(routes), "classify new routes in hostmgmt/auth/mgmt.py"
+    for route, methods in mgmt.PLUGIN_ALLOWED.items():
+        assert methods <= routes[route], f"{route}: allows a method its view lacks"
+
+
+def test_an_unclassified_route_is_refused_to_the_plugin_token():
+    assert not mgmt.plugin_allowed("api/v1/some/new/route", "GET")
+    assert not mgmt.plugin_allowed(None, "GET")
+    assert not mgmt.plugin_allowed("api/v1/library", "DELETE")
+    assert mgmt.plugin_allowed("api/v1/library", "HEAD")
+
+
 @pytest.mark.parametrize(
     "path, method, denied",
     [
         ("/api/v1/hooks", "GET", True),
         ("/api/v1/hooks", "PUT", True),
-        ("/api/v1/store/catalog", "GET", True),
         ("/api/v1/update/status", "GET", True),
-        ("/api/v1/pair/pin", "POST", True),
+        ("/api/v1/update/check", "POST", True),
         ("/api/v1/native/pending/7/approve", "POST", True),
+        ("/api/v1/native/pair/arm", "POST", True),
         ("/api/v1/clients/" + "a" * 64, "DELETE", True),
-        ("/api/v1/clients", "GET", False),
-        ("/api/v1/plugins/x/ui-credential", "GET", True),
+        ("/api/v1/clients", "GET", True),
         ("/api/v1/host/restart", "POST", True),
+        ("/api/v1/host/config", "PUT", True),
+        ("/api/v1/host/config", "GET", True),
+        ("/api/v1/host/compat", "PUT", True),
+        ("/api/v1/display/settings", "PUT", True),
+        ("/api/v1/gpus/preference", "PUT", True),
+        ("/api/v1/session/settings", "PUT", True),
+        ("/api/v1/logs", "GET", True),
         ("/api/v1/library/custom/abc", "GET", True),
         ("/api/v1/library/custom/abc", "PUT", False),
         ("/api/v1/events", "GET", False),
         ("/api/v1/status", "GET", False),
         ("/api/v1/library", "GET", False),
         ("/api/v1/host", "GET", False),
+        ("/api/v1/session", "DELETE", False),
+        ("/api/v1/game/end", "POST", False),
     ],
 )
-def test_plugin_token_denied_routes(path, method, denied):
-    assert plugin_denied(path, method) is denied
+def test_plugin_token_reach(path, method, denied):
+    request = RequestFactory().generic(method, path)
+    request.resolver_match = resolve(path)
+    assert mgmt.plugin_denied(request) is denied
+
+
+def _post(path, **headers):
+    return Client().post(path, data="{}", **headers)
+
+
+@override_settings(HOST_NO_MGMT_TOKEN=True)
+@pytest.mark.parametrize(
+    "headers",
+    [
+        {"content_type": "text/plain"},
+        {"content_type": "application/x-www-form-urlencoded"},
+        {"content_type": "multipart/form-data; boundary=x"},
+        {"content_type": "text/plain", "HTTP_AUTHORIZATION": "Basic YWRtaW46eA=="},
+        {"content_type": "application/json", "HTTP_ORIGIN": "https://evil.example"},
+        {"content_type": "application/json", "HTTP_ORIGIN": "null"},
+        {"content_type": "application/json", "HTTP_SEC_FETCH_SITE": "cross-site"},
+        {"content_type": "application/json", "HTTP_SEC_FETCH_SITE": "same-site"},
+        {"content_type": "text/plain", "HTTP_REFERER": "https://testserver/"},
+    ],
+)
+def test_tokenless_host_refuses_simple_or_cross_site_writes(headers):
+    r = _post("/api/v1/game/end", **headers)
+    assert r.status_code == 403
+    assert set(r.json()) == {"error"}
+
+
+@override_settings(HOST_NO_MGMT_TOKEN=True)
+@pytest.mark.parametrize(
+    "headers",
+    [
+        {"content_type": "application/json"},
+        {"content_type": "application/merge-patch+json"},
+        {"content_type": "text/plain", "HTTP_X_REQUESTED_WITH": "script"},
+        {"content_type": "text/plain", "HTTP_SEC_FETCH_SITE": "same-origin"},
+        {"content_type": "text/plain", "HTTP_ORIGIN": "https://localhost"},
+        {"content_type": "text/plain", "HTTP_ORIGIN": "https://testserver"},
+    ],
+)
+def test_tokenless_host_takes_same_origin_or_non_simple_writes(headers):
+    # passes the guard and reaches the view (which parses the body or answers 409)
+    assert _post("/api/v1/game/end", **headers).status_code in (400, 409, 415)
+
+
+@override_settings(HOST_NO_MGMT_TOKEN=True)
+def test_tokenless_guard_spares_reads_and_real_tokens():
+    assert get("/api/v1/host").status_code == 200
+    r = _post(
+        "/api/v1/game/end", content_type="text/plain", HTTP_AUTHORIZATION=f"Bearer {ADMIN_TOKEN}"
+    )
+    assert r.status_code in (400, 409, 415)
