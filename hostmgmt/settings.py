@@ -105,7 +105,21 @@ DATABASES = {
 }
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
-AUTH_PASSWORD_VALIDATORS: list[dict] = []
+# Checked where a person picks the admin password (/welcome, /api/password), not when tools
+# or tests set one directly (hostmgmt.auth.credentials.check_password_rules).
+AUTH_PASSWORD_VALIDATORS: list[dict] = [
+    {
+        "NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator",
+        "OPTIONS": {"user_attributes": ("username",)},
+    },
+    {
+        "NAME": "django.contrib.auth.password_validation.MinimumLengthValidator",
+        "OPTIONS": {"min_length": 8},
+    },
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+]
+# One backend: the admin password, through the shared failed-login bucket (Django admin too).
+AUTHENTICATION_BACKENDS = ["hostmgmt.auth.backends.ThrottledPasswordBackend"]
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"
 USE_I18N = True

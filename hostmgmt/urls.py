@@ -28,6 +28,7 @@ urlpatterns = [
     path("api/schema", SpectacularAPIView.as_view(), name="schema"),
     path("api/docs", SpectacularSwaggerView.as_view(url_name="schema"), name="api-docs"),
     path("api/", include(admin_api_patterns)),
+    path("admin/login/", pages.admin_login, name="admin-login"),  # shares the login bucket
     path("admin/", admin.site.urls),
     path("welcome", pages.welcome, name="welcome"),
     path("", include("pairing.urls_pages")),

@@ -62,14 +62,24 @@ _TokenMinted = inline_serializer(
 )
 
 
+def _reach(principal: AdminPrincipal) -> frozenset[str] | None:
+    """The scopes bounding what a caller may grant, see and revoke; None for an admin."""
+    return None if principal.is_admin else principal.scopes
+
+
 class TokensView(AdminAPIView):
-    """Scoped API tokens. Admin or `tokens:manage`; a token can only grant scopes it holds."""
+    """Scoped API tokens. Admin or `tokens:manage`; a token holder can only grant scopes it
+    holds, and only sees and revokes tokens whose scopes are a subset of its own."""
 
     scopes = {"GET": "tokens:manage", "POST": "tokens:manage"}
 
-    @extend_schema(responses=_TokenList, summary="List scoped tokens (hashes never shown)")
+    @extend_schema(
+        responses=_TokenList,
+        summary="List scoped tokens (hashes never shown)",
+        description="A non-admin caller sees only tokens whose scopes it holds all of.",
+    )
     def get(self, request):
-        return Response(ok(tokens=tokens.list_tokens()))
+        return Response(ok(tokens=tokens.list_tokens(_reach(request.user))))
 
     @extend_schema(
         request=_TokenMint,
@@ -81,7 +91,7 @@ class TokensView(AdminAPIView):
     def post(self, request):
         body = json_object(request)
         principal: AdminPrincipal = request.user
-        granted_by = None if principal.is_admin else principal.scopes
+        granted_by = _reach(principal)
         name, scopes = body.get("name"), body.get("scopes")
         try:
             plaintext = tokens.mint(name, scopes, granted_by=granted_by)
@@ -96,11 +106,12 @@ class TokenDetailView(AdminAPIView):
     @extend_schema(
         responses={200: OpenApiTypes.OBJECT},
         summary="Revoke a token (effective on the next request)",
-        description="400 malformed name; 404 no token with that name.",
+        description="400 malformed name; 404 no token with that name, or (for a non-admin "
+        "caller) one holding a scope the caller lacks.",
     )
     def delete(self, request, name: str):
         try:
-            tokens.revoke(name)
+            tokens.revoke(name, _reach(request.user))
         except tokens.TokenError as exc:
             raise ApiError(exc.status, str(exc)) from None
         return Response(ok())

@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 from drf_spectacular.utils import extend_schema
+from rest_framework.exceptions import Throttled
 from rest_framework.response import Response
 
 from hostmgmt import services
 from hostmgmt.api.base import AdminAPIView, MgmtAPIView, OpenMgmtAPIView, json_object
 from hostmgmt.api.errors import ApiError
-from hostmgmt.auth import credentials
+from hostmgmt.auth import credentials, throttle
 from hostmgmt.auth import csrf as csrf_rules
-from hostmgmt.auth.admin import AdminPrincipal
+from hostmgmt.auth.admin import AdminPrincipal, client_ip
 
 
 class V1HealthView(OpenMgmtAPIView):
@@ -58,6 +59,9 @@ class CsrfTokenView(AdminAPIView):
         return Response({"csrf_token": csrf_rules.mint(principal.client_id)})
 
 
+_API_FIELDS = {"username": "newUsername", "password": "newPassword"}
+
+
 class PasswordView(AdminAPIView):
     """Set or change the admin credentials; unauthenticated until the first credentials exist."""
 
@@ -89,11 +93,28 @@ class PasswordView(AdminAPIView):
         if values["newPassword"] != values["confirmNewPassword"]:
             raise ApiError(400, "password mismatch")
         if not self.first_run:
+            # The current password is a password guess like any login: same bucket.
+            ip = client_ip(request)
+            wait = throttle.blocked_for(ip)
+            if wait:
+                raise Throttled(wait=wait, detail="too many failed logins; try again later")
             user = credentials.verify(values["currentUsername"], values["currentPassword"])
             if user is None:
+                throttle.record_failure(ip)
                 raise ApiError(400, "invalid current credentials")
+            throttle.record_success(ip)
         try:
-            credentials.set_credentials(new_username, values["newPassword"])
+            credentials.check_password_rules(new_username, values["newPassword"])
+            if self.first_run:
+                credentials.create_first_admin(new_username, values["newPassword"])
+            else:
+                credentials.set_credentials(new_username, values["newPassword"])
+        except credentials.AlreadySetUp:
+            # A racing first-run request won: this one is an unauthenticated change now.
+            raise ApiError(
+                401, "admin credentials are already set; sign in to change them"
+            ) from None
         except credentials.CredentialError as exc:
-            raise ApiError(400, str(exc)) from None
+            field = _API_FIELDS.get(exc.field or "")
+            raise ApiError(400, f"{field}: {exc}" if field else str(exc)) from None
         return Response({"status": True, "status_code": 200})

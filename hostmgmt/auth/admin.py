@@ -74,7 +74,10 @@ class AdminAuthentication(BaseAuthentication):
         if principal is None:
             throttle.record_failure(ip)
             raise AuthenticationFailed("invalid credentials")
-        throttle.record_success(ip)
+        if principal.via == "basic":
+            # Only the password clears the bucket: a working scoped token must not let its
+            # holder go on guessing the admin password.
+            throttle.record_success(ip)
         return (principal, None)
 
     @staticmethod

@@ -13,7 +13,8 @@ import secrets
 import threading
 import time
 
-from django.contrib.auth import get_user_model
+from django.contrib.auth import get_user_model, password_validation
+from django.core.exceptions import ValidationError
 from django.db import transaction
 
 _CACHE_TTL = 300.0
@@ -60,15 +61,43 @@ def verify(username: str, password: str):
 
 
 class CredentialError(ValueError):
-    pass
+    """Refused credentials; `field` names the request field at fault where there is one."""
+
+    def __init__(self, message: str, field: str | None = None):
+        super().__init__(message)
+        self.field = field
+
+
+class AlreadySetUp(CredentialError):
+    """The first admin exists already: first-run creation never replaces it."""
+
+
+def _check_username(username: str) -> None:
+    if not username or len(username) > 150 or any(ord(c) < 33 for c in username):
+        raise CredentialError(
+            "username must be 1-150 printable characters without spaces", "username"
+        )
+
+
+def check_password_rules(username: str, password: str, field: str = "password") -> None:
+    """Django's AUTH_PASSWORD_VALIDATORS (length 8+, not common, not like the username).
+
+    Applied where a person chooses a password (`/welcome`, `/api/password`), not in
+    `set_credentials`, so tools and test fixtures can still set any password directly.
+    """
+    if not password:
+        raise CredentialError("password must not be empty", field)
+    try:
+        password_validation.validate_password(password, get_user_model()(username=username))
+    except ValidationError as exc:
+        raise CredentialError(" ".join(exc.messages), field) from None
 
 
 def set_credentials(username: str, password: str) -> None:
     """Create or replace the admin credentials."""
-    if not username or len(username) > 150 or any(ord(c) < 33 for c in username):
-        raise CredentialError("username must be 1-150 printable characters without spaces")
+    _check_username(username)
     if not password:
-        raise CredentialError("password must not be empty")
+        raise CredentialError("password must not be empty", "password")
     User = get_user_model()
     with transaction.atomic():
         user = admin_user()
@@ -79,3 +108,30 @@ def set_credentials(username: str, password: str) -> None:
         user.save()
     with _lock:
         _cache.clear()
+
+
+_first_run_lock = threading.Lock()
+
+
+def create_first_admin(username: str, password: str):
+    """Create the first admin, or raise AlreadySetUp when one exists: never a replacement.
+
+    The existence check and the insert share one transaction, which this host's SQLite
+    settings open with BEGIN IMMEDIATE (the write lock, taken before the check), so a racing
+    request in another thread or process waits and then sees the winner; the lock serialises
+    this process's threads even on a database without that mode. The hash is computed before
+    the lock so the slow part does not hold it.
+    """
+    _check_username(username)
+    if not password:
+        raise CredentialError("password must not be empty", "password")
+    User = get_user_model()
+    user = User(username=username, is_superuser=True, is_staff=True, is_active=True)
+    user.set_password(password)
+    with _first_run_lock, transaction.atomic():
+        if admin_user() is not None:
+            raise AlreadySetUp("admin credentials are already set")
+        user.save()
+    with _lock:
+        _cache.clear()
+    return user

@@ -1,4 +1,10 @@
-"""Login-failure buckets per client IP: 10 failures within 30 s block that IP (429)."""
+"""Login-failure buckets per client IP: 10 failures within 30 s block that IP (429).
+
+One bucket per address for every place that checks a credential: HTTP Basic and scoped tokens
+on the admin API, the console login, the Django admin login, the /pin page and the current
+password of /api/password. Failures of any of them count; only a correct admin PASSWORD
+clears the bucket (a token holder must not be able to reset it between password guesses).
+"""
 
 from __future__ import annotations
 
@@ -43,6 +49,7 @@ def record_failure(ip: str) -> None:
 
 
 def record_success(ip: str) -> None:
+    """A correct admin password from `ip`: forget its failures. Not for other credentials."""
     with _lock:
         _buckets.pop(ip, None)
 

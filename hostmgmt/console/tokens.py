@@ -2,8 +2,10 @@
 
 Adds what the storage layer leaves to its callers: a cross-process lock (daphne, the Celery
 workers and `manage.py mint_token` may all write `api_tokens` at once, and a lost update would
-silently resurrect a revoked token), and the rule that a token holder can only hand out scopes
-it holds itself (a `tokens:manage` token must not be a path to `*`).
+silently resurrect a revoked token), and the rules that a token holder can only hand out scopes
+it holds itself (a `tokens:manage` token must not be a path to `*`) and can only see and revoke
+tokens whose scopes are a subset of its own (it must not learn of, or cut off, the tokens of
+callers with more reach than it).
 """
 
 from __future__ import annotations
@@ -36,8 +38,16 @@ def _locked():
             fcntl.flock(fh, fcntl.LOCK_UN)
 
 
-def list_tokens() -> list[dict]:
-    return [{"name": t.name, "scopes": list(t.scopes)} for t in api_tokens.load()]
+def _within(token: api_tokens.StoredToken, reach: frozenset[str] | None) -> bool:
+    """Whether a caller with scopes `reach` (None: admin) may see and revoke `token`."""
+    return reach is None or ADMIN in reach or set(token.scopes) <= reach
+
+
+def list_tokens(reach: frozenset[str] | None = None) -> list[dict]:
+    """The tokens a caller with scopes `reach` (None: admin) may see."""
+    return [
+        {"name": t.name, "scopes": list(t.scopes)} for t in api_tokens.load() if _within(t, reach)
+    ]
 
 
 def mint(name, scopes, granted_by: frozenset[str] | None = None) -> str:
@@ -58,9 +68,12 @@ def mint(name, scopes, granted_by: frozenset[str] | None = None) -> str:
             raise TokenError(str(exc)) from None
 
 
-def revoke(name) -> None:
+def revoke(name, reach: frozenset[str] | None = None) -> None:
+    """Revoke a token; one beyond the caller's `reach` (None: admin) answers as unknown, so
+    its existence is not revealed either."""
     if not isinstance(name, str) or not api_tokens.NAME_RE.match(name):
         raise TokenError("invalid token name")
     with _locked():
-        if not api_tokens.revoke(name):
+        target = next((t for t in api_tokens.load() if t.name == name), None)
+        if target is None or not _within(target, reach) or not api_tokens.revoke(name):
             raise TokenError(f"no token named {name!r}", 404)

@@ -20,6 +20,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from hostmgmt import services
 from hostmgmt.auth import credentials, throttle
 from hostmgmt.auth.admin import client_ip
+from hostmgmt.auth.backends import BACKEND
 from hostmgmt.auth.scopes import SCOPES
 from hostmgmt.config import store
 from hostmgmt.console import configform, runtime, telemetry, updater
@@ -94,7 +95,7 @@ def login_view(request):
                 error, status = "Wrong username or password.", 400
             else:
                 throttle.record_success(ip)
-                login(request, user, backend="django.contrib.auth.backends.ModelBackend")
+                login(request, user, backend=BACKEND)
                 return HttpResponseRedirect(target)
     response = render(
         request,

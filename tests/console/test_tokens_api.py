@@ -117,3 +117,31 @@ def test_mint_token_command_prints_a_working_token(admin):
         call_command("mint_token", "shell-made", "--scope", "logs:get", stdout=io.StringIO())
     with pytest.raises(CommandError):
         call_command("mint_token", "other", "--scope", "nope", stdout=io.StringIO())
+
+
+def test_token_manager_sees_and_revokes_only_tokens_within_its_scopes(admin):
+    c = Client()
+    manager = mint(c, admin, "manager", ["tokens:manage", "logs:get"]).json()["token"]
+    for name, scopes in [
+        ("root", ["*"]),
+        ("config-writer", ["config:set"]),
+        ("mixed", ["logs:get", "config:get"]),
+        ("logs", ["logs:get"]),
+        ("peer", ["tokens:manage"]),
+    ]:
+        assert mint(c, admin, name, scopes).status_code == 200
+    listed = c.get("/api/tokens", **bearer(manager)).json()["tokens"]
+    assert [t["name"] for t in listed] == ["manager", "logs", "peer"]
+    for hidden in ("root", "config-writer", "mixed"):
+        r = c.delete(f"/api/tokens/{hidden}", **bearer(manager))
+        assert r.status_code == 404, hidden
+        assert r.json() == {
+            "status": False,
+            "status_code": 404,
+            "error": f"no token named {hidden!r}",
+        }
+    assert c.delete("/api/tokens/logs", **bearer(manager)).status_code == 200
+    # nothing above the manager's reach was touched; an admin still sees and revokes them all
+    names = [t["name"] for t in c.get("/api/tokens", **admin).json()["tokens"]]
+    assert names == ["manager", "root", "config-writer", "mixed", "peer"]
+    assert c.delete("/api/tokens/root", **admin).status_code == 200

@@ -5,10 +5,12 @@ from __future__ import annotations
 import pytest
 from django.test import Client
 
-from hostmgmt.auth import api_tokens, throttle
+from hostmgmt.auth import api_tokens, credentials, throttle
 from tests.conftest import basic
 
 pytestmark = pytest.mark.django_db
+
+GOOD = "violet kestrel 42"
 
 
 def test_unauthenticated_gets_401_with_basic_challenge(admin_user):
@@ -153,7 +155,7 @@ class TestCsrf:
 class TestFirstRun:
     def test_password_route_is_open_until_credentials_exist(self):
         c = Client()
-        body = {"newUsername": "op", "newPassword": "pw1", "confirmNewPassword": "pw1"}
+        body = {"newUsername": "op", "newPassword": GOOD, "confirmNewPassword": GOOD}
         r = c.post("/api/password", data=body, content_type="application/json")
         assert r.status_code == 200, r.content
         r = c.post("/api/password", data=body, content_type="application/json")
@@ -211,3 +213,110 @@ def test_origin_class_wan_is_refused_by_default():
     r = Client(REMOTE_ADDR="8.8.8.8").get("/api/health")
     assert r.status_code == 403
     assert Client(REMOTE_ADDR="192.168.1.20").get("/api/health").status_code == 200
+
+
+def _set_password(auth=None, **fields):
+    headers = {"HTTP_AUTHORIZATION": auth} if auth else {}
+    return Client().post("/api/password", data=fields, content_type="application/json", **headers)
+
+
+@pytest.mark.parametrize(
+    "password, why",
+    [("short7!", "too short"), ("password1", "too common"), ("qwertyuiop", "too common")],
+)
+def test_first_run_password_rules_name_the_field(password, why):
+    r = _set_password(newUsername="op", newPassword=password, confirmNewPassword=password)
+    assert r.status_code == 400
+    body = r.json()
+    assert body["status"] is False and body["status_code"] == 400
+    assert body["error"].startswith("newPassword: ") and why in body["error"]
+    assert not credentials.credentials_exist()
+
+
+def test_password_change_applies_the_rules(admin_user):
+    auth = basic(*admin_user)
+    current = {"currentUsername": "admin", "currentPassword": "s3cret"}
+    r = _set_password(auth, **current, newPassword="admin123", confirmNewPassword="admin123")
+    assert r.status_code == 400 and r.json()["error"].startswith("newPassword: ")
+    r = _set_password(auth, **current, newPassword=GOOD, confirmNewPassword=GOOD)
+    assert r.status_code == 200, r.content
+    assert credentials.verify("admin", GOOD) is not None
+
+
+def test_a_late_first_run_request_cannot_replace_the_admin(monkeypatch):
+    """The loser of a first-run race decided 'first run' before the winner committed."""
+    body = {"newUsername": "first", "newPassword": GOOD, "confirmNewPassword": GOOD}
+    real_exists = credentials.credentials_exist
+    monkeypatch.setattr(credentials, "credentials_exist", lambda: False)  # the stale check
+    assert _set_password(**body).status_code == 200
+    late = {"newUsername": "second", "newPassword": GOOD + "!", "confirmNewPassword": GOOD + "!"}
+    r = _set_password(**late)
+    assert r.status_code == 401 and r["WWW-Authenticate"].startswith("Basic")
+    assert r.json()["error"] == "admin credentials are already set; sign in to change them"
+    monkeypatch.setattr(credentials, "credentials_exist", real_exists)
+    assert credentials.verify("first", GOOD) is not None
+    assert credentials.verify("second", GOOD + "!") is None
+
+
+def test_token_success_does_not_reset_the_login_bucket(admin_user):
+    token = api_tokens.mint("reader", ["config:get"])
+    c = Client()
+    for _ in range(throttle.MAX_FAILURES - 1):
+        assert c.get("/api/csrf-token", HTTP_AUTHORIZATION=basic("admin", "x")).status_code == 401
+    assert c.get("/api/csrf-token", HTTP_AUTHORIZATION=f"Bearer {token}").status_code == 200
+    assert c.get("/api/csrf-token", HTTP_AUTHORIZATION=basic("admin", "x")).status_code == 401
+    assert c.get("/api/csrf-token", HTTP_AUTHORIZATION=basic(*admin_user)).status_code == 429
+
+
+def test_wrong_current_password_counts_as_a_failed_login(admin_user):
+    c = Client()
+    for _ in range(throttle.MAX_FAILURES - 1):
+        assert c.get("/api/csrf-token", HTTP_AUTHORIZATION=basic("admin", "x")).status_code == 401
+    # a `*` token holder guessing the password through the change route
+    root = f"Bearer {api_tokens.mint('root', ['*'])}"
+    wrong = {"currentUsername": "admin", "currentPassword": "guess"}
+    r = _set_password(root, **wrong, newPassword=GOOD, confirmNewPassword=GOOD)
+    assert r.status_code == 400
+    r = _set_password(root, **wrong, newPassword=GOOD, confirmNewPassword=GOOD)
+    assert r.status_code == 429
+    assert c.get("/api/csrf-token", HTTP_AUTHORIZATION=basic(*admin_user)).status_code == 429
+
+
+def _admin_login(c, password):
+    return c.post("/admin/login/", {"username": "admin", "password": password, "next": "/admin/"})
+
+
+def test_django_admin_login_shares_the_bucket(admin_user):
+    c = Client()
+    for i in range(throttle.MAX_FAILURES):
+        if i % 2:
+            r = _admin_login(c, f"guess{i}")
+            assert r.status_code == 200 and "_auth_user_id" not in c.session
+        else:
+            assert (
+                c.get("/api/csrf-token", HTTP_AUTHORIZATION=basic("admin", "x")).status_code == 401
+            )
+    assert c.get("/api/csrf-token", HTTP_AUTHORIZATION=basic(*admin_user)).status_code == 429
+    r = _admin_login(c, admin_user[1])
+    assert r.status_code == 429 and r["Retry-After"]
+    assert "_auth_user_id" not in c.session
+
+
+def test_django_admin_password_login_clears_the_bucket(admin_user):
+    c = Client()
+    for _ in range(throttle.MAX_FAILURES - 1):
+        c.get("/api/csrf-token", HTTP_AUTHORIZATION=basic("admin", "x"))
+    r = _admin_login(c, admin_user[1])
+    assert r.status_code == 302 and c.session["_auth_user_id"]
+    for _ in range(throttle.MAX_FAILURES - 1):
+        c.get("/api/csrf-token", HTTP_AUTHORIZATION=basic("admin", "x"))
+    assert c.get("/api/csrf-token", HTTP_AUTHORIZATION=basic(*admin_user)).status_code == 200
+
+
+def test_blocked_address_cannot_log_in_through_django_authenticate(admin_user, rf):
+    from django.contrib.auth import authenticate
+
+    request = rf.post("/admin/login/")
+    for _ in range(throttle.MAX_FAILURES):
+        assert authenticate(request, username="admin", password="nope") is None
+    assert authenticate(request, username="admin", password=admin_user[1]) is None

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import pytest
 
+from hostmgmt.auth import mgmt
 from tests.conftest import ADMIN_PASSWORD, ADMIN_USER
+from tests.platform.v1_routes import sample_path, v1_routes
 
 pytestmark = pytest.mark.e2e
 
@@ -16,10 +18,10 @@ pytestmark = pytest.mark.e2e
 ROUTES = [
     ("/api/v1/health", "open"),
     ("/api/v1/host", "v1"),
-    ("/api/v1/host/config", "v1"),
-    ("/api/v1/gpus", "v1"),
-    ("/api/v1/display/state", "v1"),
-    ("/api/v1/clients", "v1"),
+    ("/api/v1/host/config", "v1-plugin-denied"),
+    ("/api/v1/gpus", "v1-plugin-denied"),
+    ("/api/v1/display/state", "v1-plugin-denied"),
+    ("/api/v1/clients", "v1-plugin-denied"),
     ("/api/v1/library", "v1"),
     ("/api/v1/status", "v1"),
     ("/api/v1/hooks", "v1-plugin-denied"),
@@ -118,3 +120,50 @@ def test_route_answers_each_credential_as_documented(live_host, scoped_tokens, p
         # scoped admin-API tokens are not management credentials
         want["scoped-with"] = want["scoped-without"] = 401
     assert results == want
+
+
+V1_CALLS = sorted((route, method) for route, methods in v1_routes().items() for method in methods)
+V1_CREDENTIALS = ["none", "wrong", "basic", "scoped", "plugin", "mgmt"]
+
+
+@pytest.mark.parametrize("route, method", V1_CALLS)
+def test_every_v1_route_and_method_answers_each_credential(live_host, scoped_tokens, route, method):
+    """Every pattern of the URL map x every method x every credential, on the real host.
+
+    The plugin token reaches exactly `PLUGIN_ALLOWED` (anything else: 403 and the v1 error
+    body, before the view runs); no other non-management credential gets past 401. The
+    management token is sent on reads only: its writes restart or stop the host.
+    """
+    path = sample_path(route)
+    allowed = mgmt.plugin_allowed(mgmt.V1_ROUTE_PREFIX + route, method)
+    scoped = next(iter(scoped_tokens.values()))[0]
+    creds = {
+        "none": {},
+        "wrong": {"Authorization": "Bearer " + "0" * 64},
+        "basic": {"Authorization": "Basic " + "YWRtaW46eA=="},
+        "scoped": {"Authorization": f"Bearer {scoped}"},
+        "plugin": {"Authorization": f"Bearer {live_host.plugin_token}"},
+        "mgmt": {"Authorization": f"Bearer {live_host.mgmt_token}"},
+    }
+    results = {}
+    with live_host.client() as c:
+        for cred in V1_CREDENTIALS:
+            if cred == "mgmt" and method != "GET":
+                continue
+            body = {} if method == "GET" else {"json": {}}
+            with c.stream(method, path, headers=creds[cred], **body) as r:
+                results[cred] = r.status_code
+                if r.status_code in (401, 403):
+                    r.read()
+                    assert set(r.json()) == {"error"}, (cred, r.text)
+                if cred == "plugin" and r.status_code == 403:
+                    assert r.json() == {"error": mgmt.PLUGIN_FORBIDDEN}
+    open_route = route == "health"
+    for cred in ("none", "wrong", "basic", "scoped"):
+        assert (results[cred] == 401) != open_route, (cred, results)
+    if allowed:
+        assert results["plugin"] not in (401, 403), results
+    else:
+        assert results["plugin"] == 403, results
+    if "mgmt" in results:
+        assert results["mgmt"] not in (401, 403), results

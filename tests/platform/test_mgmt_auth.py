@@ -7,6 +7,7 @@ from django.test import Client, RequestFactory, override_settings
 from django.urls import resolve
 
 from hostmgmt.auth import mgmt, tokens
+from tests.platform.v1_routes import v1_routes
 
 pytestmark = pytest.mark.django_db
 
@@ -74,32 +75,9 @@ def test_tokenless_host_answers_without_auth():
     assert get("/api/v1/host").status_code == 200
 
 
-def _v1_routes() -> dict[str, set[str]]:
-    """Every /api/v1 URL pattern of the URL map with the methods its view answers."""
-    from django.urls import URLResolver, get_resolver
-
-    def walk(patterns, prefix=""):
-        for p in patterns:
-            if isinstance(p, URLResolver):
-                yield from walk(p.url_patterns, prefix + str(p.pattern))
-            else:
-                yield prefix + str(p.pattern), p.callback
-
-    routes = {}
-    for route, callback in walk(get_resolver().url_patterns):
-        if not route.startswith(mgmt.V1_ROUTE_PREFIX):
-            continue
-        view = getattr(callback, "view_class", None)
-        methods = {"GET"} if view is None else {m.upper() for m in view.http_method_names}
-        if view is not None:
-            methods = {m for m in methods if hasattr(view, m.lower())} - {"OPTIONS", "HEAD"}
-        routes[route[len(mgmt.V1_ROUTE_PREFIX) :]] = methods
-    return routes
-
-
 def test_every_v1_route_is_classified_for_the_plugin_token():
     """A new route must be put in one table; until then the plugin token is refused there."""
-    routes = _v1_routes()
+    routes = v1_routes()
     allowed, denied = set(mgmt.PLUGIN_ALLOWED), set(mgmt.PLUGIN_DENIED)
     assert not allowed & denied
     assert allowed | denied == set(routes), "classify new routes in hostmgmt/auth/mgmt.py"
