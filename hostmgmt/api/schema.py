@@ -21,8 +21,12 @@ _MGMT_DEFINITION = {
     "scheme": "bearer",
     "description": (
         "Management token (64 hex, `mgmt-token` in the state dir) or the plugin token "
-        "(`plugin-token`; refused with 403 on hooks, pairing administration, store and update "
-        "routes). None needed on a host started with `--no-mgmt-token`."
+        "(`plugin-token`; covers status, library, sessions and events only: `GET /health`, "
+        "`/host`, `/status`, `/events`, the library routes except `GET /library/custom/{id}`, "
+        "`DELETE /session`, `POST /game/end`, `GET /session/settings`; 403 everywhere else). "
+        "None needed on a host started with `--no-mgmt-token`, whose state-changing requests "
+        "must then be same-origin or carry `Content-Type: application/json` or "
+        "`X-Requested-With` (403 otherwise)."
     ),
 }
 
