@@ -16,7 +16,7 @@ from hostmgmt.auth.scopes import SCOPES
 from hostmgmt.auth.secrets import is_token_shaped, new_token
 from hostmgmt.config import store
 
-NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")  # always fullmatch: `$` admits "\n"
 
 
 @dataclass(frozen=True)
@@ -39,7 +39,7 @@ def hash_token(plaintext: str, salt: str) -> str:
 
 def parse_entry(entry: str) -> StoredToken | None:
     parts = str(entry).split()
-    if len(parts) != 4 or not NAME_RE.match(parts[0]):
+    if len(parts) != 4 or not NAME_RE.fullmatch(parts[0]):
         return None
     scopes = tuple(s for s in parts[3].split(",") if s)
     return StoredToken(parts[0], parts[1].lower(), parts[2], scopes)
@@ -75,7 +75,7 @@ class TokenRequestError(ValueError):
 
 def mint(name: str, scopes: list[str]) -> str:
     """Create a token and return its plaintext (shown once)."""
-    if not isinstance(name, str) or not NAME_RE.match(name):
+    if not isinstance(name, str) or not NAME_RE.fullmatch(name):
         raise TokenRequestError("name must be 1-64 characters of letters, digits, '.', '_', '-'")
     if not isinstance(scopes, list) or not scopes:
         raise TokenRequestError("scopes must be a non-empty array")

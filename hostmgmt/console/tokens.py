@@ -71,7 +71,7 @@ def mint(name, scopes, granted_by: frozenset[str] | None = None) -> str:
 def revoke(name, reach: frozenset[str] | None = None) -> None:
     """Revoke a token; one beyond the caller's `reach` (None: admin) answers as unknown, so
     its existence is not revealed either."""
-    if not isinstance(name, str) or not api_tokens.NAME_RE.match(name):
+    if not isinstance(name, str) or not api_tokens.NAME_RE.fullmatch(name):
         raise TokenError("invalid token name")
     with _locked():
         target = next((t for t in api_tokens.load() if t.name == name), None)

@@ -93,7 +93,13 @@ def test_revoked_token_stops_on_next_request(admin_user):
 
 @pytest.mark.parametrize(
     "name, scopes",
-    [("", ["config:get"]), ("has space", ["config:get"]), ("ok", ["stream:control"]), ("ok", [])],
+    [
+        ("", ["config:get"]),
+        ("has space", ["config:get"]),
+        ("ci\n", ["config:get"]),
+        ("ok", ["stream:control"]),
+        ("ok", []),
+    ],
 )
 def test_mint_rejects_bad_requests(name, scopes):
     with pytest.raises(api_tokens.TokenRequestError):
