@@ -11,6 +11,7 @@ from django.test import Client
 from hostmgmt.console import logfile
 
 TOKEN = "ab12" * 16
+REDACTED_WORD = "[redacted]"
 
 
 def line(i: int, msg: str = "hello", level: str = "INFO") -> str:
@@ -46,6 +47,95 @@ def test_redaction_removes_secrets(text):
 def test_redaction_keeps_ordinary_text():
     text = "mapping 3 displays; shipping=fast; 12 tokens listed"
     assert logfile.redact(text) == text
+
+
+@pytest.mark.parametrize(
+    "text,expected",
+    [
+        # What the old single key pattern redacted, edge by edge.
+        ("x-pin=1234 ok", "x-pin=[redacted] ok"),
+        ('"-token": abc', '"-token": [redacted]'),
+        ("foo=token=abc", "foo=token=[redacted]"),
+        ("pin-code=1234 mypin=5678", "pin-code=1234 mypin=5678"),
+        ("tokenizer=5; API-KEY: zz", "tokenizer=[redacted]; API-KEY: [redacted]"),
+        ("token-token-x = 'a b' rest", "token-token-x = [redacted] rest"),
+        ("p\u0131n=1 \u017fecret=2", "p\u0131n=[redacted] \u017fecret=[redacted]"),
+        ("api\u212aey=1", "api\u212aey=[redacted]"),
+        ("Basic short", "Basic short"),
+    ],
+)
+def test_redaction_edges_are_kept(text, expected):
+    assert logfile.redact(text) == expected
+
+
+# Timed in a child process: the old pattern needed minutes on these lines, and a regex holds the
+# GIL, so only a killable process can turn "hangs" into "fails".
+_TIMING_CHILD = r"""
+import json, time
+from hostmgmt.console import logfile
+n = 256 * 1024
+
+
+def fill(unit):
+    return (unit * (n // len(unit) + 1))[:n]
+
+
+shapes = {
+    "a-b": fill("a-"),
+    "words": fill("deploy-node-cache-x1-"),
+    "uuids": fill("0f8fad5b-d9cb-469f-a165-70867728950e-"),
+    "dashes": fill("-"),
+    "hex-dash": fill("ab12" * 16 + "-"),
+    "secret-run": fill("secret-") + "=1",
+    "non-ascii": fill("\u00e9-"),
+}
+out = {}
+for name, text in shapes.items():
+    best = None
+    for _ in range(3):
+        t0 = time.perf_counter()
+        redacted = logfile.redact(text)
+        took = (time.perf_counter() - t0) * 1000
+        best = took if best is None else min(best, took)
+    out[name] = {"ms": best, "tail": redacted[-24:]}
+print(json.dumps(out))
+"""
+
+
+def test_redaction_of_a_256_kib_dash_separated_line_takes_under_50_ms():
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(logfile.__file__).resolve().parents[2]
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-c", _TIMING_CHILD],
+            cwd=root,
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+    except subprocess.TimeoutExpired:
+        pytest.fail("redacting 256 KiB lines took more than 30 s (super-linear pattern)")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    results = json.loads(proc.stdout)
+    slow = {name: round(r["ms"], 1) for name, r in results.items() if r["ms"] >= 50}
+    assert not slow, slow
+    assert results["secret-run"]["tail"].endswith("=[redacted]")
+
+
+def test_redaction_of_a_line_dense_with_secrets_is_linear_and_complete():
+    import time
+
+    line = "token=abcdefgh pin=1234 " * (256 * 1024 // 24)
+    t0 = time.perf_counter()
+    out = logfile.redact(line)
+    took = time.perf_counter() - t0
+    assert "abcdefgh" not in out and "1234" not in out
+    assert out.count(REDACTED_WORD) == 2 * (256 * 1024 // 24)
+    assert took < 2.0, took
 
 
 def test_filter_redacts_args_and_tracebacks():
