@@ -18,12 +18,21 @@ Manifest document (JSON, at most 64 KiB):
 
 The last check is kept in `update-state.json` (state dir) so every process reports the same, and
 `update.available` is emitted once per discovered version, even across restarts.
+
+Rollback: a validly signed but older manifest (a replayed one, or a mirror serving a stale copy)
+must not hide a newer release. The version and serial of the last accepted manifest are kept in
+the same file (`accepted`, written atomically, checks serialised by a lock file), and a manifest
+is believed only when both its version and its serial are newer than those, or when it is the
+very manifest accepted last (a re-fetch). A manifest without a positive integer serial is
+refused.
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
+import contextlib
+import fcntl
 import json
 import logging
 import os
@@ -42,6 +51,7 @@ from hostmgmt.version import VERSION
 log = logging.getLogger(__name__)
 
 STATE_FILE = "update-state.json"
+LOCK_FILE = "update-state.lock"
 MAX_MANIFEST_BYTES = 64 * 1024
 FETCH_TIMEOUT_S = 10
 STALE_DAYS = 45
@@ -142,10 +152,13 @@ def verify_manifest(document: bytes, public_key_b64: str) -> dict:
         raise ManifestError("manifest payload is not JSON") from None
     if not isinstance(data, dict) or version_key(str(data.get("version", ""))) is None:
         raise ManifestError("manifest payload lacks a valid version")
+    serial = data.get("serial")
+    if isinstance(serial, bool) or not isinstance(serial, int) or serial <= 0:
+        raise ManifestError("manifest payload lacks a valid serial")
     return {
         "version": str(data["version"]),
         "channel": str(data.get("channel") or "stable"),
-        "serial": int(data["serial"]) if isinstance(data.get("serial"), int) else 0,
+        "serial": serial,
         "published_at": str(data.get("published_at") or ""),
         "notes_url": str(data.get("notes_url") or ""),
     }
@@ -158,6 +171,40 @@ def _fetch(url: str) -> bytes:
     if len(body) > MAX_MANIFEST_BYTES:
         raise ManifestError("manifest is larger than 64 KiB")
     return body
+
+
+def refuse_rollback(manifest: dict, state: dict) -> None:
+    """ManifestError unless `manifest` is newer, in version and serial, than the last accepted one
+    (or is that very manifest again)."""
+    # A state file from before `accepted` existed: its manifest is the one accepted last.
+    accepted = state.get("accepted") or state.get("manifest")
+    if not isinstance(accepted, dict):
+        return
+    last_version = str(accepted.get("version") or "")
+    last_serial = accepted.get("serial")
+    last_key = version_key(last_version)
+    if last_key is None or not isinstance(last_serial, int):
+        return
+    if state.get("manifest") == manifest:
+        return
+    new_key = version_key(manifest["version"])
+    if new_key is None or new_key <= last_key or manifest["serial"] <= last_serial:
+        raise ManifestError(
+            f"manifest {manifest['version']} (serial {manifest['serial']}) is not newer than the "
+            f"last accepted {last_version} (serial {last_serial}); refused as a rollback"
+        )
+
+
+@contextlib.contextmanager
+def _locked():
+    """One check at a time across the host's processes, so two racing checks cannot lower the
+    last accepted version."""
+    with open(state_path(LOCK_FILE), "a") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
 
 
 def load_state() -> dict:
@@ -176,6 +223,11 @@ def check(force: bool = False) -> dict:
     """Fetch and verify the manifest now; record the outcome; announce a new version once."""
     if check_disabled():
         raise CheckRefused(409, "update checks are disabled (UPDATE_CHECK=0)")
+    with _locked():
+        return _check(force)
+
+
+def _check(force: bool) -> dict:
     state = load_state()
     last = state.get("last_checked_unix") or 0
     if force and time.time() - last < CHECK_MIN_INTERVAL_S:
@@ -191,6 +243,7 @@ def check(force: bool = False) -> dict:
         if not settings.UPDATE_PUBLIC_KEY:
             raise ManifestError(NO_KEY_REASON)  # nothing fetched could be believed
         manifest = verify_manifest(_fetch(url), settings.UPDATE_PUBLIC_KEY)
+        refuse_rollback(manifest, state)
     except urllib.error.HTTPError as exc:
         if exc.code == 404:
             state["not_published"] = True
@@ -201,6 +254,7 @@ def check(force: bool = False) -> dict:
         state["last_error"] = f"manifest check failed: {reason}"
     else:
         state["manifest"] = manifest
+        state["accepted"] = {"version": manifest["version"], "serial": manifest["serial"]}
         announced = [v for v in state.get("announced", []) if isinstance(v, str)]
         if is_newer(manifest["version"]) and manifest["version"] not in announced:
             announced.append(manifest["version"])

@@ -61,11 +61,11 @@ def release(settings):
     state_path(updater.STATE_FILE).unlink(missing_ok=True)
 
 
-def manifest(version=NEWER):
+def manifest(version=NEWER, serial=1):
     return {
         "version": version,
         "channel": "stable",
-        "serial": 1,
+        "serial": serial,
         "published_at": "2099-01-01T00:00:00Z",
         "notes_url": "https://example.invalid/notes",
     }
@@ -119,6 +119,73 @@ def test_not_published_404(release):
     served["status"] = 404
     status = updater.check()
     assert status["not_published"] is True and status["last_error"] is None
+
+
+OLDER = "v2098.101.0-stable"
+NEWEST = "v2099.102.0-stable"
+
+
+@pytest.mark.parametrize(
+    "version,serial",
+    [
+        (OLDER, 5),  # older in both
+        (OLDER, 11),  # older version, newer serial
+        (NEWER, 10),  # the same version and serial, other fields changed below
+        (NEWER, 11),  # same version, newer serial
+        (NEWEST, 10),  # newer version, same serial
+        (NEWEST, 9),  # newer version, older serial
+    ],
+)
+def test_a_signed_manifest_not_newer_than_the_last_accepted_is_refused(release, version, serial):
+    key, served = release
+    served["body"] = signed(manifest(NEWER, 10), key)
+    assert updater.check()["last_error"] is None
+    replay = manifest(version, serial)
+    replay["notes_url"] = "https://example.invalid/replayed"
+    served["body"] = signed(replay, key)
+    status = updater.check()
+    assert "rollback" in status["last_error"]
+    assert status["manifest"]["version"] == NEWER and status["manifest"]["serial"] == 10
+    assert status["manifest"]["notes_url"] == "https://example.invalid/notes"
+    assert status["available"] is True
+    # The high-water mark is on disk, so a restarted host refuses the replay too.
+    on_disk = json.loads(state_path(updater.STATE_FILE).read_text())
+    assert on_disk["accepted"] == {"version": NEWER, "serial": 10}
+
+
+def test_the_same_manifest_again_and_a_newer_one_are_accepted(release):
+    key, served = release
+    served["body"] = signed(manifest(NEWER, 10), key)
+    updater.check()
+    assert updater.check()["last_error"] is None  # a re-fetch of the accepted manifest
+    served["body"] = signed(manifest(NEWEST, 11), key)
+    status = updater.check()
+    assert status["last_error"] is None and status["manifest"]["version"] == NEWEST
+    served["body"] = signed(manifest(NEWER, 10), key)  # the first one, replayed
+    assert "rollback" in updater.check()["last_error"]
+    announced = [e["version"] for e in events.local_events("update.available")]
+    assert announced == [NEWER, NEWEST]
+
+
+def test_an_older_manifest_is_refused_after_upgrading_from_a_state_without_accepted(release):
+    key, served = release
+    # A state file written before `accepted` existed: its manifest is the last accepted.
+    state_path(updater.STATE_FILE).write_text(json.dumps({"manifest": manifest(NEWER, 10)}))
+    served["body"] = signed(manifest(OLDER, 5), key)
+    assert "rollback" in updater.check()["last_error"]
+
+
+@pytest.mark.parametrize("serial", [None, 0, -1, "12", True, 1.5])
+def test_a_manifest_without_a_valid_serial_is_refused(release, serial):
+    key, served = release
+    payload = manifest()
+    if serial is None:
+        del payload["serial"]
+    else:
+        payload["serial"] = serial
+    served["body"] = signed(payload, key)
+    status = updater.check()
+    assert "serial" in status["last_error"] and status["manifest"] is None
 
 
 @pytest.mark.django_db
