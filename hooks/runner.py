@@ -17,14 +17,14 @@ import threading
 import time
 from dataclasses import dataclass
 
+from hostmgmt.lib.env import without_secrets
+
 log = logging.getLogger("hooks.runner")
 
 SHELL = "/bin/sh"
 MAX_ENV_VALUE = 8192
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 _NON_ALNUM = re.compile(r"[^A-Za-z0-9]")
-# Host secrets that hook commands have no business seeing.
-_SECRET_ENV = re.compile(r"TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|PRIVATE_KEY", re.IGNORECASE)
 
 # Process groups of the hook commands this process is running now (prep steps are not
 # tracked: an owed `undo` is forgotten once tried, so it must not be cut off by a shutdown),
@@ -66,8 +66,9 @@ def event_env(event: dict) -> dict[str, str]:
 
 
 def base_env() -> dict[str, str]:
-    """The worker's environment minus anything that looks like a host secret."""
-    return {k: v for k, v in os.environ.items() if not _SECRET_ENV.search(k)}
+    """The worker's environment minus anything that looks like a host secret (the rule launched
+    apps share: hostmgmt/lib/env.py)."""
+    return without_secrets()
 
 
 def script_refusal(command: str) -> str | None:

@@ -12,14 +12,19 @@ import os
 import signal
 import subprocess
 import time
+from collections.abc import Mapping
+
+from hostmgmt.lib.env import without_secrets
 
 log = logging.getLogger("streaming.sessions")
 
 
-def session_env(base: dict, *, x_display: str, app, client: dict, mode: tuple) -> dict:
-    """DISPLAY plus the HOST_APP_* / HOST_CLIENT_* variables (and the entry's own env)."""
+def session_env(base: Mapping, *, x_display: str, app, client: dict, mode: tuple) -> dict:
+    """`base` (the host's environment) less its secret-named variables, as for hook commands,
+    plus DISPLAY, the HOST_APP_* / HOST_CLIENT_* variables and the entry's own env (the
+    operator wrote that one for this app, so it is kept whatever its names)."""
     width, height, fps = mode
-    env = dict(base)
+    env = without_secrets(base)
     env.update({str(k): str(v) for k, v in (app.env or {}).items()})
     env.update(
         {
