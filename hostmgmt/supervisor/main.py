@@ -126,14 +126,12 @@ class Supervisor:
             f":privateKey={_escape_endpoint(str(key))}:certKey={_escape_endpoint(str(cert))}"
         )
         concurrency = str(settings.CELERY_WORKER_CONCURRENCY)
+        daphne_args = ["-v", "0", "-e", endpoint, "hostmgmt.asgi:application"]
         specs = [
             # -v 0: no daphne access log; its request lines carry query strings, and the host
             # logs its own events instead (Django's logging config applies to daphne's loggers).
-            Child(
-                "daphne",
-                [py, "-m", "daphne", "-v", "0", "-e", endpoint, "hostmgmt.asgi:application"],
-                env,
-            ),
+            # Started through hostmgmt.daphne_main: body limits enforced in Twisted's parser.
+            Child("daphne", [py, "-m", "hostmgmt.daphne_main", *daphne_args], env),
             Child(
                 "celery",
                 [

@@ -16,11 +16,15 @@ from twisted.internet.interfaces import IOpenSSLContextFactory
 from twisted.web import resource, server
 from zope.interface import implementer
 
+from hostmgmt.lib.bodylimit import BodyLimitedRequest
 from streaming.compat.nvhttp.dispatch import Dispatcher, NvRequest, NvResponse, parse_query, xml
 
 log = logging.getLogger(__name__)
 
 MAX_URI = 8192
+# GameStream requests are GETs without a body: any body at all is refused (413) as the headers
+# arrive, before Twisted reads or spools a byte of it.
+MAX_BODY = 0
 
 
 @implementer(IOpenSSLContextFactory)
@@ -122,7 +126,18 @@ class NvResource(resource.Resource):
             self._finish(request, nvreq, self._error(500, "Internal error"))
 
 
+class _LimitedRequest(BodyLimitedRequest, server.Request):
+    def body_limit(self, path: str) -> int:
+        return MAX_BODY
+
+    def body_refusal(self, path: str) -> tuple[bytes, bytes]:
+        resp = xml(413, "Request body too large")
+        return resp.content_type.encode(), resp.body
+
+
 class _Site(server.Site):
+    requestFactory = _LimitedRequest  # noqa: N815 - Twisted's name
+
     # Request lines can carry pairing material; the host logs its own events instead.
     def log(self, request) -> None:
         pass
