@@ -240,3 +240,27 @@ def test_bodies_within_the_limits_still_reach_the_application(body_host):
         sock.sendall(b"GET /serverinfo HTTP/1.1\r\nHost: x\r\n\r\n")
         answer = read_answer(sock, b"")
     assert answer.startswith(b"HTTP/1.1 200"), answer[:200]
+
+
+@pytest.mark.parametrize("port_of", [lambda h: h.mgmt_port, lambda h: h.base_port - 5],
+                         ids=["daphne", "nvhttp-tls"])  # fmt: skip
+def test_a_client_that_keeps_streaming_after_the_413_is_cut_off(body_host, port_of):
+    """A TLS close waits for the peer's close_notify; a peer that never sends one and keeps
+    streaming is dropped within seconds, not served for as long as it likes."""
+    sock = connect(port_of(body_host), tls=True)
+    sock.sendall(b"POST /x HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n")
+    piece = f"{PIECE:x}\r\n".encode() + b"y" * PIECE + b"\r\n"
+    t0, sent, cut = time.monotonic(), 0, None
+    sock.settimeout(1)
+    try:
+        while time.monotonic() - t0 < 10 and sent < SEND_CAP:
+            try:
+                sock.sendall(piece)
+            except (TimeoutError, OSError):
+                cut = time.monotonic() - t0
+                break
+            sent += PIECE
+            time.sleep(0.005)  # a steady stream, not a burst the socket buffers absorb
+    finally:
+        sock.close()
+    assert cut is not None and cut < 5, (cut, sent)
