@@ -22,7 +22,11 @@ from hostmgmt.api.errors import error_body, is_v1_path  # noqa: E402
 
 class BodyLimit:
     """Answer 413 to bodies over the limit: by Content-Length before reading any of it, and
-    for chunked bodies as soon as the running count passes the limit."""
+    for chunked bodies as soon as the running count passes the limit.
+
+    A second line only: under daphne, Twisted has read the body before the application runs,
+    so the limits that protect memory and disk are enforced in the parser
+    (hostmgmt/lib/bodylimit.py via hostmgmt/daphne_main.py)."""
 
     def __init__(self, app, limit: int, mgmt_limit: int):
         self.app = app

@@ -193,6 +193,10 @@ def test_a_2_gib_body_is_refused_while_it_arrives(body_host, listener, tls, path
         during["tmpdir"] = dir_bytes(host.tmpdir)
 
     out = attack(port, tls, path, chunked, probe)
+    print(f"\n{listener} {path} chunked={chunked}: 413 after {out.seconds * 1000:.0f} ms, "
+          f"{out.sent // 1024} KiB sent, RSS +{(during['rss'] - rss_before) // 1024} KiB, "
+          f"open files +{(during['files'] - files_before) // 1024} KiB, "
+          f"TMPDIR {during['tmpdir'] // 1024} KiB")  # fmt: skip
     assert out.status == 413, (out, host.log_tail())
     assert expected in out.body, out.body
     # Answered while the body was arriving: long before the 64 MiB this test would send.
