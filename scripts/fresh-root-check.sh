@@ -47,6 +47,10 @@ rm -rf "$WORK"
 mkdir -p "$WORK"
 tar -C "$WORK" -xf "$CACHE"
 cp /etc/resolv.conf "$WORK/etc/resolv.conf" 2>/dev/null || true
+# debootstrap writes no /etc/hosts; Debian's installer maps the machine's name to 127.0.1.1.
+printf '127.0.0.1\tlocalhost\n127.0.1.1\t%s\n::1\t\tlocalhost ip6-localhost ip6-loopback\n' \
+    "$(hostname)" >"$WORK/etc/hosts"
+hostname >"$WORK/etc/hostname"
 # Where this machine reaches the registries through a TLS-intercepting proxy, its local CA
 # certificates go along (and pip is pointed at the system bundle, since a pip upgraded from PyPI
 # carries its own); nothing else of this machine does.

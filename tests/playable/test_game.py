@@ -66,7 +66,7 @@ def alive(pid: int) -> bool:
     try:
         with open(f"/proc/{pid}/stat", "rb") as f:
             return f.read().rsplit(b")", 1)[1].split()[0] not in (b"Z", b"X")
-    except FileNotFoundError:
+    except (FileNotFoundError, ProcessLookupError):  # gone before or while /proc was read
         return False
 
 

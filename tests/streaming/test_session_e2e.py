@@ -77,6 +77,7 @@ def test_desktop_720p60_shows_the_display_then_quits_cleanly(stream_host, tmp_pa
     assert (rec["width"], rec["height"], rec["fps"]) == (W, H, FPS)
     assert rec["avg_bitrate_kbps"] > 0 and rec["avg_encode_ms"] > 0 and rec["avg_rtt_ms"] >= 0
     hooks = wait_for(lambda: len(host.webhooks.bodies) >= 2 and host.webhooks.bodies, 15)
+    assert hooks, f"no stream webhooks at {host.webhooks.url}: {host.webhooks.bodies}"
     assert [b["event"] for b in hooks] == ["stream.start", "stream.end"], hooks
     assert hooks[1]["app_name"] == "Desktop" and hooks[1]["width"] == W
     assert hooks[1]["avg_bitrate_kbps"] == rec["avg_bitrate_kbps"]
