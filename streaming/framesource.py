@@ -1,4 +1,6 @@
-"""The session's frame source: the virtual display, grabbed with mss (XShm) once per frame.
+"""The session's frame source: the session's X display (a private Xvfb, or the operator's
+desktop when capture is attached), grabbed with mss (XShm) once per frame and scaled to the
+client's mode when the two differ.
 
 StreamSession calls it from its video thread with the negotiated size; the mss handle is
 opened there on first use (an X connection belongs to the thread that uses it). Capture times
@@ -18,8 +20,11 @@ log = logging.getLogger("streaming.sessions")
 
 
 class DisplayCapture:
-    def __init__(self, x_display: str):
+    def __init__(self, x_display: str, region: dict | None = None):
+        """`region` ({left, top, width, height}): one monitor of an attached desktop; None
+        grabs the display's first monitor (the whole screen of a private Xvfb)."""
         self.x_display = x_display
+        self.region = dict(region) if region else None
         self.capture_ms: list[float] = []
         self.failures = 0
         self._sct = None
@@ -33,7 +38,7 @@ class DisplayCapture:
                 import mss
 
                 self._sct = mss.MSS(display=self.x_display)
-                self._monitor = self._sct.monitors[1]
+                self._monitor = self.region or self._sct.monitors[1]
             shot = self._sct.grab(self._monitor)
             frame = np.frombuffer(shot.raw, np.uint8).reshape(shot.height, shot.width, 4)
             if frame.shape[0] != height or frame.shape[1] != width:

@@ -66,6 +66,9 @@ class VirtualDisplay(models.Model):
 
     slot = models.PositiveIntegerField(unique=True)
     backend = models.CharField(max_length=32, default="xvfb")
+    # False for a display the host attached to (the operator's X server): never started,
+    # kept or torn down by the host.
+    owned = models.BooleanField(default=True)
     width = models.PositiveIntegerField()
     height = models.PositiveIntegerField()
     refresh = models.PositiveIntegerField()

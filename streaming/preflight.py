@@ -138,19 +138,37 @@ def encoder() -> dict:
 
 
 def capture() -> list[dict]:
+    """Which capture backend a session opened now would use and why; why the others are not
+    usable. `fail` when the configured backend cannot be used (sessions refuse to start)."""
     from streaming import capture as cap
     from streaming import compositors
 
-    found = [m["id"] for m in cap.methods() if m["available"] and m["id"] != "auto"]
+    sel = cap.select()
+    others = "; ".join(f"{k}: {v}" for k, v in sel.unusable.items() if k != sel.backend)
+    if sel.error:
+        check = _check(
+            "capture-backends",
+            "Capture backend usable",
+            FAIL,
+            f"{sel.error}. Not usable: {others}" if others else sel.error,
+            "fix the capture setting (capture / capture_method, output_name), or set it to "
+            "auto or xvfb",
+        )
+    else:
+        where = f" on {sel.x_display}" if sel.x_display else ""
+        detail = f"using {sel.backend}{where}: {sel.reason}"
+        check = _check(
+            "capture-backends",
+            "Capture backend usable",
+            PASS,
+            f"{detail}. Not usable: {others}" if others else detail,
+        )
+    check["backend"] = sel.backend or None
+    check["requested"] = sel.requested
+    check["unusable"] = dict(sel.unusable)
     heads = [h["id"] for h in compositors.headless() if h["available"] and h["id"] != "auto"]
     return [
-        _check(
-            "capture-backends",
-            "Capture method available",
-            PASS if found else FAIL,
-            ", ".join(found) or "none",
-            None if found else "install xvfb or run the host inside a desktop session",
-        ),
+        check,
         _check(
             "compositor",
             "Headless backend available",

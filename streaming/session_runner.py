@@ -88,6 +88,7 @@ class Session:
         self.state.pop("rikey", None)
         self.t_start = datetime.now(UTC)
         self.display: dict | None = None
+        self.display_failed = False  # the capture backend refused: session.ended says why
         self.app_proc: AppProcess | None = None
         self.capture: DisplayCapture | None = None
         self.stream: StreamSession | None = None
@@ -160,6 +161,8 @@ class Session:
         try:
             self.display = machine.acquire(self.client["fingerprint"], self.mode)
         except machine.DisplayError as exc:
+            # Told to the client (the /launch answer) and to the operator (session.ended).
+            self.display_failed = True
             raise LaunchFailed(503, f"No virtual display: {exc.message}") from None
         env = session_env(os.environ, x_display=self.display["x_display"], app=self.app,
                           client=self.client, mode=(self.width, self.height, self.fps))  # fmt: skip
@@ -177,7 +180,7 @@ class Session:
                 raise LaunchFailed(500, f"App failed to start: {exc}") from None
             self.game.launched(self.app, self.app_proc.pgid,
                                self.prep_key if self.app.prep else None)  # fmt: skip
-        self.capture = DisplayCapture(self.display["x_display"])
+        self.capture = DisplayCapture(self.display["x_display"], self.display.get("region"))
         self.arm(self.spec)
         self.started = True
         emit("session.started", {"session": self.session_ref()})
@@ -191,7 +194,7 @@ class Session:
         try:
             from streaming.input.session import SessionInput
 
-            sink = SessionInput(self.display["x_display"])
+            sink = SessionInput(self.display["x_display"], region=self.display.get("region"))
             self.state["gamepads"] = "ok" if sink.gamepads_available else sink.gamepad_reason
             return sink
         except Exception as exc:  # noqa: BLE001
@@ -402,6 +405,10 @@ class Session:
             if self.stream_t0 is not None:
                 stream_webhooks.notify(stream_webhooks.END, record)
             emit("session.ended", {"session": self.session_ref(), "reason": self.reason})
+        elif self.display_failed:
+            # No session.started came before it: the operator still learns why none did.
+            emit("session.ended", {"session": self.session_ref(), "reason": self.reason,
+                                   "error": self.error})  # fmt: skip
         log.info("session %s ended (%s)", self.id, self.reason)
 
     def record_fields(self) -> dict:

@@ -140,6 +140,10 @@ def start_host(
     base_port = base_port or free_base_port()
     full_env = {k: v for k, v in os.environ.items() if not k.startswith("HOST_")}
     full_env.pop("REDIS_URL", None)
+    # The desktop the tests run in (if any) is not the host's: capture `auto` would attach to
+    # it. A test that wants an attached desktop passes DISPLAY in `env`.
+    for name in ("DISPLAY", "WAYLAND_DISPLAY", "XAUTHORITY"):
+        full_env.pop(name, None)
     full_env.update(
         {
             "HOST_STATE_DIR": str(state_dir),

@@ -45,6 +45,8 @@ class Key:
     fold_case: bool = False  # enum/str values are lower-cased before the check
     https_only: bool = False  # url keys: https, or plain http to a loopback address only
     env: str = ""  # environment variable read when the config file does not set the key
+    # enum values the host knows but cannot do here: value -> why (a 400 names the reason)
+    refused: dict = field(default_factory=dict)
 
     def parse(self, raw: Any) -> Any:
         """Typed value of `raw` (a file string or a JSON value); ValueError when out of rule."""
@@ -116,6 +118,8 @@ class Key:
         if self.fold_case:
             value = value.lower()
         value = self.aliases.get(value, value)
+        if value in self.refused:
+            raise ValueError(f"not supported on this host: {self.refused[value]}")
         if value not in self.choices:
             raise ValueError(f"must be one of {', '.join(self.choices)}")
         return value
@@ -218,6 +222,8 @@ class Key:
             rule["range"] = [self.min, self.max]
         if self.choices:
             rule["choices"] = list(self.choices)
+        if self.refused:
+            rule["refused"] = dict(self.refused)
         rule["restart"] = self.restart
         rule["file_only"] = self.file_only
         if self.https_only:

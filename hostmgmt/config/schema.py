@@ -87,7 +87,23 @@ _AUDIO = _keys(
 for _k in list(_AUDIO):
     _AUDIO[_k] = Key(**{**_AUDIO[_k].__dict__, "group": "audio"})
 
-CAPTURE_METHODS = ("auto", "portal", "kwin", "wlr", "kms", "x11", "nvfbc")
+# Capture backends this build can run (streaming/capture.py), and the ones it knows but cannot:
+# a write of those is refused with the reason (both APIs and the console form).
+CAPTURE_METHODS = ("auto", "x11", "wlr", "xvfb")
+CAPTURE_UNSUPPORTED = {
+    "portal": "this build has no XDG desktop portal (PipeWire) capture; use x11, wlr or xvfb",
+    "kwin": "this build has no KWin screencast capture; use x11, wlr or xvfb",
+    "kms": "this build has no KMS/DRM framebuffer capture; use x11, wlr or xvfb",
+    "nvfbc": "this build has no NVIDIA FBC capture; use x11, wlr or xvfb",
+}
+_CAPTURE_RULE = {
+    "type": "enum",
+    "nullable": True,
+    "choices": CAPTURE_METHODS,
+    "refused": CAPTURE_UNSUPPORTED,
+    "fold_case": True,
+    "group": "video",
+}
 HEADLESS_COMPOSITORS = ("off", "auto", "labwc", "krfb", "gamescope", "xvfb")
 COMPOSITORS = ("kwin", "mutter", "wlroots", "hyprland", "gamescope")
 COMPOSITOR_ALIASES = {
@@ -123,7 +139,17 @@ _HOST = _keys(
         fold_case=True,
         group="video",
     ),
-    E(name="capture_method", default=None, nullable=True, choices=CAPTURE_METHODS, group="video"),
+    Key(
+        "capture_method",
+        **_CAPTURE_RULE,
+        env="HOST_CAPTURE_METHOD",
+        help="capture backend (auto, x11, wlr, xvfb); the same setting as `capture`",
+    ),
+    Key(
+        "capture",
+        **_CAPTURE_RULE,
+        help="capture backend (auto, x11, wlr, xvfb); the same setting as `capture_method`",
+    ),
     E(
         name="compositor",
         default=None,
@@ -243,7 +269,6 @@ _INHERITED = _keys(
     S(name="locale", default="en", max_len=16, restart=False),
 )
 _FREE_STRINGS = (
-    "capture",
     "output_name",
     "sw_preset",
     "sw_tune",

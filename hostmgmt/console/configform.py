@@ -49,7 +49,10 @@ class Group:
 
 def _rule(spec) -> str:
     if spec.choices:
-        return "one of " + ", ".join(spec.choices)
+        rule = "one of " + ", ".join(spec.choices)
+        if spec.refused:  # known values this host cannot do: the operator sees why up front
+            rule += "; not supported on this host: " + ", ".join(spec.refused)
+        return rule
     if spec.min is not None or spec.max is not None:
         return f"{spec._fmt(spec.min)} to {spec._fmt(spec.max)}"
     return {"bool": "true or false", "list": "comma-separated list", "url": "http(s) URL"}.get(

@@ -9,6 +9,11 @@
 touches an active display. Rows live in the database (shared by daphne, workers and the
 supervisor); the supervisor's tick expires deadlines, and its start/stop hooks make countdowns
 survive a restart while leaving no X server behind (`reaper`).
+
+Attached displays (capture `x11`: the operator's own X server, see streaming/capture.py) are
+recorded with `owned = False`: every session shares the one row, it is never started, kept,
+lingered or torn down by the host; when its last session leaves the row goes and the server
+is left exactly as it was.
 """
 
 from __future__ import annotations
@@ -74,13 +79,16 @@ def _lowest_free(used: set[int], start: int = 0) -> int:
 
 
 def _teardown(display: VirtualDisplay) -> None:
-    xvfb.stop(display.pid)
+    if display.owned:  # never signal a server the host did not start
+        xvfb.stop(display.pid)
     display.delete()
 
 
 def _place(display: VirtualDisplay, axes: dict) -> None:
     """Layout inside group 0: manual positions per identity slot, else a left-to-right row."""
-    others = list(VirtualDisplay.objects.exclude(pk=display.pk).filter(group=display.group))
+    others = list(
+        VirtualDisplay.objects.exclude(pk=display.pk).filter(group=display.group, owned=True)
+    )
     display.display_index = len(others)
     positions = axes["layout"].get("positions") or {}
     key = str(display.identity_slot if display.identity_slot is not None else 0)
@@ -92,10 +100,65 @@ def _place(display: VirtualDisplay, axes: dict) -> None:
 
 
 def acquire(client: str, mode: str) -> dict:
-    """A display for a new session of `client` at `mode`, per the policy in force now."""
+    """A display for a new session of `client` at `mode`, per the capture backend and the
+    policy in force now. DisplayError 503 when the configured backend cannot be used."""
+    from streaming import capture
+
     width, height, refresh = parse_mode(mode)
     mode = f"{width}x{height}@{refresh}"
     client = (client or "").strip()[:128]
+    try:
+        selection = capture.require()
+    except capture.CaptureError as exc:
+        log.warning("no display for %s: %s", client or "a client", exc.message)
+        raise DisplayError(exc.status, exc.message) from None
+    if selection.backend == "x11":
+        return _attach(client, refresh, selection)
+    return _acquire_xvfb(client, mode, width, height, refresh)
+
+
+def _attach(client: str, refresh: int, selection) -> dict:
+    """Join (or start recording) the operator's X display; nothing is started."""
+    region = selection.region
+    with transaction.atomic():
+        display = (
+            VirtualDisplay.objects.select_for_update()
+            .filter(owned=False, x_display=selection.x_display)
+            .first()
+        )
+        created = display is None
+        if created:
+            slots = set(VirtualDisplay.objects.values_list("slot", flat=True))
+            display = VirtualDisplay(
+                slot=_lowest_free(slots),
+                backend=selection.backend,
+                owned=False,
+                client=client,
+                identity_key=f"attached:{selection.x_display}",
+                identity_slot=None,
+                topology="exclusive",
+                policy={"keep_alive": {"mode": "off"}},
+                pid=None,
+                x_display=selection.x_display,
+                sessions=0,
+                refresh=refresh,
+            )
+        # The captured monitor, as found now (the operator may have changed the desktop).
+        display.x, display.y = region["left"], region["top"]
+        display.width, display.height = region["width"], region["height"]
+        display.state, display.deadline = VirtualDisplay.ACTIVE, None
+        display.sessions += 1
+        display.save()
+    if created:
+        _emit(
+            "display.created",
+            {"backend": display.backend, "mode": display.mode, "owned": False,
+             "x_display": display.x_display},
+        )  # fmt: skip
+    return info(display)
+
+
+def _acquire_xvfb(client: str, mode: str, width: int, height: int, refresh: int) -> dict:
     stored, _ = policies.load()
     axes = policies.effective(stored)
     ident = _identity_key(axes["identity"], client, mode)
@@ -121,7 +184,9 @@ def acquire(client: str, mode: str) -> dict:
                 return info(display)
             if conflict == "steal":
                 _teardown(display)
-        live = list(VirtualDisplay.objects.select_for_update().order_by("updated_at"))
+        live = list(
+            VirtualDisplay.objects.select_for_update().filter(owned=True).order_by("updated_at")
+        )
         kept = [d for d in live if d.state != VirtualDisplay.ACTIVE]
         while len(live) >= axes["max_displays"] and kept:
             oldest = kept.pop(0)
@@ -177,6 +242,9 @@ def disconnect(slot: int, deliberate: bool = False) -> dict | None:
         if display.sessions > 0:
             display.save()
             return info(display)
+        if not display.owned:
+            display.delete()  # the operator's server stays as it is: nothing to keep alive
+            return None
         keep = display.policy.get("keep_alive") or {"mode": "off"}
         if keep["mode"] == "forever":
             display.state = VirtualDisplay.PINNED
@@ -228,9 +296,18 @@ def info(display: VirtualDisplay, now: dt.datetime | None = None) -> dict:
     if display.state == VirtualDisplay.LINGERING and display.deadline:
         left = (display.deadline - (now or timezone.now())).total_seconds()
         expires = max(0, int(left * 1000))
+    if display.owned:
+        running, region = xvfb.alive(display.pid), None
+    else:
+        from streaming.capture import x_display_live
+
+        running = x_display_live(display.x_display)
+        region = {"left": display.x, "top": display.y, "width": display.width,
+                  "height": display.height}  # fmt: skip
     return {
         "slot": display.slot,
         "backend": display.backend,
+        "owned": display.owned,
         "mode": display.mode,
         "state": display.state,
         "expires_in_ms": expires,
@@ -244,7 +321,9 @@ def info(display: VirtualDisplay, now: dt.datetime | None = None) -> dict:
         "topology": display.topology,
         "x_display": display.x_display or None,
         "pid": display.pid,
-        "running": xvfb.alive(display.pid),
+        "running": running,
+        # Attached: the monitor of the X screen that is captured (and where input lands).
+        "region": region,
     }
 
 

@@ -43,6 +43,8 @@ def on_host_stop() -> int:
         from streaming.displays import xvfb
         from streaming.models import VirtualDisplay
 
+        # Attached displays (the operator's X server) are only forgotten, never stopped.
+        VirtualDisplay.objects.filter(owned=False).delete()
         for display in VirtualDisplay.objects.filter(state=VirtualDisplay.ACTIVE):
             keep = display.policy.get("keep_alive") or {"mode": "off"}
             if keep["mode"] == "forever":
@@ -74,6 +76,7 @@ def on_host_start() -> dict:
         from streaming.models import VirtualDisplay
 
         xvfb.stop_all()  # strays of a crashed run
+        VirtualDisplay.objects.filter(owned=False).delete()  # no session survived; never restart
         VirtualDisplay.objects.filter(state=VirtualDisplay.ACTIVE).update(
             state=VirtualDisplay.LINGERING, deadline=timezone.now(), sessions=0
         )  # a crash left them active: no session survived it

@@ -34,8 +34,10 @@ class InputStats:
 
 
 class SessionInput:
-    def __init__(self, display_name: str | None, *, gamepads: bool = True):
-        self.x = XInput(display_name)
+    def __init__(
+        self, display_name: str | None, *, gamepads: bool = True, region: dict | None = None
+    ):
+        self.x = XInput(display_name, region=region)
         self.stats = InputStats()
         ok, why = availability() if gamepads else (False, "disabled")
         self.gamepads_available, self.gamepad_reason = ok, why

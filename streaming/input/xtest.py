@@ -54,7 +54,14 @@ class InputUnavailable(RuntimeError):
 
 
 class XInput:
-    def __init__(self, display_name: str | None = None, limiter: RateLimiter | None = None):
+    def __init__(
+        self,
+        display_name: str | None = None,
+        limiter: RateLimiter | None = None,
+        region: dict | None = None,
+    ):
+        """`region` ({left, top, width, height}): the part of the screen the client sees (one
+        monitor of an attached desktop); absolute positions land inside it. None: the screen."""
         try:
             self._d = display.Display(display_name)
         except (DisplayError, OSError, ValueError) as e:
@@ -63,7 +70,11 @@ class XInput:
             self._d.close()
             raise InputUnavailable(f"display {display_name!r} has no XTEST extension")
         screen = self._d.screen()
+        self.left = self.top = 0
         self.width, self.height = screen.width_in_pixels, screen.height_in_pixels
+        if region:
+            self.left, self.top = int(region["left"]), int(region["top"])
+            self.width, self.height = int(region["width"]), int(region["height"])
         self.limiter = limiter or RateLimiter()
         self.rejected = 0
         self._held_keys: set[int] = set()
@@ -262,8 +273,8 @@ class XInput:
             return self._reject("absolute move %r,%r is not a number", x, y)
         if rw <= 0 or rh <= 0:
             return self._reject("absolute move with reference size %dx%d", rw, rh)
-        sx = _clamp(x * self.width // rw, 0, self.width - 1)
-        sy = _clamp(y * self.height // rh, 0, self.height - 1)
+        sx = self.left + _clamp(x * self.width // rw, 0, self.width - 1)
+        sy = self.top + _clamp(y * self.height // rh, 0, self.height - 1)
         with self._lock:
             if not self.limiter.allow():
                 return False

@@ -35,8 +35,10 @@ def encoder_main(
     fps: int,
     kbps: int,
     tuning: int = -1,
+    region: dict | None = None,
 ) -> None:
-    """Child process: capture at `fps`, encode, send (header + Annex-B) per frame."""
+    """Child process: capture at `fps`, encode, send (header + Annex-B) per frame. `region`:
+    the monitor of an attached desktop to capture (streaming/capture.py); None: the screen."""
     import mss
     import numpy as np
 
@@ -44,7 +46,7 @@ def encoder_main(
 
     enc = VideoEncoder(width, height, fps=fps, bitrate_kbps=kbps, tuning=tuning)
     sct = mss.MSS(display=x_display)
-    monitor = sct.monitors[1]
+    monitor = dict(region) if region else sct.monitors[1]
     interval = 1.0 / fps
     next_t = time.monotonic()
     last_idr = 0.0
@@ -82,7 +84,14 @@ class EncoderProcess:
     """Owns the child process and the pipe; `frames()` feeds an asyncio queue from a thread."""
 
     def __init__(
-        self, x_display: str, width: int, height: int, fps: int, kbps: int, tuning: int = -1
+        self,
+        x_display: str,
+        width: int,
+        height: int,
+        fps: int,
+        kbps: int,
+        tuning: int = -1,
+        region: dict | None = None,
     ):
         import multiprocessing as mp
 
@@ -101,6 +110,7 @@ class EncoderProcess:
                 fps,
                 kbps,
                 tuning,
+                region,
             ),
             daemon=True,
             name="native-encoder",

@@ -143,8 +143,9 @@ class Session:
         if limits["max_bitrate_kbps"]:
             kbps = min(kbps, limits["max_bitrate_kbps"])
         self.encoder = EncoderProcess(
-            x_display, self.width, self.height, self.fps, kbps, limits["encoder_preset"]
-        )
+            x_display, self.width, self.height, self.fps, kbps, limits["encoder_preset"],
+            region=self.display.get("region"),
+        )  # fmt: skip
         self.pc = RTCPeerConnection(RTCConfiguration(iceServers=[]))
         webcodecs = self.offer.get("transport") == "webcodecs"
         self.track = EncodedVideoTrack(self.encoder, feed=not webcodecs)
@@ -233,7 +234,7 @@ class Session:
             from streaming.input.xtest import InputUnavailable, XInput
 
             try:
-                self.xinput = XInput(self.display["x_display"])
+                self.xinput = XInput(self.display["x_display"], region=self.display.get("region"))
             except InputUnavailable as exc:
                 log.warning("input unavailable: %s", exc)
                 return

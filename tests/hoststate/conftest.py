@@ -15,6 +15,9 @@ from rest_framework.test import APIClient
 def state(tmp_path, monkeypatch):
     """A fresh, empty state dir for one test (the store reads HOST_STATE_DIR on every call)."""
     monkeypatch.setenv("HOST_STATE_DIR", str(tmp_path))
+    # capture `auto` attaches to a reachable DISPLAY: the runner's own desktop is not ours.
+    for name in ("DISPLAY", "WAYLAND_DISPLAY", "HOST_CAPTURE_METHOD", "HOST_CAPTURE_MONITOR"):
+        monkeypatch.delenv(name, raising=False)
     return tmp_path
 
 
