@@ -53,19 +53,25 @@ def test_capture_choices_and_garbage(admin, state):
     assert rule["capture"] == "xvfb"
 
 
-def test_console_shows_the_refusal_beside_the_key():
-    from hostmgmt.console import configform
+@pytest.mark.django_db
+def test_console_shows_the_refusal_beside_the_key(state):
+    from django.test import Client
 
-    field = next(
-        f for g in configform.groups({"capture": "kms"}, {"capture": "x"}) for f in g.fields
-        if f.name == "capture"
-    )  # fmt: skip
-    assert "not supported on this host: portal, kwin, kms, nvfbc" in field.rule
-    from hostmgmt.config import store
+    from hostmgmt.auth import credentials
 
-    with pytest.raises(store.ConfigError) as err:
-        store.validate({"capture": "nvfbc"})
-    assert err.value.fields["capture"].startswith("not supported on this host")
+    credentials.set_credentials("admin", "s3cret")
+    browser = Client()
+    assert browser.post("/login", {"username": "admin", "password": "s3cret"}).status_code == 302
+    page = browser.get("/config").content.decode()
+    assert "not supported on this host: portal, kwin, kms, nvfbc" in page  # the rule, up front
+    r = browser.post("/config", {"capture": "kms"})  # a crafted form: the select has no kms
+    assert r.status_code == 400
+    page = r.content.decode()
+    row = page[page.index('data-key="capture"') :]
+    row = row[: row.index("</div>")]
+    assert 'class="field-error"' in row
+    assert "not supported on this host: this build has no KMS" in row
+    assert not (state / "host.conf").exists() or "capture" not in (state / "host.conf").read_text()
 
 
 # -- selection ------------------------------------------------------------------------------------
