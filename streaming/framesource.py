@@ -6,7 +6,8 @@ StreamSession calls it from its video thread with the negotiated size; the mss h
 opened there on first use (an X connection belongs to the thread that uses it). Capture times
 are kept for `/api/stream/latency` and the history record. A grab that fails (the X server
 died under us) repeats the last frame and counts the failure rather than killing the video
-thread, so the session still ends through its normal path.
+thread, so the session still ends through its normal path: the session's watch loop ends it
+(`display_lost`) once every grab has failed for LOST_AFTER_S.
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ import numpy as np
 
 log = logging.getLogger("streaming.sessions")
 
+LOST_AFTER_S = 3.0  # every grab failing this long: the display is gone (the session ends)
+
 
 class DisplayCapture:
     def __init__(self, x_display: str, region: dict | None = None):
@@ -27,6 +30,7 @@ class DisplayCapture:
         self.region = dict(region) if region else None
         self.capture_ms: list[float] = []
         self.failures = 0
+        self.failing_since: float | None = None  # first failure of the current run of them
         self._sct = None
         self._monitor = None
         self._last: np.ndarray | None = None
@@ -42,10 +46,13 @@ class DisplayCapture:
             shot = self._sct.grab(self._monitor)
             frame = np.frombuffer(shot.raw, np.uint8).reshape(shot.height, shot.width, 4)
             if frame.shape[0] != height or frame.shape[1] != width:
-                import cv2  # the client's ANNOUNCE asked for another size than /launch did
+                import cv2  # another size than the client's: an attached desktop, or /launch
 
                 frame = cv2.resize(frame, (width, height), interpolation=cv2.INTER_AREA)
+            self.failing_since = None
         except Exception as exc:  # noqa: BLE001 - see module docstring
+            if self.failing_since is None:
+                self.failing_since = time.monotonic()
             self.failures += 1
             if self.failures == 1:
                 log.warning("capture of %s failed: %s", self.x_display, exc)
@@ -53,6 +60,12 @@ class DisplayCapture:
         self.capture_ms.append((time.perf_counter() - t0) * 1000)
         self._last = frame
         return frame
+
+    def lost(self, after_s: float = LOST_AFTER_S) -> bool:
+        """True when every grab has failed for `after_s`: the X server is gone (an operator's
+        desktop logged out, a killed Xvfb); the session ends instead of repeating a frame."""
+        since = self.failing_since
+        return since is not None and time.monotonic() - since >= after_s
 
     def close(self) -> None:
         if self._sct is not None:

@@ -294,6 +294,11 @@ class Session:
                     and not (self.game is not None and self.game.watching())):  # fmt: skip
                 self.reason = "app_exited"
                 return
+            if self.capture is not None and self.capture.lost():
+                # The X server went away (an attached desktop logged out): end, and say why.
+                self.reason, self.deliberate = "display_lost", True
+                self.error = f"X display {self.capture.x_display} stopped answering"
+                return
             if stream is not None and not self.connected and now - self.armed_at > ARM_TIMEOUT_S:
                 self.reason = "arm_timeout"
                 return
@@ -404,7 +409,10 @@ class Session:
                 log.exception("session %s: history record not written", self.id)
             if self.stream_t0 is not None:
                 stream_webhooks.notify(stream_webhooks.END, record)
-            emit("session.ended", {"session": self.session_ref(), "reason": self.reason})
+            ended = {"session": self.session_ref(), "reason": self.reason}
+            if self.error:
+                ended["error"] = self.error  # e.g. display_lost: which display, what happened
+            emit("session.ended", ended)
         elif self.display_failed:
             # No session.started came before it: the operator still learns why none did.
             emit("session.ended", {"session": self.session_ref(), "reason": self.reason,
