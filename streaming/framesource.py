@@ -48,7 +48,10 @@ class DisplayCapture:
             if frame.shape[0] != height or frame.shape[1] != width:
                 import cv2  # another size than the client's: an attached desktop, or /launch
 
-                frame = cv2.resize(frame, (width, height), interpolation=cv2.INTER_AREA)
+                # LINEAR, not AREA: 1920x1080 -> 1280x720 took 16 ms (p50) with AREA on this
+                # 2-core box, a whole 60 fps frame; LINEAR 3.3 ms.
+
+                frame = cv2.resize(frame, (width, height), interpolation=cv2.INTER_LINEAR)
             self.failing_since = None
         except Exception as exc:  # noqa: BLE001 - see module docstring
             if self.failing_since is None:

@@ -62,7 +62,7 @@ def encoder_main(
             if frame.shape[:2] != (height, width):
                 import cv2
 
-                frame = cv2.resize(frame, (width, height), interpolation=cv2.INTER_AREA)
+                frame = cv2.resize(frame, (width, height), interpolation=cv2.INTER_LINEAR)
             if keyframe.is_set() or time.monotonic() - last_idr > IDR_EVERY_S:
                 keyframe.clear()
                 enc.request_idr()
