@@ -31,7 +31,9 @@ class WaylandProtocolError(WaylandError):
     """The compositor sent wl_display.error (the connection is dead after it)."""
 
     def __init__(self, interface: str, object_id: int, code: int, message: str):
-        super().__init__(f"Wayland protocol error on {interface}@{object_id} (code {code}): {message}")
+        super().__init__(
+            f"Wayland protocol error on {interface}@{object_id} (code {code}): {message}"
+        )
         self.interface, self.object_id, self.code, self.message = (
             interface,
             object_id,
@@ -107,8 +109,9 @@ class OutputInfo:
 class Display:
     """A connection to a compositor. `Display(path)`; `.close()` (or `with`)."""
 
-    def __init__(self, display: str | None = None, *, runtime_dir: str | None = None,
-                 timeout: float = 10.0):
+    def __init__(
+        self, display: str | None = None, *, runtime_dir: str | None = None, timeout: float = 10.0
+    ):
         self.path = socket_path(display, runtime_dir)
         self.timeout = timeout
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_CLOEXEC)
@@ -142,17 +145,14 @@ class Display:
     def _request(self, proxy: Proxy, name: str, args: tuple, interface, version):
         self._check()
         requests = INTERFACES[proxy.interface][0]
-        for opcode, (rname, signature) in enumerate(requests):
-            if rname == name:
-                break
-        else:
+        found = [(op, sig) for op, (rname, sig) in enumerate(requests) if rname == name]
+        if not found:
             raise WireError(f"{proxy.interface} has no request {name!r}")
+        opcode, signature = found[0]
         created = None
         out = []
-        for arg, letter in zip(args, signature.replace("?", ""), strict=False):
-            if isinstance(arg, Proxy):
-                arg = arg.id
-            out.append(arg)
+        for arg in args:
+            out.append(arg.id if isinstance(arg, Proxy) else arg)
         if "n" in signature:
             if proxy.interface == "wl_registry" and name == "bind":
                 gname, iface, ver = args[0], args[1], args[2]
@@ -243,7 +243,9 @@ class Display:
             n += 1
         return n
 
-    def wait_for(self, predicate: Callable[[], bool], timeout: float | None = None, what="") -> None:
+    def wait_for(
+        self, predicate: Callable[[], bool], timeout: float | None = None, what=""
+    ) -> None:
         """Dispatch until `predicate()`; WaylandError after `timeout` seconds."""
         deadline = time.monotonic() + (self.timeout if timeout is None else timeout)
         while not predicate():

@@ -39,7 +39,12 @@ INTERFACES: dict[str, tuple[list[tuple[str, str]], list[tuple[str, str]]]] = {
             ("set_buffer_scale", "i"),
             ("damage_buffer", "iiii"),
         ],
-        [("enter", "o"), ("leave", "o"), ("preferred_buffer_scale", "i"), ("preferred_buffer_transform", "u")],
+        [
+            ("enter", "o"),
+            ("leave", "o"),
+            ("preferred_buffer_scale", "i"),
+            ("preferred_buffer_transform", "u"),
+        ],
     ),
     "wl_seat": (
         [("get_pointer", "n"), ("get_keyboard", "n"), ("get_touch", "n"), ("release", "")],
@@ -155,7 +160,7 @@ INTERFACES: dict[str, tuple[list[tuple[str, str]], list[tuple[str, str]]]] = {
             ("frame", ""),
             ("axis_source", "u"),
             ("axis_stop", "uu"),
-            ("axis_discrete", "ufi"),
+            ("axis_discrete", "uufi"),
             ("destroy", ""),
         ],
         [],

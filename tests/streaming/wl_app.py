@@ -1,0 +1,112 @@
+"""A native Wayland test app built on streaming.wayland: an xdg-shell toplevel that paints four
+known colour quadrants at whatever size the compositor configures, and records the keyboard
+and pointer events it receives. Runs its event loop in a thread."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import numpy as np
+
+from streaming.wayland.client import Display, ShmPool, WaylandError
+from streaming.wayland.protocols import SHM_XRGB8888
+
+# quadrants: top-left, top-right, bottom-left, bottom-right, as (R, G, B)
+QUADRANTS = [(255, 0, 0), (0, 255, 0), (0, 0, 255), (255, 255, 0)]
+
+
+class WaylandApp:
+    def __init__(self, socket_path: str, title: str = "wl-test-app"):
+        self.d = Display(socket_path)
+        self.compositor = self.d.bind("wl_compositor", 4)
+        self.shm = self.d.bind("wl_shm", 1)
+        self.wm = self.d.bind("xdg_wm_base", 2)
+        self.seat = self.d.bind("wl_seat", 5)
+        self.wm.on("ping", lambda serial: self.wm.request("pong", serial))
+        self.events: list[tuple] = []
+        self.size = (0, 0)
+        self.painted = threading.Event()
+        self.error: Exception | None = None
+        self._pending_size = (640, 480)
+        self._pool: ShmPool | None = None
+        self.surface = self.d.wl_display and self.compositor.request("create_surface")
+        self.xdg = self.wm.request("get_xdg_surface", self.surface)
+        self.top = self.xdg.request("get_toplevel")
+        self.top.request("set_title", title)
+        self.top.request("set_app_id", title)
+        self.top.on("configure", self._on_top_configure)
+        self.xdg.on("configure", self._on_configure)
+        self.surface.request("commit")
+        self.keyboard = self.pointer = None
+        self.keymaps = 0
+        self.seat.on("capabilities", self._on_caps)
+        self._stop = False
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+        self._thread.start()
+
+    def _on_caps(self, caps: int) -> None:
+        # the seat has a keyboard / pointer only once a (virtual) device exists
+        if caps & 2 and self.keyboard is None:
+            kb = self.keyboard = self.seat.request("get_keyboard", version=self.seat.version)
+            kb.on("key", lambda _s, _t, key, state: self.events.append(("key", key, state)))
+            kb.on("keymap", self._on_keymap)
+            kb.on("enter", lambda *_a: self.events.append(("kbd_enter",)))
+        if caps & 1 and self.pointer is None:
+            p = self.pointer = self.seat.request("get_pointer", version=self.seat.version)
+            p.on("enter", lambda _s, _o, x, y: self.events.append(("enter", x, y)))
+            p.on("motion", lambda _t, x, y: self.events.append(("motion", x, y)))
+            p.on("button", lambda _s, _t, b, st: self.events.append(("button", b, st)))
+            p.on("axis", lambda _t, axis, v: self.events.append(("axis", axis, v)))
+
+    def _on_keymap(self, _fmt: int, fd: int, _size: int) -> None:
+        import os
+
+        os.close(fd)
+        self.keymaps += 1
+
+    def _on_top_configure(self, w: int, h: int, _states: bytes) -> None:
+        if w > 0 and h > 0:
+            self._pending_size = (w, h)
+
+    def _on_configure(self, serial: int) -> None:
+        self.xdg.request("ack_configure", serial)
+        w, h = self._pending_size
+        if self._pool is None or (self._pool.width, self._pool.height) != (w, h):
+            if self._pool is not None:
+                self._pool.destroy()
+            self._pool = ShmPool(self.shm, w, h, w * 4, SHM_XRGB8888)
+            px = np.frombuffer(self._pool.map, np.uint8).reshape(h, w, 4)
+            for i, (r, g, b) in enumerate(QUADRANTS):
+                ys = slice(0, h // 2) if i < 2 else slice(h // 2, h)
+                xs = slice(0, w // 2) if i % 2 == 0 else slice(w // 2, w)
+                px[ys, xs] = (b, g, r, 255)
+            del px
+        self.surface.request("attach", self._pool.buffer, 0, 0)
+        self.surface.request("damage", 0, 0, w, h)
+        self.surface.request("commit")
+        self.size = (w, h)
+        self.painted.set()
+
+    def _loop(self) -> None:
+        try:
+            while not self._stop:
+                self.d.dispatch(0.05)
+        except WaylandError as e:
+            if not self._stop:
+                self.error = e
+
+    def wait(self, predicate, timeout: float = 20.0) -> bool:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if predicate():
+                return True
+            if self.error:
+                raise self.error
+            time.sleep(0.02)
+        return predicate()
+
+    def close(self) -> None:
+        self._stop = True
+        self._thread.join(5)
+        self.d.close()
