@@ -34,6 +34,7 @@ log = logging.getLogger(__name__)
 OWNER_ENV = "HOST_COMPOSITOR_OWNER"
 START_TIMEOUT_S = 30.0
 STOP_GRACE_S = 5.0
+PARK_GAP = 1000  # px between the live outputs and parked ones: the pointer cannot cross it
 ROOT_REFUSAL = "sway refuses to run as root; run the host as your desktop user"
 
 
@@ -339,7 +340,7 @@ class SwayCompositor:
                     (
                         o["rect"]["x"] + o["rect"]["width"]
                         for o in self.outputs()
-                        if o.get("active") and o["name"] != name
+                        if o.get("active") and o["name"] != name and o["name"] not in self._retired
                     ),
                     default=0,
                 )
@@ -357,23 +358,47 @@ class SwayCompositor:
         )
 
     def disable_output(self, name: str) -> None:
-        """Turn an output off (it keeps existing and can be configured again)."""
+        """Turn an output off (it keeps existing and can be configured again);
+        CompositorError when sway accepts the command but the output stays on (sway 1.7's
+        headless outputs fail to commit a disable)."""
         self._check_name(name)
         self.command(f"output {name} disable")
+        if self.output(name).get("active"):
+            raise CompositorError(f"sway could not disable output {name} (see {self.log_path})")
 
-    def retire_output(self, name: str) -> None:
-        """Take an output away: unplug it where sway can (1.8+), else disable it and keep it
-        for the next create_output (sway 1.7 cannot destroy a headless output)."""
+    def retire_output(self, name: str) -> str:
+        """Take an output away after its session: unplug it where sway can (1.8+); else
+        disable it; else (sway 1.7 headless) park it: 640x360 at 1 Hz, below the live
+        outputs, so it costs next to nothing. A disabled or parked output is re-used by the
+        next create_output. Returns what was done: "unplugged", "disabled" or "parked"."""
         self._check_name(name)
         try:
             self.command(f"output {name} unplug")
-            return
+            return "unplugged"
         except CompositorError:
             pass
-        self.command(f"output {name} disable")
+        try:
+            self.disable_output(name)
+            how = "disabled"
+        except CompositorError:
+            self._park(name)
+            how = "parked"
         with self._lock:
             if name not in self._retired:
                 self._retired.append(name)
+        return how
+
+    def _park(self, name: str) -> None:
+        """640x360 at 1 Hz, in a row PARK_GAP below the live outputs. Not off to the side:
+        Xwayland's screen spans the whole layout and X11 coordinates end at 32767, so a far
+        parked output breaks pointer input for every X11 app."""
+        outs = [o for o in self.outputs() if o["name"] != name]
+        live = [o for o in outs if o["name"] not in self._retired and o.get("active")]
+        # below any output a client can ask for (8K is 4320 tall), so new ones never overlap
+        y = max([o["rect"]["y"] + o["rect"]["height"] for o in live] + [4320]) + PARK_GAP
+        taken = {o["rect"]["x"] for o in outs if o["name"] in self._retired}
+        x = next(i * 640 for i in range(len(taken) + 1) if i * 640 not in taken)
+        self.configure_output(name, 640, 360, 1, x=x, y=y)
 
     def focus_output(self, name: str) -> None:
         self._check_name(name)

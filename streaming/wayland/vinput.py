@@ -64,10 +64,10 @@ class WlrInput:
             raise WlrInputUnavailable(str(e)) from e
         try:
             self.output = self._d.output(output_name)
-            seat = self._d.bind("wl_seat", 1)
             kbd_mgr = self._d.bind("zwp_virtual_keyboard_manager_v1", 1)
             # version 2 binds the pointer to one output, so absolute moves land on it
             ptr_mgr = self._d.bind("zwlr_virtual_pointer_manager_v1", 2, min_version=2)
+            seat = self._d.bind("wl_seat", 1)
             self._kbd = kbd_mgr.request("create_virtual_keyboard", seat)
             self._ptr = ptr_mgr.request(
                 "create_virtual_pointer_with_output", seat, self.output.proxy
