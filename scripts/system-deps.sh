@@ -24,6 +24,11 @@ check pulseaudio pulseaudio
 check parec pulseaudio-utils
 check chromium chromium test
 check xdotool xdotool test
+# A real wlroots compositor for the headless-mode tests (sway 1.7 brings swaybg), its Xwayland
+# for X11 apps, and grim for bench/capture.py's comparison.
+check sway sway test
+check Xwayland xwayland test
+check grim grim test
 # Playwright's driver is a Node.js binary from the playwright wheel; ldd on a fresh root shows
 # libatomic.so.1 as the one library it needs that minbase lacks (Debian's chromium brings its own).
 check_lib libatomic.so.1 libatomic1 test
