@@ -438,10 +438,11 @@ class SwayCompositor:
         env: Mapping[str, str] | None = None,
         timeout: float = 10.0,
     ) -> int:
-        """Start `command` (a shell string, or an argv list) inside sway on `output`: it runs
-        as the compositor's user with its environment (WAYLAND_DISPLAY, and DISPLAY of sway's
-        Xwayland for X11 apps) plus `env`; its window opens on that output's workspace,
-        fullscreen when `fullscreen_apps`. Returns the app's pid."""
+        """Start `command` inside sway on `output`: an argv list, or one shell command line
+        (it is run with `exec`, so no `&&` or `;`). It runs as the compositor's user with its
+        environment (WAYLAND_DISPLAY, and DISPLAY of sway's Xwayland for X11 apps) plus `env`;
+        its windows open on that output's workspace, fullscreen when `fullscreen_apps`.
+        Returns the app's pid (see `wait_window`)."""
         self._check_name(output)
         cmd = command if isinstance(command, str) else shlex.join(command)
         with self._lock:
@@ -472,6 +473,36 @@ class SwayCompositor:
                 break
         raise CompositorError(f"the app did not start in sway within {timeout:.0f} s: {cmd}")
 
+    def app_env(self) -> dict[str, str]:
+        """What a client of this compositor needs in its environment (to run one ourselves as
+        the compositor's user; `launch` gives apps sway's own environment instead)."""
+        env = {
+            "XDG_RUNTIME_DIR": self.runtime_dir or "",
+            "WAYLAND_DISPLAY": self.wayland_display or "",
+            OWNER_ENV: self.token,
+        }
+        x = self.xwayland_display(timeout=0)
+        if x:
+            env["DISPLAY"] = x
+        return env
+
+    def wait_window(self, pid: int, output: str | None = None, timeout: float = 30.0) -> dict:
+        """The first window of `pid` or one of its descendants (on `output` when given);
+        CompositorError if none maps within `timeout` s, if the app exits first, or if sway
+        dies."""
+        deadline = time.monotonic() + timeout
+        while True:
+            for w in self.windows():
+                if (output is None or w["output"] == output) and _descends(w.get("pid"), pid):
+                    return w
+            if not self.alive():
+                raise CompositorError(f"sway died before app {pid} mapped a window")
+            if not _alive(pid):
+                raise CompositorError(f"app {pid} exited without mapping a window")
+            if time.monotonic() > deadline:
+                raise CompositorError(f"app {pid} mapped no window in {timeout:.0f} s")
+            time.sleep(0.05)
+
     def windows(self) -> list[dict]:
         """Every mapped window: pid, app_id (Wayland) or window_properties (X11), output,
         rect, fullscreen_mode."""
@@ -481,6 +512,21 @@ class SwayCompositor:
             return views(self.ipc.get_tree())
         except SwayIPCError as e:
             raise CompositorError(f"sway is not answering: {e}") from e
+
+
+def _descends(pid: int | None, ancestor: int) -> bool:
+    """`pid` is `ancestor` or one of its descendants (through /proc's parent links)."""
+    for _ in range(64):
+        if not pid:
+            return False
+        if pid == ancestor:
+            return True
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as f:
+                pid = int(f.read().rsplit(b")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            return False
+    return False
 
 
 def _env_name(name: str) -> bool:

@@ -283,7 +283,21 @@ def test_native_wayland_app_is_captured_at_its_colours_and_gets_input(sway):
                 assert inp.scroll(120)  # one notch up
                 assert inp.type_text("A") == 1  # Shift + a
                 assert not inp.key(0x0C, True)  # VK_CLEAR has no key: refused
+                assert not inp.key(0x43, False)  # a release of a key never pressed: nothing
+                assert not inp.button(9, True)  # no such button
+                assert inp.rejected == 2
                 app.wait(lambda: ("key", 30, 0) in app.events and ("axis", 0, -15.0) in app.events)
+                # A character off the US layout: a spare key bound to it, the keymap re-sent.
+                assert inp.type_text("\u20ac") == 1
+                app.wait(lambda: ("key", 200, 0) in app.events)
+                block = app.keymap.split("key <I208>", 1)[1].split("};", 1)[0]
+                assert "[U20AC,U20AC]" in "".join(block.split()), block  # the Euro sign
+                # Held keys and buttons are let go when the client goes away.
+                assert inp.key(0x10, True) and inp.button(3, True)  # VK_SHIFT, right button
+                assert inp.release_all() == 2
+                app.wait(
+                    lambda: ("key", 42, 0) in app.events[-3:] and ("button", 0x111, 0) in app.events
+                )
             ev = app.events
             pos = [e for e in ev if e[0] in ("enter", "motion")]
             assert pos and abs(pos[-1][1] - 400) <= 1 and abs(pos[-1][2] - 300) <= 1, ev
@@ -332,13 +346,9 @@ def test_x11_app_through_xwayland_is_captured_and_gets_input(sway):
     out = sway.create_output(1280, 720, 60)
     try:
         log, pid = _x11_launch(sway, out)
-        _wait(
-            lambda: any(
-                w.get("pid") == pid and w["output"] == out and w.get("fullscreen_mode") == 1
-                for w in sway.windows()
-            ),
-            what="the X11 window, fullscreen on its output",
-        )
+        window = sway.wait_window(pid, out)
+        assert window["shell"] == "xwayland" and window["fullscreen_mode"] == 1, window
+        assert window["rect"]["width"] == 1280 and window["rect"]["height"] == 720
         _wait(
             lambda: {"kind": "painted", "width": 1280, "height": 720} in _x11_events(log),
             what=f"the X11 app painting at 1280x720 ({log})",
@@ -389,6 +399,24 @@ def test_missing_output_and_refused_requests_are_clear_errors(sway):
         d.registry.request("bind", shm.name, "wl_shm", 99)  # a version sway does not have
         with pytest.raises(WaylandProtocolError, match="wl_registry.*invalid version|version"):
             d.roundtrip()
+
+
+@pytest.mark.slow
+def test_an_app_that_never_maps_a_window_is_a_clear_error(sway):
+    out = sway.create_output(640, 480, 60)
+    try:
+        quitter = sway.launch(["sleep", "1"], out)
+        with pytest.raises(CompositorError, match=f"app {quitter} exited without mapping"):
+            sway.wait_window(quitter, out, timeout=60)
+        sleeper = sway.launch("sleep 600", out)
+        with pytest.raises(CompositorError, match=f"app {sleeper} mapped no window in 1 s"):
+            sway.wait_window(sleeper, out, timeout=1)
+        os.kill(sleeper, 15)
+        env = sway.app_env()
+        assert env["WAYLAND_DISPLAY"] == sway.wayland_display
+        assert env["DISPLAY"] == sway.xwayland_display()
+    finally:
+        sway.retire_output(out)
 
 
 @pytest.mark.slow

@@ -4,6 +4,8 @@ and pointer events it receives. Runs its event loop in a thread."""
 
 from __future__ import annotations
 
+import mmap
+import os
 import threading
 import time
 
@@ -40,6 +42,7 @@ class WaylandApp:
         self.surface.request("commit")
         self.keyboard = self.pointer = None
         self.keymaps = 0
+        self.keymap = ""
         self.seat.on("capabilities", self._on_caps)
         self._stop = False
         self._thread = threading.Thread(target=self._loop, daemon=True)
@@ -59,10 +62,12 @@ class WaylandApp:
             p.on("button", lambda _s, _t, b, st: self.events.append(("button", b, st)))
             p.on("axis", lambda _t, axis, v: self.events.append(("axis", axis, v)))
 
-    def _on_keymap(self, _fmt: int, fd: int, _size: int) -> None:
-        import os
-
-        os.close(fd)
+    def _on_keymap(self, _fmt: int, fd: int, size: int) -> None:
+        try:
+            with mmap.mmap(fd, size, prot=mmap.PROT_READ) as m:
+                self.keymap = bytes(m).rstrip(b"\0").decode(errors="replace")
+        finally:
+            os.close(fd)
         self.keymaps += 1
 
     def _on_top_configure(self, w: int, h: int, _states: bytes) -> None:
