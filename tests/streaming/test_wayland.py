@@ -108,7 +108,8 @@ class FakeCompositor:
     """A Wayland server that offers only wl_shm and one wl_output: enough for a client to
     connect and look around, and no screencopy or virtual input."""
 
-    def __init__(self, path: str):
+    def __init__(self, path: str, output_version: int = 4):
+        self.output_version = output_version
         self.srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self.srv.bind(path)
         self.srv.listen(4)
@@ -125,7 +126,7 @@ class FakeCompositor:
 
     def _client(self, sock: socket.socket) -> None:
         conn = wire.Connection(sock)
-        registry = None
+        registry = xdg_manager = None
         outputs = set()
         try:
             while True:
@@ -134,7 +135,10 @@ class FakeCompositor:
                     oid, op, body = msg
                     if oid == 1 and op == 1:  # get_registry
                         (registry,) = wire.decode_args("n", body, deque())
-                        for name, iface, ver in ((1, "wl_shm", 1), (2, "wl_output", 4)):
+                        offered = [(1, "wl_shm", 1), (2, "wl_output", self.output_version)]
+                        if self.output_version < 4:  # names come from xdg-output instead
+                            offered.append((3, "zxdg_output_manager_v1", 3))
+                        for name, iface, ver in offered:
                             conn.queue(*wire.encode(registry, 0, "usu", (name, iface, ver)))
                     elif oid == 1 and op == 0:  # sync
                         (cb,) = wire.decode_args("n", body, deque())
@@ -145,8 +149,16 @@ class FakeCompositor:
                         if iface == "wl_output":
                             outputs.add(new)
                             conn.queue(*wire.encode(new, 1, "uiii", (1, 640, 480, 60000)))
-                            conn.queue(*wire.encode(new, 4, "s", ("FAKE-1",)))
+                            if self.output_version >= 4:
+                                conn.queue(*wire.encode(new, 4, "s", ("FAKE-1",)))
                             conn.queue(*wire.encode(new, 2, "", ()))
+                        elif iface == "zxdg_output_manager_v1":
+                            xdg_manager = new
+                    elif oid == xdg_manager and op == 1:  # get_xdg_output(new_id, output)
+                        new, _output = wire.decode_args("no", body, deque())
+                        conn.queue(*wire.encode(new, 0, "ii", (0, 0)))  # logical_position
+                        conn.queue(*wire.encode(new, 3, "s", ("FAKE-XDG-1",)))  # name
+                        conn.queue(*wire.encode(new, 2, "", ()))  # done
                 conn.flush()
         except (ConnectionError, OSError):
             sock.close()
@@ -164,6 +176,24 @@ def test_a_compositor_without_screencopy_or_virtual_input_is_a_clear_error(tmp_p
             ScreenCopy(str(tmp_path / "wayland-fake"), "FAKE-1")
         with pytest.raises(WlrInputUnavailable, match="zwp_virtual_keyboard_manager_v1"):
             WlrInput(str(tmp_path / "wayland-fake"), "FAKE-1")
+    finally:
+        fake.close()
+
+
+def test_output_names_come_from_xdg_output_before_wl_output_v4(tmp_path):
+    fake = FakeCompositor(str(tmp_path / "wayland-old"), output_version=3)
+    try:
+        with Display(str(tmp_path / "wayland-old")) as d:
+            (out,) = d.outputs()
+            assert (out.name, out.width, out.height, out.refresh_mhz) == (
+                "FAKE-XDG-1",
+                640,
+                480,
+                60000,
+            )
+            assert d.output("FAKE-XDG-1").name == "FAKE-XDG-1"
+            with pytest.raises(NoSuchOutput, match="outputs: FAKE-XDG-1"):
+                d.output("HDMI-A-1")
     finally:
         fake.close()
 
