@@ -35,6 +35,7 @@ OWNER_ENV = "HOST_COMPOSITOR_OWNER"
 START_TIMEOUT_S = 30.0
 STOP_GRACE_S = 5.0
 PARK_GAP = 1000  # px between the live outputs and parked ones: the pointer cannot cross it
+X11_SOCKET_DIR = "/tmp/.X11-unix"
 ROOT_REFUSAL = "sway refuses to run as root; run the host as your desktop user"
 
 
@@ -149,6 +150,11 @@ class SwayCompositor:
             raise CompositorError("sway is not installed (Debian package sway)")
         if self.run_as is not None and os.geteuid() != 0:
             raise CompositorError("run_as needs root (it is a testing aid)")
+        if self.xwayland and os.geteuid() == 0 and not os.path.isdir(X11_SOCKET_DIR):
+            # as X servers expect it (root's, sticky, world-writable), not created by the
+            # unprivileged compositor on a fresh machine
+            os.makedirs(X11_SOCKET_DIR, exist_ok=True)
+            os.chmod(X11_SOCKET_DIR, 0o1777)
         self.runtime_dir = tempfile.mkdtemp(prefix="host-sway-")
         os.chmod(self.runtime_dir, 0o700)
         config = os.path.join(self.runtime_dir, "config")
