@@ -233,7 +233,9 @@ class Display:
                 raise WireError(f"{obj.interface} sent unknown event {opcode}")
             ename, signature = events[opcode]
             args = decode_args(signature, body, self.conn.in_fds)
-            handler = obj.handlers.get(ename)
+            # a destroyed object stays known until delete_id, so its late events still decode
+            # (and their fds are taken and closed) but reach no handler
+            handler = obj.handlers.get(ename) if obj.alive else None
             if handler is not None:
                 handler(*args)
             elif "h" in signature:  # an fd nobody wanted: do not leak it

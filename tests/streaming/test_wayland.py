@@ -81,6 +81,36 @@ def test_wire_refuses_what_libwayland_would_not_send():
         wire.decode_args("h", b"", deque())
 
 
+def test_fds_travel_beside_their_message_over_scm_rights():
+    a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    sender, receiver = wire.Connection(a), wire.Connection(b)
+    fd = os.memfd_create("wire-test")
+    os.write(fd, b"keymap text")
+    try:
+        sender.queue(*wire.encode(5, 0, "uhu", (1, fd, 11)))
+        sender.queue(*wire.encode(5, 1, "uuu", (1, 2, 3)))
+        sender.flush()
+    finally:
+        os.close(fd)  # the receiver holds its own copy now
+    messages = []
+    deadline = time.monotonic() + 10
+    while len(messages) < 2 and time.monotonic() < deadline:
+        receiver.fill(1)
+        while (msg := receiver.next_message()) is not None:
+            messages.append(msg)
+    (oid, op, body), second = messages
+    fmt, got_fd, size = wire.decode_args("uhu", body, receiver.in_fds)
+    try:
+        assert (oid, op, fmt, size) == (5, 0, 1, 11)
+        assert os.pread(got_fd, 64, 0) == b"keymap text"
+    finally:
+        os.close(got_fd)
+    assert wire.decode_args("uuu", second[2], receiver.in_fds) == [1, 2, 3]
+    assert not receiver.in_fds
+    sender.close()
+    receiver.close()
+
+
 def test_swayipc_frames_with_the_i3_magic_length_and_type():
     assert swayipc.encode(0, "exit") == b"i3-ipc" + struct.pack("=II", 4, 0) + b"exit"
     assert swayipc.encode(swayipc.GET_OUTPUTS) == b"i3-ipc" + struct.pack("=II", 0, 3)
