@@ -3,8 +3,9 @@
 `SwayCompositor.start()` runs sway with the headless backend and the pixman renderer in its own
 runtime directory (0700, one per compositor, so its Wayland and IPC sockets are unambiguous)
 and its own session (process group). Every process it starts — Xwayland, swaybg, launched apps,
-which sway double-forks out of its group — inherits `HOST_COMPOSITOR_OWNER=<token>`, and
-`stop()` kills the group and then every process carrying the token, so nothing outlives it.
+which sway double-forks out of its group — inherits `HOST_COMPOSITOR_OWNER=<owner>:<id>`,
+and `stop()` kills the group and then every process carrying the token, so nothing outlives
+it; `kill_owned(owner + ":", prefix=True)` sweeps what a crashed host left behind.
 
 sway refuses to run as root. The host should run as the desktop user; `run_as=(uid, gid)` runs
 sway (and so its apps) as another user through setpriv, which needs root: it exists as a
@@ -47,8 +48,9 @@ def available() -> bool:
     return shutil.which("sway") is not None
 
 
-def owned_pids(token: str) -> list[int]:
-    """Processes whose environment carries OWNER_ENV=token (ours, or any user's as root)."""
+def owned_pids(token: str, *, prefix: bool = False) -> list[int]:
+    """Processes whose environment carries OWNER_ENV=token (ours, or any user's as root);
+    with `prefix`, every value that starts with `token` (all compositors of one owner)."""
     marker = f"{OWNER_ENV}={token}".encode()
     pids = []
     for entry in os.listdir("/proc"):
@@ -59,8 +61,10 @@ def owned_pids(token: str) -> list[int]:
                 env = f.read()
         except OSError:
             continue  # gone, or another user's process we may not read (not ours then)
-        if marker in env.split(b"\0"):
-            pids.append(int(entry))
+        for var in env.split(b"\0"):
+            if var == marker or (prefix and var.startswith(marker)):
+                pids.append(int(entry))
+                break
     return pids
 
 
@@ -74,9 +78,11 @@ def _alive(pid: int) -> bool:
     return state not in (b"Z", b"X")
 
 
-def kill_owned(token: str, grace: float = STOP_GRACE_S) -> list[int]:
-    """SIGTERM every process carrying the token, SIGKILL what is left after `grace`; the pids."""
-    pids = owned_pids(token)
+def kill_owned(token: str, grace: float = STOP_GRACE_S, *, prefix: bool = False) -> list[int]:
+    """SIGTERM every process carrying the token (see owned_pids), SIGKILL what is left after
+    `grace`; the pids. `kill_owned(owner + ":", prefix=True)` at host start sweeps what a
+    crashed host left of its compositors."""
+    pids = owned_pids(token, prefix=prefix)
     for pid in pids:
         try:
             os.kill(pid, signal.SIGTERM)
@@ -85,7 +91,7 @@ def kill_owned(token: str, grace: float = STOP_GRACE_S) -> list[int]:
     deadline = time.monotonic() + grace
     while any(_alive(p) for p in pids) and time.monotonic() < deadline:
         time.sleep(0.05)
-    for pid in [p for p in pids if _alive(p)] + owned_pids(token):
+    for pid in [p for p in pids if _alive(p)] + owned_pids(token, prefix=prefix):
         try:
             os.kill(pid, signal.SIGKILL)
         except OSError:
@@ -106,6 +112,7 @@ class SwayCompositor:
         xwayland: bool = True,
         extra_config: str = "",
         env: Mapping[str, str] | None = None,
+        owner: str = "host",
         start_timeout: float = START_TIMEOUT_S,
     ):
         self.run_as = run_as
@@ -116,7 +123,10 @@ class SwayCompositor:
         self.extra_config = extra_config
         self.extra_env = dict(env or {})
         self.start_timeout = start_timeout
-        self.token = uuid.uuid4().hex
+        if ":" in owner or "\0" in owner:
+            raise CompositorError("owner may not contain ':' or NUL")
+        self.owner = owner
+        self.token = f"{owner}:{uuid.uuid4().hex}"  # unique; `owner:` prefixes all of one host
         self.runtime_dir: str | None = None
         self.wayland_socket: str | None = None  # absolute path
         self.ipc_socket: str | None = None

@@ -503,3 +503,23 @@ def test_stop_leaves_no_sway_xwayland_or_app_and_capture_then_fails_clearly():
         cap.grab()
     cap.close()
     comp.stop()  # idempotent
+
+
+@pytest.mark.slow
+def test_what_a_crashed_host_left_is_swept_by_its_owner_prefix():
+    owner = f"test-{os.getpid()}"
+    left = [SwayCompositor(run_as=_run_as(), owner=owner) for _ in range(2)]
+    try:
+        for comp in left:
+            comp.start()
+        pids = owned_pids(owner + ":", prefix=True)
+        assert {c.pid for c in left} <= set(pids)
+        # a host that forgot them (crashed) sweeps by prefix; nothing else's is touched
+        killed = swaymod.kill_owned(owner + ":", prefix=True)
+        assert set(pids) <= set(killed)
+        assert owned_pids(owner + ":", prefix=True) == []
+        for comp in left:
+            comp.proc.wait(10)  # they were our children: reaped here
+    finally:
+        for comp in left:
+            comp.stop()
