@@ -492,6 +492,7 @@ def test_stop_leaves_no_sway_xwayland_or_app_and_capture_then_fails_clearly():
         names = {Path(f"/proc/{p}/comm").read_text().strip() for p in owned}
         assert {"sway", "Xwayland", "sleep"} <= names and pid in owned and sleeper in owned
         cap = ScreenCopy(comp.wayland_socket, out)
+        inp = WlrInput(comp.wayland_socket, out)
         runtime = comp.runtime_dir
     finally:
         comp.stop()
@@ -502,6 +503,11 @@ def test_stop_leaves_no_sway_xwayland_or_app_and_capture_then_fails_clearly():
     with pytest.raises(WaylandError, match="went away|closed"):
         cap.grab()
     cap.close()
+    with pytest.raises(WlrInputUnavailable, match="virtual input lost"):
+        for _ in range(3):  # the first write may still land in the socket's buffer
+            inp.move_relative(1, 1)
+            time.sleep(0.2)
+    inp.close()  # after the compositor died: no exception
     comp.stop()  # idempotent
 
 
