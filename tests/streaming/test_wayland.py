@@ -337,6 +337,7 @@ def test_native_wayland_app_is_captured_at_its_colours_and_gets_input(sway):
                 assert _quadrant_colours(frame) == wl_app.QUADRANTS
             with WlrInput(sway.wayland_socket, out) as inp:
                 assert (inp.width, inp.height) == (800, 600)
+                _devices_ready(app, inp)
                 assert inp.move_absolute(640, 360, 1280, 720)  # client's 1280x720 -> 400,300
                 assert inp.button(1, True) and inp.button(1, False)
                 assert inp.key(0x41, True) and inp.key(0x41, False)  # VK_A
@@ -369,6 +370,22 @@ def test_native_wayland_app_is_captured_at_its_colours_and_gets_input(sway):
             app.close()
     finally:
         sway.retire_output(out)
+
+
+def _devices_ready(app: wl_app.WaylandApp, inp: WlrInput) -> None:
+    """Wait until the app has bound the seat's new keyboard and pointer and the compositor
+    delivers to them: an app binds them only after the virtual devices appear, and events
+    sent before that are not its to see."""
+    app.wait(lambda: ("kbd_enter",) in app.events, 30)
+
+    def pointer_seen() -> bool:
+        assert inp.move_absolute(8, 8, inp.width, inp.height)
+        return app.wait(
+            lambda: any(e[0] in ("enter", "motion") and e[1:] == (8.0, 8.0) for e in app.events),
+            0.3,
+        )
+
+    _wait(pointer_seen, what="the app's pointer")
 
 
 def _x11_launch(sway: SwayCompositor, output: str) -> tuple[Path, int]:
@@ -421,15 +438,27 @@ def test_x11_app_through_xwayland_is_captured_and_gets_input(sway):
                 what="the X11 app's quadrants in the captured frame",
             )
         with WlrInput(sway.wayland_socket, out) as inp:
-            # The move that enters the window may arrive as EnterNotify alone: move twice.
-            assert inp.move_absolute(100, 100, 1280, 720)
-            assert inp.move_absolute(300, 200, 1280, 720)
+            # Xwayland binds its pointer and keyboard only once the virtual devices exist, so
+            # the first events may find it without them: retry until each kind arrives. (The
+            # move that enters the window may arrive as EnterNotify alone: move twice.)
+            def pointer_arrived() -> bool:
+                assert inp.move_absolute(100, 100, 1280, 720)
+                assert inp.move_absolute(300, 200, 1280, 720)
+                time.sleep(0.3)
+                return {"kind": "motion", "x": 300, "y": 200} in _x11_events(log)
+
+            def key_arrived() -> bool:
+                assert inp.key(0x42, True) and inp.key(0x42, False)  # VK_B -> evdev 48
+                time.sleep(0.3)
+                return {"kind": "key", "down": True, "keycode": 56, "state": 0} in _x11_events(log)
+
+            _wait(key_arrived, what="a key in the X11 app")
+            _wait(pointer_arrived, what="pointer motion in the X11 app")
             _wait(
                 lambda: {"kind": "motion", "x": 300, "y": 200} in _x11_events(log),
                 what=f"the pointer motion in the X11 app: {_x11_events(log)} {sway.outputs()}",
             )
             assert inp.button(3, True) and inp.button(3, False)  # right button
-            assert inp.key(0x42, True) and inp.key(0x42, False)  # VK_B -> evdev 48
             _wait(
                 lambda: (
                     {"kind": "key", "down": False, "keycode": 48 + 8, "state": 0}
