@@ -18,6 +18,7 @@ from __future__ import annotations
 import glob
 import logging
 import os
+import re
 import shlex
 import shutil
 import signal
@@ -110,11 +111,13 @@ class SwayCompositor:
         initial_outputs: int = 1,
         fullscreen_apps: bool = True,
         xwayland: bool = True,
-        extra_config: str = "",
+        extra_config: str = "",  # trusted: the operator's own sway config lines, never API input
         env: Mapping[str, str] | None = None,
         owner: str = "host",
         start_timeout: float = START_TIMEOUT_S,
     ):
+        if background and not re.fullmatch(r"#[0-9a-fA-F]{6}", background):
+            raise CompositorError(f"background {background!r} is not a #RRGGBB colour")
         self.run_as = run_as
         self.background = background
         self.initial_outputs = initial_outputs

@@ -126,6 +126,13 @@ def test_keymap_has_a_key_for_every_vk_the_x11_path_maps():
     assert xkbmap.code_for_keysym(ord("!")) == (2, True)
 
 
+def test_sway_config_values_cannot_inject_commands():
+    with pytest.raises(CompositorError, match="not a #RRGGBB colour"):
+        SwayCompositor(background="#000000\nexec touch /tmp/pwned")
+    with pytest.raises(CompositorError, match="environment name"):
+        swaymod._env_name("A;B")
+
+
 def test_sway_refuses_root_without_run_as(monkeypatch):
     monkeypatch.setattr(swaymod.os, "geteuid", lambda: 0)
     with pytest.raises(CompositorError) as e:
