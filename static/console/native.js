@@ -59,10 +59,15 @@
 
   function showPin(st) {
     disarm.hidden = !st.armed;
-    pinState.textContent = st.armed
-      ? `PIN ${st.pin} — type it on /play within ${st.expires_in_secs} s.`
-      : "No PIN armed.";
-    pinState.className = st.armed ? "success" : "muted";
+    const wrong = st.wrong_pins ? ` ${st.wrong_pins} wrong PIN(s) so far.` : "";
+    if (st.armed) {
+      pinState.textContent = `PIN ${st.pin} — type it on /play within ${st.expires_in_secs} s.${wrong}`;
+    } else if (st.closed_by_wrong_pins) {  // someone guessed: the host closed the window
+      pinState.textContent = "PIN closed after too many wrong PINs. Arm a new one to pair.";
+    } else {
+      pinState.textContent = "No PIN armed.";
+    }
+    pinState.className = st.armed ? "success" : st.closed_by_wrong_pins ? "warning" : "muted";
   }
 
   async function loadPin() {

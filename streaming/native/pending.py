@@ -7,6 +7,7 @@ plain Redis.
 
 Rules (mgmt-api-records §1.7): one entry per DTLS fingerprint, 10 min TTL, 32 entries at most,
 4 per source IP; a re-knock refreshes the entry and keeps its id. Deny is not a blocklist.
+The armed PIN is one-use and closes after `MAX_WRONG_PINS` wrong PINs, counted host-wide.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import redis
 KEY = "native:pending"  # hash: fingerprint -> entry JSON
 SEQ = "native:pending:seq"
 ARM = "native:pair:arm"
+ARM_CLOSED = "native:pair:closed"  # the last window was closed by wrong PINs
 DENIED = "native:denied:"  # + fingerprint: the device's next knock learns it was denied
 CLAIMED = "native:claimed:"  # + fingerprint: an approve/deny is deciding it right now
 CLAIM_S = 30
@@ -29,10 +31,25 @@ TTL_S = 600
 MAX_PENDING = 32
 MAX_PER_IP = 4
 DENIED_NOTICE_S = 120
+MAX_WRONG_PINS = 5  # per armed window, host-wide: then the window closes
+CLOSED_NOTICE_S = 120  # at least this long, later PINs are told the window was closed
 
 
 def _keys(raw) -> list[str]:
     return [k.decode() if isinstance(k, bytes) else k for k in raw]
+
+
+@dataclass
+class PinCheck:
+    """The result of a PIN offered against the armed window.
+
+    outcome: `paired` (right PIN, window consumed), `wrong` (`left` more wrong PINs close
+    it), `closed-now` (this wrong PIN closed it), `closed` (already closed by wrong PINs),
+    `not-armed`, `elsewhere` (bound to another device: neither checked nor counted).
+    """
+
+    outcome: str
+    left: int = 0
 
 
 class QueueFull(Exception):
@@ -147,11 +164,19 @@ class PendingQueue:
     def pop_denied(self, fingerprint: str) -> bool:
         return bool(self.r.delete(DENIED + fingerprint))
 
-    # -- armed PIN -----------------------------------------------------------------------------
+    # -- armed PIN ---------------------------------------------------------------------------
     def arm(self, ttl_s: int, fingerprint: str | None) -> dict:
         pin = f"{secrets.randbelow(10_000):04d}"
-        state = {"pin": pin, "fingerprint": fingerprint, "expires_at": self.clock() + ttl_s}
-        self.r.set(ARM, json.dumps(state), ex=ttl_s)
+        state = {
+            "pin": pin,
+            "fingerprint": fingerprint,
+            "expires_at": self.clock() + ttl_s,
+            "wrong": 0,
+        }
+        pipe = self.r.pipeline()
+        pipe.set(ARM, json.dumps(state), ex=ttl_s)
+        pipe.delete(ARM_CLOSED)
+        pipe.execute()
         return state
 
     def armed(self) -> dict | None:
@@ -161,19 +186,53 @@ class PendingQueue:
         state = json.loads(raw)
         return state if state["expires_at"] > self.clock() else None
 
+    def closed_by_wrong_pins(self) -> bool:
+        """The last window was closed by `MAX_WRONG_PINS` wrong PINs (and not re-armed since)."""
+        return bool(self.r.exists(ARM_CLOSED))
+
     def disarm(self) -> None:
-        self.r.delete(ARM)
+        self.r.delete(ARM, ARM_CLOSED)
 
-    def consume_pin(self, pin: str, fingerprint: str) -> bool:
-        """True (and the window closes) when `pin` matches the armed window for this device.
+    def consume_pin(self, pin: str, fingerprint: str) -> PinCheck:
+        """Check `pin` against the armed window for this device and count a wrong one.
 
-        A window bound to another fingerprint refuses without being consumed.
+        Why a watched transaction: offers arrive in several daphne processes at once, and the
+        count must cap the guesses per window at `MAX_WRONG_PINS` host-wide; a concurrent
+        change of the window makes the check run again on the new state. The right PIN
+        closes the window (one use); the `MAX_WRONG_PINS`th wrong one closes it too and
+        leaves a mark so later offers (the right PIN included) learn why. A window bound to
+        another fingerprint refuses without counting or being consumed: that device cannot
+        learn anything about the PIN, and must not be able to close the window.
         """
-        state = self.armed()
-        if state is None or not isinstance(pin, str):
-            return False
-        if state["fingerprint"] and state["fingerprint"] != fingerprint:
-            return False
-        if not secrets.compare_digest(pin.strip(), state["pin"]):
-            return False
-        return bool(self.r.delete(ARM))
+        result: list[PinCheck] = []
+
+        def txn(pipe):
+            result.clear()
+            raw = pipe.get(ARM)
+            state = json.loads(raw) if raw else None
+            if state is None or state["expires_at"] <= self.clock():
+                closed = pipe.exists(ARM_CLOSED)
+                result.append(PinCheck("closed" if closed else "not-armed"))
+                return
+            if state["fingerprint"] and state["fingerprint"] != fingerprint:
+                result.append(PinCheck("elsewhere"))
+                return
+            given = pin.strip().encode()
+            if secrets.compare_digest(given, state["pin"].encode()):
+                pipe.multi()
+                pipe.delete(ARM, ARM_CLOSED)
+                result.append(PinCheck("paired"))
+                return
+            wrong = int(state.get("wrong", 0)) + 1
+            pipe.multi()
+            if wrong >= MAX_WRONG_PINS:
+                left_s = max(1, int(state["expires_at"] - self.clock()))
+                pipe.delete(ARM)
+                pipe.set(ARM_CLOSED, json.dumps({"wrong": wrong}), ex=max(left_s, CLOSED_NOTICE_S))
+                result.append(PinCheck("closed-now"))
+            else:
+                pipe.set(ARM, json.dumps({**state, "wrong": wrong}), keepttl=True)
+                result.append(PinCheck("wrong", MAX_WRONG_PINS - wrong))
+
+        self.r.transaction(txn, ARM, ARM_CLOSED)
+        return result[0]

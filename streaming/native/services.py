@@ -18,13 +18,14 @@ from pairing.models import PLANE_NATIVE, PairedClient
 from pairing.services import emit_device
 from streaming.compat.nvhttp.names import sanitize_name
 from streaming.native import sessions
-from streaming.native.pending import PendingQueue, QueueFull
+from streaming.native.pending import MAX_WRONG_PINS, PendingQueue, QueueFull
 
 log = logging.getLogger("streaming.native")
 
 ARM_TTL_DEFAULT, ARM_TTL_MIN, ARM_TTL_MAX = 120, 15, 600
 FP_RE = re.compile(r"^[0-9a-f]{64}$")
 SDP_FP_RE = re.compile(r"^a=fingerprint:sha-256 ([0-9A-Fa-f:]{95})\s*$", re.M)
+PIN_RE = re.compile(r"[0-9]{4}")  # not \d: that matches every script's digits
 
 _redis: redis.Redis | None = None
 
@@ -60,6 +61,26 @@ def sdp_fingerprint(sdp: str) -> str:
     if len(found) != 1:
         raise Refused(400, "the offer must carry exactly one a=fingerprint:sha-256 line")
     return found.pop()
+
+
+def clean_pin(raw) -> str | None:
+    """The offer's `pin`: None when absent or blank, else 4 ASCII digits (Refused 400)."""
+    if raw is None:
+        return None
+    if not isinstance(raw, str):
+        raise Refused(400, "pin must be a string of 4 digits")
+    pin = raw.strip()
+    if not pin:
+        return None
+    if not PIN_RE.fullmatch(pin):
+        raise Refused(400, "pin must be 4 digits (0-9)")
+    return pin
+
+
+CLOSED_BY_WRONG_PINS = (
+    f"the pairing PIN was closed after {MAX_WRONG_PINS} wrong PINs; "
+    "ask the operator to arm a new one"
+)
 
 
 def clean_name(raw, fingerprint: str) -> str:
@@ -99,9 +120,19 @@ def knock(fingerprint: str, name: str, ip: str, pin: str | None = None) -> Knock
     q = queue()
     if q.pop_denied(fingerprint):
         raise Refused(403, "the operator denied this device; reload to ask again")
-    if pin and q.consume_pin(pin, fingerprint):
-        q.drop(fingerprint)
-        return Knock("paired", client=store(fingerprint, name))
+    if pin is not None:
+        check = q.consume_pin(pin, fingerprint)
+        if check.outcome == "paired":
+            q.drop(fingerprint)
+            return Knock("paired", client=store(fingerprint, name))
+        if check.outcome == "wrong":
+            raise Refused(403, f"wrong PIN ({check.left} more wrong PINs close the pairing window)")
+        if check.outcome == "closed-now":
+            log.warning("native pairing PIN closed after %d wrong PINs", MAX_WRONG_PINS)
+            raise Refused(403, "wrong PIN; " + CLOSED_BY_WRONG_PINS)
+        if check.outcome == "closed":
+            raise Refused(403, CLOSED_BY_WRONG_PINS)
+        # not armed, or bound to another device: the PIN means nothing, ask the operator
     try:
         entry, new = q.knock(fingerprint, name, ip)
     except QueueFull as exc:
@@ -151,16 +182,21 @@ def clamp_ttl(value) -> int:
 
 
 def pair_status() -> dict:
-    state = queue().armed()
+    """NativePairStatus, plus `wrong_pins` (counted against the armed window) and
+    `closed_by_wrong_pins` (the last window was closed by wrong PINs, not re-armed since)."""
+    q = queue()
+    state = q.armed()
     left = None
     if state:
-        left = max(0, int(state["expires_at"] - queue().clock()))
+        left = max(0, int(state["expires_at"] - q.clock()))
     return {
         "enabled": True,
         "armed": state is not None,
         "pin": state["pin"] if state else None,
         "expires_in_secs": left,
         "paired_clients": native_clients().count(),
+        "wrong_pins": int(state.get("wrong", 0)) if state else 0,
+        "closed_by_wrong_pins": state is None and q.closed_by_wrong_pins(),
     }
 
 

@@ -95,7 +95,7 @@ def offer(request):
         return _error(404, f"no app {app[:64]!r} in the catalog or library")
     try:
         name = services.clean_name(body.get("name"), fp)
-        pin = body.get("pin") if isinstance(body.get("pin"), str) else None
+        pin = services.clean_pin(body.get("pin"))
         decision = services.knock(fp, name, ip, pin)
     except services.Refused as exc:
         return _error(exc.status, str(exc))

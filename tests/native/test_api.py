@@ -108,7 +108,9 @@ def test_arm_pin_self_pairing(live_host, knocker, api):
     assert knocker.knock(other, pin=pin).status_code == 202  # bound elsewhere: not consumed
     assert api.get("/api/v1/native/pair").json()["armed"] is True
     wrong = f"{(int(pin) + 1) % 10000:04d}"
-    assert knocker.knock(bound, pin=wrong).status_code == 202
+    r = knocker.knock(bound, pin=wrong)
+    assert r.status_code == 403 and "4 more wrong PINs" in r.json()["error"]
+    assert api.get("/api/v1/native/pair").json()["wrong_pins"] == 1
     r = knocker.knock(bound, name="pin pad", pin=pin)
     # Paired now; the fake SDP has no ICE/DTLS, so the session itself fails to start.
     assert r.status_code == 400, r.text
@@ -116,6 +118,67 @@ def test_arm_pin_self_pairing(live_host, knocker, api):
     assert {"name": "pin pad", "fingerprint": bound} in api.get("/api/v1/native/clients").json()
     assert api.get("/api/v1/native/pair").json()["armed"] is False  # consumed
     assert api.delete(f"/api/v1/native/clients/{bound}").status_code == 204
+
+
+def _wrong(pin: str, i: int) -> str:
+    return f"{(int(pin) + 1 + i) % 10000:04d}"
+
+
+def test_wrong_pin_burst_closes_the_window(live_host, api):
+    """A burst of wrong PINs from several addresses and devices (as a guesser would send
+    them, in parallel): exactly 5 are counted host-wide, the 5th closes the window, and from
+    then on the right PIN is refused too, with the reason; the console's status says so."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    pin = api.post("/api/v1/native/pair/arm", json={"ttl_secs": 300}).json()["pin"]
+    knockers = [Knocker(live_host, source=f"127.0.0.{n}") for n in (4, 5, 6)]
+    try:
+        tries = [(knockers[i % 3], fake_fp(), _wrong(pin, i)) for i in range(12)]
+        with ThreadPoolExecutor(6) as pool:
+            answers = list(pool.map(lambda t: t[0].knock(t[1], pin=t[2]), tries))
+        assert [r.status_code for r in answers] == [403] * 12, [r.text for r in answers]
+        errors = [r.json()["error"] for r in answers]
+        assert sum("more wrong PINs" in e for e in errors) == 4, errors
+        assert sum(e.startswith("wrong PIN; the pairing PIN was closed") for e in errors) == 1
+        assert sum(e.startswith("the pairing PIN was closed after 5") for e in errors) == 7
+
+        right = fake_fp()
+        r = knockers[0].knock(right, pin=pin)
+        assert r.status_code == 403, r.text
+        assert r.json() == {
+            "error": "the pairing PIN was closed after 5 wrong PINs; ask the operator to arm "
+            "a new one"
+        }
+        status = api.get("/api/v1/native/pair").json()
+        assert status["armed"] is False and status["pin"] is None
+        assert status["closed_by_wrong_pins"] is True
+        clients = {c["fingerprint"] for c in api.get("/api/v1/native/clients").json()}
+        assert right not in clients and not clients & {fp for _k, fp, _p in tries}
+        assert knockers[0].knock(right).status_code == 202  # the operator may still approve
+
+        again = api.post("/api/v1/native/pair/arm", json={"ttl_secs": 60}).json()
+        assert again["armed"] and again["closed_by_wrong_pins"] is False
+        assert again["wrong_pins"] == 0
+    finally:
+        for k in knockers:
+            k.close()
+        api.delete("/api/v1/native/pair")
+
+
+@pytest.mark.parametrize("bad", ["\u0661\u0662\u0663\u0664", "\u00e9123", "12\x0034", 1234, ["1"]])
+def test_non_ascii_pin_is_a_400(knocker, api, bad):
+    """A PIN is 4 ASCII digits: anything else is a JSON 400 (a non-ASCII one was a 500 from
+    the digest compare), and it is not counted against the armed window."""
+    api.post("/api/v1/native/pair/arm", json={"ttl_secs": 60})
+    try:
+        r = knocker.knock(fake_fp(), pin=bad)
+        assert r.status_code == 400, r.text
+        assert r.headers["Content-Type"] == "application/json"
+        assert r.json()["error"].startswith("pin must be")
+        status = api.get("/api/v1/native/pair").json()
+        assert status["armed"] is True and status["wrong_pins"] == 0
+    finally:
+        api.delete("/api/v1/native/pair")
 
 
 def test_bad_offers(knocker):
