@@ -20,10 +20,11 @@ import asyncio
 import logging
 import os
 import secrets
+import stat
 import struct
-import tempfile
 from pathlib import Path
 
+from hostmgmt.lib.statedir import state_path
 from streaming.native.media import HEADER
 
 log = logging.getLogger("streaming.native")
@@ -32,9 +33,31 @@ LENGTH = struct.Struct("<I")
 BACKLOG_BYTES = 512 * 1024
 
 
+SOCKET_DIR = "native-ws"
+
+
+class UnsafeSocketDir(RuntimeError):
+    """The socket directory is not a 0700 directory of ours: refuse to serve frames in it."""
+
+
 def socket_dir() -> Path:
-    path = Path(tempfile.gettempdir()) / f"host-native-ws-{os.getuid()}"
-    path.mkdir(mode=0o700, exist_ok=True)
+    """`<state dir>/native-ws`, a 0700 directory owned by this user.
+
+    Why not /tmp: there another user can create the directory first (or a link by that name)
+    and then read the frames or stand in for the socket. Created fresh with 0700; one that
+    exists must be a real directory (no link) of ours with mode 0700, else UnsafeSocketDir.
+    """
+    path = state_path(SOCKET_DIR)
+    try:
+        path.mkdir(mode=0o700)
+        os.chmod(path, 0o700)  # mkdir's mode goes through the umask
+    except FileExistsError:
+        pass
+    st = os.lstat(path)
+    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid():
+        raise UnsafeSocketDir(f"{path} is not a directory owned by this user")
+    if stat.S_IMODE(st.st_mode) != 0o700:
+        raise UnsafeSocketDir(f"{path} has mode {stat.S_IMODE(st.st_mode):04o}, not 0700")
     return path
 
 
