@@ -1,12 +1,15 @@
 """One native session, in its own process: `python -m streaming.native.peer`.
 
-Reads the offer record (JSON line) on stdin, acquires a virtual display at the asked mode,
-opens the session's sound sink, launches the chosen app into both (streaming.native.launch),
-starts the encoder process, answers (JSON line on stdout) and then runs the aiortc peer
-connection until the browser leaves, the app exits, the device is unpaired or disabled (polled
-every second), the host process that started it dies, or SIGTERM. Every exit path ends the app
-(and its prep undo), releases the display, the sink and the encoder process and emits the
-closing events.
+Reads the offer record (JSON line) on stdin and answers (JSON line on stdout) at once, having
+changed nothing on the host. Only when the DTLS handshake has completed with the certificate
+whose fingerprint the offer claimed (the device's identity) does it end this device's previous
+session, acquire a virtual display at the asked mode, open the session's sound sink, launch
+the chosen app into both (streaming.native.launch) and start the encoder process. Why that
+order: the offer names the fingerprint in plain text, so anyone can copy a paired device's;
+only the handshake proves the key behind it. Then it runs the aiortc peer connection until
+the browser leaves, the app exits, the device is unpaired or disabled (polled every second),
+the host process that started it dies, or SIGTERM. Every exit path ends the app (and its prep
+undo), releases the display, the sink and the encoder process and emits the closing events.
 """
 
 from __future__ import annotations
@@ -54,6 +57,20 @@ def _allow_loopback_candidates() -> None:
     ice.get_host_addresses = with_loopback
 
 
+class _Ended(Exception):
+    """The session ended while it was still starting."""
+
+
+def peer_fingerprint(transport) -> str:
+    """SHA-256 of the certificate the DTLS peer presented (lowercase hex), "" when none.
+    aiortc keeps the TLS connection private; `_ssl` is its pyOpenSSL connection."""
+    from cryptography.hazmat.primitives import hashes
+
+    ssl = getattr(transport, "_ssl", None)
+    cert = ssl.get_peer_certificate(as_cryptography=True) if ssl is not None else None
+    return cert.fingerprint(hashes.SHA256()).hex() if cert is not None else ""
+
+
 class Session:
     def __init__(self, offer: dict):
         self.offer = offer
@@ -82,7 +99,11 @@ class Session:
         # peer leaves it to the session settings): see `stop`.
         self.end_reason, self.deliberate = "client", False
         self.connected = False
+        self.proven = False  # DTLS completed with the claimed certificate
+        self.choice = None
+        self.video_sender = self.audio_sender = None
         self.channel = None
+        self.ws_told = False
         # When the browser last sent anything on the transport (RTCP reports, SCTP, DTLS).
         self.rx_packets, self.rx_at = 0, time.monotonic()
 
@@ -110,25 +131,135 @@ class Session:
             self.done.set()
 
     # -- lifecycle ---------------------------------------------------------------------------
-    async def start(self) -> dict:
+    async def negotiate(self) -> dict:
+        """Answer the offer. Reads the catalog and nothing else: no session is ended, no display,
+        sink, prep step or app is touched until `bring_up` has the DTLS proof."""
         from aiortc import RTCConfiguration, RTCPeerConnection, RTCSessionDescription
         from aiortc.rtcrtpsender import RTCRtpSender
 
+        from streaming.native import launch
+
+        self.choice = await asyncio.to_thread(launch.resolve, self.offer.get("app") or "desktop")
+        if self.choice is None:
+            raise LookupError("that app is no longer in the catalog or library")
+        self.pc = RTCPeerConnection(RTCConfiguration(iceServers=[]))
+        # The tracks come after the proof (`replaceTrack`); the answer needs only the kinds.
+        # Codec preferences before setRemoteDescription, or aiortc falls back to VP8.
+        video = self.pc.addTransceiver("video", direction="sendonly")
+        h264 = [
+            c
+            for c in RTCRtpSender.getCapabilities("video").codecs
+            if c.mimeType in ("video/H264", "video/rtx")
+        ]
+        video.setCodecPreferences(h264)
+        self.video_sender = video.sender
+        self.audio_sender = self.pc.addTransceiver("audio", direction="sendonly").sender
+
+        @self.pc.on("datachannel")
+        def on_channel(channel):
+            self.channel = channel
+            channel.on("message", self.on_input)
+            self._tell_ws_token()
+
+        @self.pc.on("connectionstatechange")
+        async def on_state():
+            state = self.pc.connectionState
+            log.info("native %s: %s", self.fp[:12], state)
+            if state in ("failed", "closed"):
+                if not self.done.is_set():
+                    silent = time.monotonic() - self.rx_at > SILENT_S
+                    # closed by the browser: quit; gone silent (consent expired): timeout
+                    self.reason = "error" if state == "failed" else "timeout" if silent else "quit"
+                self.stop("client", False, state)  # vanished: the session settings decide
+
+        await self.pc.setRemoteDescription(RTCSessionDescription(self.offer["sdp"], "offer"))
+        if video.mid is None:
+            raise ValueError("the offer has no video to receive")
+        codecs = [c.mimeType for c in video._codecs]
+        if not codecs or codecs[0] != "video/H264":
+            raise ValueError("the browser offered no H.264 (constrained baseline)")
+        await self.pc.setLocalDescription(await self.pc.createAnswer())
+        return {
+            "sdp": self.pc.localDescription.sdp,
+            "type": "answer",
+            "mode": self.mode,
+            "pid": os.getpid(),
+        }
+
+    def _dtls_transports(self) -> list:
+        found = [t.sender.transport for t in self.pc.getTransceivers()]
+        if self.pc.sctp is not None:
+            found.append(self.pc.sctp.transport)
+        return list({id(t): t for t in found if t is not None}.values())
+
+    async def prove(self) -> bool:
+        """True once every DTLS transport of the connection has completed its handshake with a
+        certificate whose SHA-256 is the fingerprint the offer claimed; False when one fails
+        or closes, or the session ends first (the connect timeout, SIGTERM, unpaired)."""
+        while not self.done.is_set():
+            transports = self._dtls_transports()
+            states = {t.state for t in transports}
+            if states & {"failed", "closed"}:
+                return False
+            if transports and states == {"connected"}:
+                return all(peer_fingerprint(t) == self.fp for t in transports)
+            try:
+                await asyncio.wait_for(self.done.wait(), 0.02)
+            except TimeoutError:
+                pass
+        return False
+
+    async def bring_up(self) -> None:
+        """After the answer: wait for the DTLS proof, then take this device's session over and
+        start everything. Each step looks at `done` first, so a session ended meanwhile stops
+        here and `close` releases what was taken."""
+        if not await self.prove():
+            failed = any(t.state == "failed" for t in self._dtls_transports())
+            log.warning(
+                "native %s: the DTLS peer did not prove the offered fingerprint (%s); "
+                "nothing was started",
+                self.fp[:12],
+                "handshake failed" if failed else f"ended first: {self.detail}",
+            )
+            self.reason = "error"
+            self.stop("released", False, "the DTLS certificate does not match the offer")
+            return
+        self.proven = True
+        try:
+            await self._start_media()
+        except _Ended:
+            return
+        except Exception as exc:  # noqa: BLE001 - the page hears it in the closing "bye"
+            log.warning("native session %s failed to start: %s", self.fp[:12], exc)
+            self.reason = "error"
+            self.stop("released", True, str(exc))  # a game it started is closed
+            return
+        self._go_live()
+
+    def _step(self) -> None:
+        if self.done.is_set():
+            raise _Ended
+
+    async def _start_media(self) -> None:
         from hostmgmt.config import store
         from streaming import session_play
         from streaming.displays import machine
-        from streaming.native import launch, sound
+        from streaming.native import launch, sessions, sound
         from streaming.native.media import EncodedVideoTrack, EncoderProcess
 
-        choice = await asyncio.to_thread(launch.resolve, self.offer.get("app") or "desktop")
-        if choice is None:
-            raise LookupError("that app is no longer in the catalog or library")
+        # A reconnect replaces the old session, whose game waits per the session settings
+        # (grace) for this one to take it over: let the old peer finish first.
+        self._step()
+        await asyncio.to_thread(sessions.end, [self.fp], signal.SIGUSR1, 10)
+        self._step()
         self.display = await asyncio.to_thread(machine.acquire, self.name, self.mode)
         x_display = self.display["x_display"]
         values = await asyncio.to_thread(store.values)
+        self._step()
         capture = await asyncio.to_thread(sound.open_capture, values, f"native{os.getpid()}")
         self.audio = sound.OpusTrack(capture, values)
-        self.app = launch.AppRun(choice, os.getpid(), self.name)
+        self._step()
+        self.app = launch.AppRun(self.choice, os.getpid(), self.name)
         client = {"name": self.name, "fingerprint": self.fp, "uuid": ""}
         await asyncio.to_thread(
             self.app.start,
@@ -137,8 +268,9 @@ class Session:
             client,
             (self.width, self.height, self.fps),
         )
+        self._step()
         # The client profile and the app's encoder-preset apply as on the compat plane.
-        limits = await asyncio.to_thread(session_play.launch_limits, self.name, choice.raw)
+        limits = await asyncio.to_thread(session_play.launch_limits, self.name, self.choice.raw)
         kbps = int(self.offer.get("kbps", 12_000))
         if limits["max_bitrate_kbps"]:
             kbps = min(kbps, limits["max_bitrate_kbps"])
@@ -146,7 +278,6 @@ class Session:
             x_display, self.width, self.height, self.fps, kbps, limits["encoder_preset"],
             region=self.display.get("region"),
         )  # fmt: skip
-        self.pc = RTCPeerConnection(RTCConfiguration(iceServers=[]))
         webcodecs = self.offer.get("transport") == "webcodecs"
         self.track = EncodedVideoTrack(self.encoder, feed=not webcodecs)
         self.video = self.track
@@ -155,58 +286,47 @@ class Session:
 
             self.ws = self.video = WsVideo(self.encoder)
             await self.ws.start()
-        # Track and codec preferences before setRemoteDescription, or aiortc falls back to VP8.
-        transceiver = self.pc.addTransceiver(self.track, direction="sendonly")
-        h264 = [
-            c
-            for c in RTCRtpSender.getCapabilities("video").codecs
-            if c.mimeType in ("video/H264", "video/rtx")
-        ]
-        transceiver.setCodecPreferences(h264)
-        transceiver.sender._send_keyframe = self.track.request_keyframe
-        self.pc.addTransceiver(self.audio, direction="sendonly")
+        self.video_sender.replaceTrack(self.track)
+        self.video_sender._send_keyframe = self.track.request_keyframe
+        self.audio_sender.replaceTrack(self.audio)
+        self._step()
+        await asyncio.to_thread(
+            sessions.register,
+            self.fp,
+            {
+                "pid": os.getpid(),
+                "name": self.name,
+                "mode": self.mode,
+                "app": self.offer.get("app") or "desktop",
+                "app_title": self.offer.get("app_title") or "Desktop",
+                "app_pid": self.app.pid,
+                "audio_sink": capture.sink_name if capture else None,
+                "transport": self.offer.get("transport") or "webrtc",
+                "ws_token": self.ws.token if self.ws else None,
+                "ws_sock": self.ws.path if self.ws else None,
+                "x_display": x_display,
+                "slot": self.display["slot"],
+                "started_unix": int(time.time()),
+            },
+        )
+        self._tell_ws_token()
 
-        @self.pc.on("datachannel")
-        def on_channel(channel):
-            self.channel = channel
-            channel.on("message", self.on_input)
-            if self.ws is not None:  # only this DTLS-proven device learns the video token
-                channel.send(json.dumps({"t": "ws", "token": self.ws.token}))
+    def _tell_ws_token(self) -> None:
+        """Only this DTLS-proven device learns the video token, once both exist."""
+        if self.ws is None or self.ws_told or self.channel is None:
+            return
+        if self.channel.readyState == "open":
+            self.channel.send(json.dumps({"t": "ws", "token": self.ws.token}))
+            self.ws_told = True
 
-        @self.pc.on("connectionstatechange")
-        async def on_state():
-            state = self.pc.connectionState
-            log.info("native %s: %s", self.fp[:12], state)
-            if state == "connected" and not self.connected:
-                self.connected = True
-                self.t_start = django_now()
-                self.rx_at = time.monotonic()
-                self.track.request_keyframe()
-                self._emit("client.connected")
-                self._emit("session.started")
-                self._emit("stream.started")
-            elif state in ("failed", "closed"):
-                if not self.done.is_set():
-                    silent = time.monotonic() - self.rx_at > SILENT_S
-                    # closed by the browser: quit; gone silent (consent expired): timeout
-                    self.reason = "error" if state == "failed" else "timeout" if silent else "quit"
-                self.stop("client", False, state)  # vanished: the session settings decide
-
-        await self.pc.setRemoteDescription(RTCSessionDescription(self.offer["sdp"], "offer"))
-        if transceiver.mid is None:
-            raise ValueError("the offer has no video to receive")
-        codecs = [c.mimeType for c in transceiver._codecs]
-        if not codecs or codecs[0] != "video/H264":
-            raise ValueError("the browser offered no H.264 (constrained baseline)")
-        await self.pc.setLocalDescription(await self.pc.createAnswer())
-        return {
-            "sdp": self.pc.localDescription.sdp,
-            "type": "answer",
-            "x_display": x_display,
-            "audio_sink": capture.sink_name if capture else None,
-            "mode": self.mode,
-            "pid": os.getpid(),
-        }
+    def _go_live(self) -> None:
+        self.connected = True
+        self.t_start = django_now()
+        self.rx_at = time.monotonic()
+        self.track.request_keyframe()
+        self._emit("client.connected")
+        self._emit("session.started")
+        self._emit("stream.started")
 
     def on_input(self, message) -> None:
         if isinstance(message, bytes) or len(message) > MAX_MESSAGE:
@@ -222,6 +342,8 @@ class Session:
             return
         if ev.get("t") == "stop":  # the player pressed Stop: a deliberate end
             self.stop("cancel", True, "stopped by the player")
+            return
+        if not self.connected:  # not proven and started yet: there is nothing to drive
             return
         if ev.get("t") == "kf":  # the WebCodecs page skipped to catch up: it needs an IDR
             self.encoder.keyframe.set()
@@ -256,7 +378,7 @@ class Session:
                 self.stop("unpaired", True, "unpaired or disabled")
             elif parent and os.getppid() != parent:
                 self.stop("host_shutdown", True, "host exited")
-            elif not self.connected and time.monotonic() - started > CONNECT_TIMEOUT_S:
+            elif not self.proven and time.monotonic() - started > CONNECT_TIMEOUT_S:
                 self.reason = "timeout"
                 self.stop("arm_timeout", False, "timeout")
             elif self.app is not None and await asyncio.to_thread(self.app.exited):
@@ -376,8 +498,6 @@ class Session:
 
 
 async def run(offer: dict) -> int:
-    from streaming.native import sessions
-
     session = Session(offer)
     loop = asyncio.get_running_loop()
     # SIGTERM: the host ends it (DELETE /session, unpair); SIGUSR1: a reconnect replaces it.
@@ -386,36 +506,19 @@ async def run(offer: dict) -> int:
     loop.add_signal_handler(signal.SIGUSR1, session.stop, "client", False, "reconnected")
     try:
         try:
-            answer = await session.start()
+            answer = await session.negotiate()
         except Exception as exc:  # noqa: BLE001 - becomes the offer's error answer
             status = getattr(exc, "status", 400 if isinstance(exc, ValueError) else 500)
             status = 404 if isinstance(exc, LookupError) else status
             log.warning("native session refused: %s", exc)
-            session.stop("released", True, str(exc))  # a game it started is closed
-            await session.close()  # release first: the caller may look right after the answer
+            session.stop("released", True, str(exc))
+            await session.close()
             _reply({"error": str(exc), "status": status})
             return 1
-        await asyncio.to_thread(
-            sessions.register,
-            session.fp,
-            {
-                "pid": os.getpid(),
-                "name": session.name,
-                "mode": session.mode,
-                "app": offer.get("app") or "desktop",
-                "app_title": offer.get("app_title") or "Desktop",
-                "app_pid": session.app.pid if session.app else None,
-                "audio_sink": answer.get("audio_sink"),
-                "transport": offer.get("transport") or "webrtc",
-                "ws_token": session.ws.token if session.ws else None,
-                "ws_sock": session.ws.path if session.ws else None,
-                "x_display": answer["x_display"],
-                "slot": session.display["slot"],
-                "started_unix": int(time.time()),
-            },
-        )
         _reply(answer)
+        bring_up = asyncio.create_task(session.bring_up())
         await session.watch()
+        await bring_up  # it stops at its next step now that the session is done
         return 0
     finally:
         await session.close()

@@ -99,10 +99,9 @@ def _reap(proc: subprocess.Popen) -> None:
 
 
 def start(offer: dict) -> dict:
-    """Start a peer process for an authorized device and return its answer {sdp, type}."""
-    # A reconnect replaces the old session, whose game waits per the session settings (grace)
-    # for this one to take it over: let the old peer finish first.
-    end([offer["fingerprint"]], signal.SIGUSR1, wait_s=10)
+    """Start a peer process for a device that claims a paired fingerprint and return its answer
+    {sdp, type, mode}. The claim is not proven yet: the peer ends this device's previous
+    session (a reconnect) and starts anything only after DTLS proves it (`peer.py`)."""
     log_file = open(Path(settings.LOG_FILE).parent / "native-peer.log", "ab")  # noqa: SIM115 - the child owns it
     env = dict(os.environ, NATIVE_PARENT_PID=str(os.getpid()))
     proc = subprocess.Popen(
