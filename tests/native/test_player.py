@@ -194,9 +194,13 @@ def test_pending_approve_play_unpair(live_host, browser, admin_auth):
         ),
         what="one display for the browser after the restart",
     )
-    # The native session is part of the runtime snapshot an SSE consumer resyncs from.
-    status = api.get("/api/v1/status").json()
-    assert status["active_sessions"] >= 1 and status["video_streaming"] is True
+    # The native session is part of the runtime snapshot an SSE consumer resyncs from (listed
+    # once DTLS has proven the device and its display is up: a moment after "playing").
+    status = wait_for(
+        lambda: (s := api.get("/api/v1/status").json())["active_sessions"] >= 1 and s,
+        what="the restarted session in the status",
+    )
+    assert status["video_streaming"] is True
     assert any(g["plane"] == "native" and g["client"] == NAME for g in status["games"]), status
     if not any(g["plane"] == "compat" for g in status["games"]):
         assert status["session"] == {"width": 1280, "height": 720, "fps": 60}
