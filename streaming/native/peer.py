@@ -213,7 +213,11 @@ class Session:
         """After the answer: wait for the DTLS proof, then take this device's session over and
         start everything. Each step looks at `done` first, so a session ended meanwhile stops
         here and `close` releases what was taken."""
-        if not await self.prove():
+        from streaming.native import sessions
+
+        proof = await self.prove()
+        await asyncio.to_thread(sessions.proven, os.getpid())
+        if not proof:
             failed = any(t.state == "failed" for t in self._dtls_transports())
             log.warning(
                 "native %s: the DTLS peer did not prove the offered fingerprint (%s); "
@@ -487,6 +491,7 @@ class Session:
             except Exception:  # noqa: BLE001 - the display may be gone already
                 log.exception("display release failed")
         await asyncio.to_thread(sessions.unregister, self.fp, os.getpid())
+        await asyncio.to_thread(sessions.proven, os.getpid())  # an early exit: no longer waiting
         if self.connected:
             try:
                 await asyncio.to_thread(self._record)

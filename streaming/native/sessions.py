@@ -26,6 +26,12 @@ from django.conf import settings
 log = logging.getLogger("streaming.native")
 
 REGISTRY = "native:sessions"  # hash: fingerprint -> JSON record
+# Peers answered but not yet proven by DTLS: pid -> fingerprint. Bounded, because an offer
+# that claims a paired fingerprint gets a peer process for up to the connect timeout before
+# the handshake can refuse it.
+CONNECTING = "native:connecting"
+MAX_CONNECTING = 8
+MAX_CONNECTING_PER_DEVICE = 2
 ANSWER_TIMEOUT_S = 20
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -63,6 +69,22 @@ def unregister(fingerprint: str, pid: int) -> None:
         _redis().hdel(REGISTRY, fingerprint)
 
 
+def connecting() -> dict[int, str]:
+    """Live peers still waiting for their DTLS proof: pid -> claimed fingerprint."""
+    out = {}
+    for pid, fp in _redis().hgetall(CONNECTING).items():
+        if _alive(int(pid)):
+            out[int(pid)] = fp.decode()
+        else:
+            _redis().hdel(CONNECTING, pid)
+    return out
+
+
+def proven(pid: int) -> None:
+    """The peer's DTLS proof is in (or it gave up): it no longer counts as connecting."""
+    _redis().hdel(CONNECTING, pid)
+
+
 def _alive(pid) -> bool:
     if not isinstance(pid, int) or pid <= 0:
         return False
@@ -81,11 +103,14 @@ def end(fingerprints: list[str] | None, sig: int = signal.SIGTERM, wait_s: float
     settings decide. The peer also polls its own authorization every second, so a session
     whose process is out of reach still ends. `wait_s`: wait that long for them to exit."""
     pids = []
-    for fp, rec in registry().items():
+    targets = [(fp, rec["pid"]) for fp, rec in registry().items()]
+    if sig == signal.SIGTERM:  # the host ends them: peers still proving their device too
+        targets += [(fp, pid) for pid, fp in connecting().items()]
+    for fp, pid in targets:
         if fingerprints is None or fp in fingerprints:
             try:
-                os.kill(rec["pid"], sig)
-                pids.append(rec["pid"])
+                os.kill(pid, sig)
+                pids.append(pid)
             except ProcessLookupError:
                 pass
     deadline = time.monotonic() + wait_s
@@ -101,7 +126,13 @@ def _reap(proc: subprocess.Popen) -> None:
 def start(offer: dict) -> dict:
     """Start a peer process for a device that claims a paired fingerprint and return its answer
     {sdp, type, mode}. The claim is not proven yet: the peer ends this device's previous
-    session (a reconnect) and starts anything only after DTLS proves it (`peer.py`)."""
+    session (a reconnect) and starts anything only after DTLS proves it (`peer.py`); until
+    then it counts against `MAX_CONNECTING` (host-wide) and `MAX_CONNECTING_PER_DEVICE` (429)."""
+    waiting = list(connecting().values())
+    if len(waiting) >= MAX_CONNECTING:
+        raise SessionError(429, "too many sessions are connecting; try again in a few seconds")
+    if waiting.count(offer["fingerprint"]) >= MAX_CONNECTING_PER_DEVICE:
+        raise SessionError(429, "this device is already connecting; try again in a few seconds")
     log_file = open(Path(settings.LOG_FILE).parent / "native-peer.log", "ab")  # noqa: SIM115 - the child owns it
     env = dict(os.environ, NATIVE_PARENT_PID=str(os.getpid()))
     proc = subprocess.Popen(
@@ -114,6 +145,7 @@ def start(offer: dict) -> dict:
     )
     log_file.close()
     _reap(proc)
+    _redis().hset(CONNECTING, proc.pid, offer["fingerprint"])
     try:
         proc.stdin.write(json.dumps(offer).encode() + b"\n")
         proc.stdin.close()

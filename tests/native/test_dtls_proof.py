@@ -215,3 +215,51 @@ async def _stolen_fingerprint(live_host, marks):
 
 if __name__ == "__main__":  # pragma: no cover
     sys.exit(pytest.main([__file__, "-q"]))
+
+
+def test_unproven_offers_are_bounded(live_host, loopback_ice):
+    """Offers that claim a paired fingerprint but never do DTLS each hold a peer process until
+    the connect timeout: at most 2 per device (429 after), and unpairing ends them."""
+    asyncio.run(_unproven(live_host))
+
+
+async def _unproven(live_host):
+    from tests.native.helpers import fake_fp
+
+    api = live_host.mgmt()
+    knocker = Knocker(live_host, source="127.0.0.7")
+    fp = fake_fp()
+    strangers = [Device() for _ in range(3)]
+    try:
+        pending = await asyncio.to_thread(knocker.knock, fp)
+        r = api.post(f"/api/v1/native/pending/{pending.json()['id']}/approve")
+        assert r.status_code == 200, r.text
+        answers = []
+        for dev in strangers:
+            forged = {"sdp": steal(await dev.offer(), fp), "name": "x", "app": "desktop", **MODE}
+            answers.append(await asyncio.to_thread(knocker.post, forged))
+        assert [a.status_code for a in answers] == [200, 200, 429], [a.text for a in answers]
+        assert answers[2].json() == {
+            "error": "this device is already connecting; try again in a few seconds"
+        }
+        assert api.get("/api/v1/status").json()["active_sessions"] == 0
+        # Unpairing ends the waiting peers at once (not after the 30 s connect timeout): paired
+        # again, the same fingerprint gets a peer again.
+        assert api.delete(f"/api/v1/native/clients/{fp}").status_code == 204
+        pending = await asyncio.to_thread(knocker.knock, fp)
+        assert pending.status_code == 202, pending.text
+        assert api.post(f"/api/v1/native/pending/{pending.json()['id']}/approve").status_code == 200
+        again = Device()
+        strangers.append(again)
+        forged = {"sdp": steal(await again.offer(), fp), "name": "x", "app": "desktop", **MODE}
+        r = await until(
+            lambda: (a := knocker.post(forged)).status_code == 200 and a, 10, must=False
+        )
+        assert r, "the unpaired device's waiting peers still count"
+    finally:
+        for dev in strangers:
+            await dev.close()
+        if fp:
+            api.delete(f"/api/v1/native/clients/{fp}")
+        knocker.close()
+        api.close()
