@@ -215,7 +215,11 @@ class Session:
         here and `close` releases what was taken."""
         from streaming.native import sessions
 
-        proof = await self.prove()
+        try:
+            proof = await self.prove()
+        except Exception:  # noqa: BLE001 - no proof is a refusal, never a pass
+            log.exception("native %s: checking the DTLS peer failed", self.fp[:12])
+            proof = False
         await asyncio.to_thread(sessions.proven, os.getpid())
         if not proof:
             failed = any(t.state == "failed" for t in self._dtls_transports())
