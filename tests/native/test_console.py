@@ -140,3 +140,50 @@ def test_console_approves_and_denies_browsers(live_host, browser):
         ),
         what="the console-approved session released",
     )
+
+
+def test_wrong_pins_close_the_window_in_page_and_console(live_host, browser):
+    """A guesser burns the armed PIN: the player's page says why it was refused, and the
+    operator's clients page says the PIN was closed by wrong PINs, until a new one is armed."""
+    from tests.native.helpers import Knocker, fake_fp
+
+    op_ctx, op = operator(browser, live_host)
+    p_ctx = None
+    guesser = Knocker(live_host, source="127.0.0.9")
+    try:
+        op.click("#native-arm")
+        expect(op.locator("#native-pin-state")).to_contain_text(re.compile(r"PIN \d{4}"))
+        pin = re.search(r"PIN (\d{4})", op.inner_text("#native-pin-state")).group(1)
+        wrong = [f"{(int(pin) + 1 + i) % 10000:04d}" for i in range(5)]
+
+        p_ctx = browser.new_context(ignore_https_errors=True, base_url=live_host.url)
+        play = p_ctx.new_page()
+        play.goto("/play")
+        play.fill("#name", "guessing tv")
+        play.fill("#pin", wrong[0])
+        play.click("#start")
+        page_wait(play, "() => window.nativePlayer.state === 'refused'", 15)
+        assert "wrong PIN (4 more wrong PINs close the pairing window)" in play.inner_text(
+            "#status"
+        )
+        expect(op.locator("#native-pin-state")).to_contain_text("1 wrong PIN(s) so far")
+        for guess in wrong[1:]:
+            assert guesser.knock(fake_fp(), pin=guess).status_code == 403
+
+        expect(op.locator("#native-pin-state")).to_have_text(
+            "PIN closed after too many wrong PINs. Arm a new one to pair."
+        )
+        play.fill("#pin", pin)  # the right PIN, too late
+        play.click("#start")
+        page_wait(play, "() => window.nativePlayer.state === 'refused'", 15)
+        assert "closed after 5 wrong PINs" in play.inner_text("#status")
+
+        op.click("#native-arm")  # a new window starts clean
+        expect(op.locator("#native-pin-state")).to_contain_text(re.compile(r"^PIN \d{4} — "))
+        op.click("#native-disarm")
+        expect(op.locator("#native-pin-state")).to_have_text("No PIN armed.")
+    finally:
+        guesser.close()
+        if p_ctx is not None:
+            p_ctx.close()
+        op_ctx.close()
