@@ -144,6 +144,12 @@ async def until(check, timeout: float, what: str = "", must: bool = True):
     return value
 
 
+def active_displays(api) -> list[tuple]:
+    """(slot, client, Xvfb pid) of the displays in use (other tests' may linger and expire)."""
+    rows = api.get("/api/v1/display/state").json()["displays"]
+    return [(d["slot"], d["client"], d["pid"]) for d in rows if d["state"] == "active"]
+
+
 def native_games(api) -> list[tuple]:
     """(session id, client, title) of every native session's game row in /api/v1/status."""
     games = api.get("/api/v1/status").json()["games"]
@@ -175,7 +181,8 @@ async def _stolen_fingerprint(live_host, marks):
         await until(lambda: real.frames > 10, 30, "the real device's first frames")
         playing = await until(lambda: native_games(api), 10, "the real session listed")
         assert [(c, t) for _sid, c, t in playing] == [("real tv", "Desktop")], playing
-        displays = api.get("/api/v1/display/state").json()["displays"]
+        displays = active_displays(api)
+        assert [client for _slot, client, _pid in displays] == ["real tv"], displays
         events = LiveEvents(live_host, "session.*,client.*,stream.*,game.*")
 
         peer_log = live_host.state_dir / "logs" / "native-peer.log"
@@ -197,7 +204,7 @@ async def _stolen_fingerprint(live_host, marks):
         assert real.pc.connectionState == "connected"
         assert real.frames > before + 30, (before, real.frames)  # still playing, ~30 fps
         assert native_games(api) == playing  # the same session (its peer's pid)
-        assert api.get("/api/v1/display/state").json()["displays"] == displays
+        assert active_displays(api) == displays  # none acquired for the stranger
         assert sorted(p.name for p in marks.iterdir()) == []  # no prep step, no launch
         happened = [e["kind"] for e in events.drain(1.0)]
         assert happened == [], happened
