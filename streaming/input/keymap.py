@@ -10,6 +10,10 @@ from __future__ import annotations
 
 import string
 
+from Xlib import XK
+
+XK.load_keysym_group("xf86")
+
 _NAMED = {
     0x08: "BackSpace",
     0x09: "Tab",
@@ -97,3 +101,12 @@ def keysym_name(vk: int) -> str | None:
     if not isinstance(vk, int) or isinstance(vk, bool) or not VK_MIN <= vk <= VK_MAX:
         return None
     return VK_TO_KEYSYM.get(vk)
+
+
+def keysym_value(name: str) -> int:
+    """The keysym of an X keysym name, 0 when unknown. python-xlib spells the XF86 names with
+    an underscore ("XF86_AudioMute"), so the media and browser keys need the second try."""
+    sym = XK.string_to_keysym(name)
+    if not sym and name.startswith("XF86"):
+        sym = XK.string_to_keysym("XF86_" + name[4:])
+    return sym

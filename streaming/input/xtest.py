@@ -31,7 +31,7 @@ from Xlib import XK, X, display
 from Xlib.error import DisplayError
 from Xlib.ext import xtest
 
-from streaming.input.keymap import keysym_name
+from streaming.input.keymap import keysym_name, keysym_value
 from streaming.input.limiter import RateLimiter
 
 log = logging.getLogger("streaming.input")
@@ -94,7 +94,7 @@ class XInput:
         name = keysym_name(vk)
         if name is None:
             return None
-        sym = XK.string_to_keysym(name)
+        sym = keysym_value(name)
         code = self._d.keysym_to_keycode(sym) if sym else 0
         return code or None
 

@@ -15,6 +15,8 @@ import string
 
 from Xlib import XK
 
+from streaming.input.keymap import keysym_value
+
 XK.load_keysym_group("xf86")
 XK.load_keysym_group("xkb")
 
@@ -132,12 +134,7 @@ MODIFIERS = {
 }
 
 
-def keysym(name: str) -> int:
-    """The keysym of an XKB name; python-xlib spells the XF86 ones "XF86_AudioMute"."""
-    sym = XK.string_to_keysym(name)
-    if not sym and name.startswith("XF86"):
-        sym = XK.string_to_keysym("XF86_" + name[4:])
-    return sym
+keysym = keysym_value  # the XKB names of the keymap are X keysym names
 
 
 _SYM_CODE: dict[int, tuple[int, int]] = {}  # keysym -> (evdev code, level 0/1)

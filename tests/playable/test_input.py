@@ -45,6 +45,19 @@ def test_keys_arrive_as_the_right_keysyms(xin, watcher):
     assert got == expected
 
 
+def test_media_and_browser_keys_arrive(xin, watcher):
+    """VK 0xA6-0xB4 name XF86 keysyms, which python-xlib spells "XF86_..."."""
+    vks = (0xAD, 0xAF, 0xB3, 0xA6)
+    for vk in vks:
+        assert xin.key(vk, True) and xin.key(vk, False), hex(vk)
+    got = watcher.events(want=8)
+    assert [n for _, n in got] == [
+        n
+        for n in ("XF86_AudioMute", "XF86_AudioRaiseVolume", "XF86_AudioPlay", "XF86_Back")
+        for _ in (0, 1)
+    ]
+
+
 def test_injection_latency_is_sub_millisecond(xin, watcher):
     lat = []
     for _ in range(20):
