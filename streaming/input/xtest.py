@@ -16,13 +16,11 @@ over an open connection costs ~0.2 ms). Everything a client sends is checked fir
   display's keymap ends as it was; apps read the keymap when they handle the key, so undoing it
   at once would race them.
 
-Each call returns True when the event was injected and False when it was refused or dropped;
-`rejected` and `limiter.dropped` count both for the session's stats.
+The checks common to every injector live in streaming.input.injector.
 """
 
 from __future__ import annotations
 
-import logging
 import threading
 import time
 from collections import OrderedDict
@@ -31,17 +29,13 @@ from Xlib import XK, X, display
 from Xlib.error import DisplayError
 from Xlib.ext import xtest
 
+from streaming.input.injector import Injector
 from streaming.input.keymap import keysym_name, keysym_value
 from streaming.input.limiter import RateLimiter
 
-log = logging.getLogger("streaming.input")
-
 # Client mouse buttons (1 left, 2 middle, 3 right, 4 back/X1, 5 forward/X2) to X buttons.
 BUTTONS = {1: 1, 2: 2, 3: 3, 4: 8, 5: 9}
-WHEEL_STEP = 120  # one notch, as Windows counts scroll
 _WHEEL = {(False, 1): 4, (False, -1): 5, (True, 1): 7, (True, -1): 6}
-MAX_NOTCHES = 10  # per event: a client saying "scroll 10,000 notches" gets ten
-MAX_TEXT_CHARS = 32  # per call; the protocol's text message holds 32 bytes
 RESTORE_AFTER_S = 1.0  # spare keycodes go back to empty this long after the last text
 REBIND_GAP_S = 0.05  # a spare keycode is not rebound sooner than this after its last tap
 _CONTROL_CHARS = {"\n": 0xFF0D, "\r": 0xFF0D, "\t": 0xFF09, "\b": 0xFF08}  # Return, Tab, BackSpace
@@ -53,7 +47,9 @@ class InputUnavailable(RuntimeError):
     """The display cannot be reached or has no XTest."""
 
 
-class XInput:
+class XInput(Injector):
+    BUTTONS = BUTTONS
+
     def __init__(
         self,
         display_name: str | None = None,
@@ -71,17 +67,11 @@ class XInput:
             raise InputUnavailable(f"display {display_name!r} has no XTEST extension")
         screen = self._d.screen()
         self.left = self.top = 0
-        self.width, self.height = screen.width_in_pixels, screen.height_in_pixels
+        width, height = screen.width_in_pixels, screen.height_in_pixels
         if region:
             self.left, self.top = int(region["left"]), int(region["top"])
-            self.width, self.height = int(region["width"]), int(region["height"])
-        self.limiter = limiter or RateLimiter()
-        self.rejected = 0
-        self._held_keys: set[int] = set()
-        self._held_buttons: set[int] = set()
-        self._wheel_rest = {False: 0, True: 0}
-        self._lock = threading.Lock()
-        self._closed = False
+            width, height = int(region["width"]), int(region["height"])
+        self._setup(width, height, limiter)
         self.restore_after_s = RESTORE_AFTER_S
         self._spare: list[int] | None = None  # keycodes with no keysyms, found on first need
         self._spare_rows: dict[int, list[int]] = {}  # their original (empty) rows
@@ -98,38 +88,18 @@ class XInput:
         code = self._d.keysym_to_keycode(sym) if sym else 0
         return code or None
 
-    def key(self, vk: int, down: bool) -> bool:
-        code = self.keycode(vk)
-        if code is None:
-            return self._reject("key code %r has no key", vk)
-        with self._lock:
-            if down:
-                if not self.limiter.allow():
-                    return False
-                self._held_keys.add(code)
-                self._fake(X.KeyPress, code)
-            else:
-                if code not in self._held_keys:
-                    return False  # a release for a key we never pressed: nothing to do
-                self._held_keys.discard(code)
-                self._fake(X.KeyRelease, code)
-        return True
+    def _send_key(self, code: int, down: bool) -> None:
+        self._fake(X.KeyPress if down else X.KeyRelease, code)
 
     # -- text -------------------------------------------------------------------------------
     def type_text(self, text: str) -> int:
         """Type `text` into the focused window; how many characters were typed. Characters
         that have no keysym (control characters) are refused, the rate limiter counts one
         press per character, and at most MAX_TEXT_CHARS are taken from one call."""
-        if not isinstance(text, str):
-            self._reject("text %r is not a string", text)
-            return 0
-        text = text.replace("\r\n", "\n")
-        if len(text) > MAX_TEXT_CHARS:
-            self._reject("text of %d characters cut to %d", len(text), MAX_TEXT_CHARS)
-            text = text[:MAX_TEXT_CHARS]
+        text = self._text_to_type(text)
         typed = 0
         with self._lock:
-            if self._closed:
+            if self._closed or not text:
                 return 0
             try:
                 for ch in text:
@@ -236,72 +206,21 @@ class XInput:
         return len(codes)
 
     # -- mouse ------------------------------------------------------------------------------
-    def button(self, button: int, down: bool) -> bool:
-        xb = BUTTONS.get(button) if isinstance(button, int) else None
-        if xb is None:
-            return self._reject("mouse button %r does not exist", button)
-        with self._lock:
-            if down:
-                if not self.limiter.allow():
-                    return False
-                self._held_buttons.add(xb)
-                self._fake(X.ButtonPress, xb)
-            else:
-                if xb not in self._held_buttons:
-                    return False
-                self._held_buttons.discard(xb)
-                self._fake(X.ButtonRelease, xb)
-        return True
+    def _send_button(self, code: int, down: bool) -> None:
+        self._fake(X.ButtonPress if down else X.ButtonRelease, code)
 
-    def move_relative(self, dx: int, dy: int) -> bool:
-        try:
-            dx = _clamp(int(dx), -self.width, self.width)
-            dy = _clamp(int(dy), -self.height, self.height)
-        except (TypeError, ValueError, OverflowError):
-            return self._reject("relative move %r,%r is not a number", dx, dy)
-        with self._lock:
-            if not self.limiter.allow():
-                return False
-            self._fake(X.MotionNotify, detail=1, x=dx, y=dy)
-        return True
+    def _send_move_by(self, dx: int, dy: int) -> None:
+        self._fake(X.MotionNotify, detail=1, x=dx, y=dy)
 
-    def move_absolute(self, x: int, y: int, ref_width: int, ref_height: int) -> bool:
-        """`x, y` on a `ref_width` x `ref_height` surface (the client's view of the screen)."""
-        try:
-            x, y, rw, rh = int(x), int(y), int(ref_width), int(ref_height)
-        except (TypeError, ValueError, OverflowError):
-            return self._reject("absolute move %r,%r is not a number", x, y)
-        if rw <= 0 or rh <= 0:
-            return self._reject("absolute move with reference size %dx%d", rw, rh)
-        sx = self.left + _clamp(x * self.width // rw, 0, self.width - 1)
-        sy = self.top + _clamp(y * self.height // rh, 0, self.height - 1)
-        with self._lock:
-            if not self.limiter.allow():
-                return False
-            self._fake(X.MotionNotify, x=sx, y=sy)
-        return True
+    def _send_move_to(self, x: int, y: int) -> None:
+        self._fake(X.MotionNotify, x=self.left + x, y=self.top + y)
 
-    def scroll(self, amount: int, horizontal: bool = False) -> bool:
-        """`amount` in 1/120 notches (high-resolution wheels send less than a notch)."""
-        try:
-            amount = int(amount)
-        except (TypeError, ValueError, OverflowError):
-            return self._reject("scroll %r is not a number", amount)
-        with self._lock:
-            if not self.limiter.allow():
-                return False
-            total = self._wheel_rest[horizontal] + amount
-            notches = int(total / WHEEL_STEP)  # toward zero: the rest waits for more
-            self._wheel_rest[horizontal] = total - notches * WHEEL_STEP
-            if abs(notches) > MAX_NOTCHES:
-                notches = MAX_NOTCHES if notches > 0 else -MAX_NOTCHES
-                self._wheel_rest[horizontal] = 0
-            xb = _WHEEL[(horizontal, 1 if notches > 0 else -1)]
-            for _ in range(abs(notches)):
-                self._fake(X.ButtonPress, xb, flush=False)
-                self._fake(X.ButtonRelease, xb, flush=False)
-            self._d.flush()
-        return True
+    def _send_wheel(self, notches: int, horizontal: bool) -> None:
+        xb = _WHEEL[(horizontal, 1 if notches > 0 else -1)]
+        for _ in range(abs(notches)):
+            self._fake(X.ButtonPress, xb, flush=False)
+            self._fake(X.ButtonRelease, xb, flush=False)
+        self._d.flush()
 
     # -- lifetime ---------------------------------------------------------------------------
     def pointer(self) -> tuple[int, int]:
@@ -311,14 +230,11 @@ class XInput:
     def release_all(self) -> int:
         """Let go of every key and button still held; how many there were."""
         with self._lock:
-            held = len(self._held_keys) + len(self._held_buttons)
             for code in sorted(self._held_keys):
                 self._fake(X.KeyRelease, code, flush=False)
             for xb in sorted(self._held_buttons):
                 self._fake(X.ButtonRelease, xb, flush=False)
-            self._held_keys.clear()
-            self._held_buttons.clear()
-            self._wheel_rest = {False: 0, True: 0}
+            held = self._forget_held()
             if held:
                 self._d.sync()  # before a disconnect returns, the server has them all
             if not self._closed:
@@ -337,22 +253,11 @@ class XInput:
                     self._restore_timer.cancel()
             self._d.close()
 
-    def __enter__(self) -> XInput:
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
-
     # -- helpers ----------------------------------------------------------------------------
     def _fake(self, kind: int, detail: int = 0, flush: bool = True, **kw) -> None:
         xtest.fake_input(self._d, kind, detail, **kw)
         if flush:
             self._d.flush()
-
-    def _reject(self, msg: str, *args) -> bool:
-        self.rejected += 1
-        log.debug("input refused: " + msg, *args)
-        return False
 
 
 def char_keysym(ch: str) -> int | None:
@@ -367,7 +272,3 @@ def char_keysym(ch: str) -> int | None:
     if cp < 0x20 or 0x7F <= cp < 0xA0 or 0xD800 <= cp < 0xE000:
         return None
     return cp if cp < 0x100 else 0x01000000 | cp
-
-
-def _clamp(v: int, lo: int, hi: int) -> int:
-    return lo if v < lo else hi if v > hi else v

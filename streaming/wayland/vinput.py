@@ -1,12 +1,9 @@
 """Keyboard and mouse into a wlroots compositor: virtual-keyboard and wlr-virtual-pointer.
 
-`WlrInput` has the interface of streaming.input.xtest.XInput (key by the client's VK code,
-type_text, button, move_relative, move_absolute with the client's reference size, scroll in
-1/120 notches, release_all, close), with the same checks: VK codes without a key on the
-layout are refused, positions are scaled and clamped to the output, presses/moves/scrolls go
-through the rate limiter and releases never do, held keys and buttons are remembered and
-`release_all()` lets them go. The pointer is bound to one output (motion_absolute maps onto
-that output's extent). One Wayland connection per instance, serialised by a lock.
+`WlrInput` has the interface of streaming.input.xtest.XInput and the same checks, from their
+common base streaming.input.injector.Injector. The pointer is bound to one output
+(motion_absolute maps onto that output's extent). One Wayland connection per instance,
+serialised by a lock.
 
 Keys travel as Linux evdev codes under the US keymap of streaming.wayland.xkbmap; the
 compositor tracks modifiers itself from the Shift/Control/... key events.
@@ -16,19 +13,13 @@ from __future__ import annotations
 
 import logging
 import os
-import threading
 import time
 from collections import OrderedDict
 
+from streaming.input.injector import Injector, _clamp
 from streaming.input.keymap import keysym_name
 from streaming.input.limiter import RateLimiter
-from streaming.input.xtest import (
-    MAX_NOTCHES,
-    MAX_TEXT_CHARS,
-    WHEEL_STEP,
-    InputUnavailable,
-    char_keysym,
-)
+from streaming.input.xtest import InputUnavailable, char_keysym
 from streaming.wayland import xkbmap
 from streaming.wayland.client import Display, MissingGlobal, WaylandError
 
@@ -48,7 +39,9 @@ def _now_ms() -> int:
     return int(time.monotonic() * 1000) & 0xFFFFFFFF
 
 
-class WlrInput:
+class WlrInput(Injector):
+    BUTTONS = BUTTONS
+
     def __init__(
         self,
         wayland_display: str | None,
@@ -82,16 +75,9 @@ class WlrInput:
             self._d.close()
             raise WlrInputUnavailable(str(e)) from e
         self.output_name = self.output.name
-        self.width, self.height = self.output.width, self.output.height
-        self.limiter = limiter or RateLimiter()
-        self.rejected = 0
-        self._held_keys: set[int] = set()
-        self._held_buttons: set[int] = set()
-        self._wheel_rest = {False: 0, True: 0}
+        self._setup(self.output.width, self.output.height, limiter)
         self._bound: OrderedDict[int, int] = OrderedDict()  # keysym -> spare code, LRU
         self._pos = (self.width // 2, self.height // 2)
-        self._lock = threading.Lock()
-        self._closed = False
 
     # -- keyboard ---------------------------------------------------------------------------
     def keycode(self, vk: int) -> int | None:
@@ -99,37 +85,17 @@ class WlrInput:
         name = keysym_name(vk)
         return xkbmap.code_for_keysym_name(name) if name else None
 
-    def key(self, vk: int, down: bool) -> bool:
-        code = self.keycode(vk)
-        if code is None:
-            return self._reject("key code %r has no key", vk)
-        with self._lock:
-            if down:
-                if not self.limiter.allow():
-                    return False
-                self._held_keys.add(code)
-                self._key(code, True)
-            else:
-                if code not in self._held_keys:
-                    return False
-                self._held_keys.discard(code)
-                self._key(code, False)
-            self._flush()
-        return True
+    def _send_key(self, code: int, down: bool) -> None:
+        self._key(code, down)
+        self._flush()
 
     def type_text(self, text: str) -> int:
         """Type `text`; how many characters were typed (see XInput.type_text). A character
         off the US layout is bound to a spare key code and the keymap uploaded again."""
-        if not isinstance(text, str):
-            self._reject("text %r is not a string", text)
-            return 0
-        text = text.replace("\r\n", "\n")
-        if len(text) > MAX_TEXT_CHARS:
-            self._reject("text of %d characters cut to %d", len(text), MAX_TEXT_CHARS)
-            text = text[:MAX_TEXT_CHARS]
+        text = self._text_to_type(text)
         typed = 0
         with self._lock:
-            if self._closed:
+            if self._closed or not text:
                 return 0
             for ch in text:
                 sym = char_keysym(ch)
@@ -202,84 +168,33 @@ class WlrInput:
         self._kbd.request("key", _now_ms(), code, 1 if down else 0)
 
     # -- mouse ------------------------------------------------------------------------------
-    def button(self, button: int, down: bool) -> bool:
-        code = BUTTONS.get(button) if isinstance(button, int) else None
-        if code is None:
-            return self._reject("mouse button %r does not exist", button)
-        with self._lock:
-            if down:
-                if not self.limiter.allow():
-                    return False
-                self._held_buttons.add(code)
-            else:
-                if code not in self._held_buttons:
-                    return False
-                self._held_buttons.discard(code)
-            self._ptr.request("button", _now_ms(), code, 1 if down else 0)
-            self._ptr.request("frame")
-            self._flush()
-        return True
+    def _send_button(self, code: int, down: bool) -> None:
+        self._ptr.request("button", _now_ms(), code, 1 if down else 0)
+        self._ptr.request("frame")
+        self._flush()
 
-    def move_relative(self, dx: int, dy: int) -> bool:
-        try:
-            dx = _clamp(int(dx), -self.width, self.width)
-            dy = _clamp(int(dy), -self.height, self.height)
-        except (TypeError, ValueError, OverflowError):
-            return self._reject("relative move %r,%r is not a number", dx, dy)
-        with self._lock:
-            if not self.limiter.allow():
-                return False
-            self._ptr.request("motion", _now_ms(), float(dx), float(dy))
-            self._ptr.request("frame")
-            self._pos = (
-                _clamp(self._pos[0] + dx, 0, self.width - 1),
-                _clamp(self._pos[1] + dy, 0, self.height - 1),
-            )
-            self._flush()
-        return True
+    def _send_move_by(self, dx: int, dy: int) -> None:
+        self._ptr.request("motion", _now_ms(), float(dx), float(dy))
+        self._ptr.request("frame")
+        self._pos = (
+            _clamp(self._pos[0] + dx, 0, self.width - 1),
+            _clamp(self._pos[1] + dy, 0, self.height - 1),
+        )
+        self._flush()
 
-    def move_absolute(self, x: int, y: int, ref_width: int, ref_height: int) -> bool:
-        """`x, y` on a `ref_width` x `ref_height` surface (the client's view of the output)."""
-        try:
-            x, y, rw, rh = int(x), int(y), int(ref_width), int(ref_height)
-        except (TypeError, ValueError, OverflowError):
-            return self._reject("absolute move %r,%r is not a number", x, y)
-        if rw <= 0 or rh <= 0:
-            return self._reject("absolute move with reference size %dx%d", rw, rh)
-        sx = _clamp(x * self.width // rw, 0, self.width - 1)
-        sy = _clamp(y * self.height // rh, 0, self.height - 1)
-        with self._lock:
-            if not self.limiter.allow():
-                return False
-            self._ptr.request("motion_absolute", _now_ms(), sx, sy, self.width, self.height)
-            self._ptr.request("frame")
-            self._pos = (sx, sy)
-            self._flush()
-        return True
+    def _send_move_to(self, x: int, y: int) -> None:
+        self._ptr.request("motion_absolute", _now_ms(), x, y, self.width, self.height)
+        self._ptr.request("frame")
+        self._pos = (x, y)
+        self._flush()
 
-    def scroll(self, amount: int, horizontal: bool = False) -> bool:
-        """`amount` in 1/120 notches; positive is up (vertical) or right (horizontal)."""
-        try:
-            amount = int(amount)
-        except (TypeError, ValueError, OverflowError):
-            return self._reject("scroll %r is not a number", amount)
-        with self._lock:
-            if not self.limiter.allow():
-                return False
-            total = self._wheel_rest[horizontal] + amount
-            notches = int(total / WHEEL_STEP)
-            self._wheel_rest[horizontal] = total - notches * WHEEL_STEP
-            if abs(notches) > MAX_NOTCHES:
-                notches = MAX_NOTCHES if notches > 0 else -MAX_NOTCHES
-                self._wheel_rest[horizontal] = 0
-            if notches:
-                steps = notches if horizontal else -notches  # Wayland: positive is down/right
-                axis = 1 if horizontal else 0
-                self._ptr.request("axis_source", 0)  # wheel
-                self._ptr.request("axis_discrete", _now_ms(), axis, steps * AXIS_STEP, steps)
-                self._ptr.request("frame")
-                self._flush()
-        return True
+    def _send_wheel(self, notches: int, horizontal: bool) -> None:
+        steps = notches if horizontal else -notches  # Wayland: positive is down/right
+        axis = 1 if horizontal else 0
+        self._ptr.request("axis_source", 0)  # wheel
+        self._ptr.request("axis_discrete", _now_ms(), axis, steps * AXIS_STEP, steps)
+        self._ptr.request("frame")
+        self._flush()
 
     # -- lifetime ---------------------------------------------------------------------------
     def pointer(self) -> tuple[int, int]:
@@ -289,7 +204,6 @@ class WlrInput:
     def release_all(self) -> int:
         """Let go of every key and button still held; how many there were."""
         with self._lock:
-            held = len(self._held_keys) + len(self._held_buttons)
             if self._closed:
                 return 0
             for code in sorted(self._held_keys):
@@ -298,9 +212,7 @@ class WlrInput:
                 self._ptr.request("button", _now_ms(), code, 0)
             if self._held_buttons:
                 self._ptr.request("frame")
-            self._held_keys.clear()
-            self._held_buttons.clear()
-            self._wheel_rest = {False: 0, True: 0}
+            held = self._forget_held()
             try:
                 self._d.roundtrip()  # before a disconnect returns, the compositor has them
             except WaylandError as e:
@@ -323,24 +235,9 @@ class WlrInput:
                     pass
                 self._d.close()
 
-    def __enter__(self) -> WlrInput:
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
-
     def _flush(self) -> None:
         """Send, and pick up a protocol error the compositor may have answered with."""
         try:
             self._d.dispatch(0)
         except WaylandError as e:
             raise WlrInputUnavailable(f"virtual input lost: {e}") from e
-
-    def _reject(self, msg: str, *args) -> bool:
-        self.rejected += 1
-        log.debug("input refused: " + msg, *args)
-        return False
-
-
-def _clamp(v: int, lo: int, hi: int) -> int:
-    return lo if v < lo else hi if v > hi else v

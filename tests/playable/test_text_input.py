@@ -8,9 +8,10 @@ import time
 import pytest
 
 from streaming.input import packets
+from streaming.input.injector import MAX_TEXT_CHARS
 from streaming.input.limiter import RateLimiter
 from streaming.input.session import SessionInput
-from streaming.input.xtest import MAX_TEXT_CHARS, XInput, char_keysym
+from streaming.input.xtest import XInput, char_keysym
 
 
 def text_packet(data: bytes) -> bytes:
