@@ -7,9 +7,30 @@ import os
 import queue
 import secrets
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from tests.hooks.helpers import SSEClient
+
+
+@contextmanager
+def catalog_app(host, admin_auth, name: str, cmd: str, marks: Path) -> Iterator[Path]:
+    """A catalog app for one test, whose prep step leaves `do` / `undo` in `marks`; removed
+    from the catalog afterwards."""
+    app = {
+        "index": -1,
+        "name": name,
+        "cmd": cmd,
+        "prep-cmd": [{"do": f"touch {marks}/do", "undo": f"touch {marks}/undo"}],
+        "exit-timeout": 2,
+    }
+    with host.client(auth=admin_auth) as admin:
+        r = admin.post("/api/apps", json=app)
+        assert r.status_code == 200 and r.json()["status"] is True, r.text
+        yield marks
+        apps = admin.get("/api/apps").json()["apps"]
+        admin.delete(f"/api/apps/{next(i for i, a in enumerate(apps) if a['name'] == name)}")
 
 
 def fake_fp() -> str:

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from tests.native.browserkit import page_wait, self_paired, wait_for
+from tests.native.helpers import catalog_app
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
@@ -61,20 +62,9 @@ def alive(pid: int) -> bool:
 def tone_app(live_host, admin_auth, tmp_path):
     marks = tmp_path / "marks"
     marks.mkdir()
-    app = {
-        "index": -1,
-        "name": APP,
-        "cmd": f"exec {sys.executable} {TONE_APP} {marks} {FREQ}",
-        "prep-cmd": [{"do": f"touch {marks}/do", "undo": f"touch {marks}/undo"}],
-        "exit-timeout": 2,
-    }
-    with live_host.client(auth=admin_auth) as admin:
-        r = admin.post("/api/apps", json=app)
-        assert r.status_code == 200 and r.json()["status"] is True, r.text
+    cmd = f"exec {sys.executable} {TONE_APP} {marks} {FREQ}"
+    with catalog_app(live_host, admin_auth, APP, cmd, marks):
         yield marks
-        apps = admin.get("/api/apps").json()["apps"]
-        index = next(i for i, a in enumerate(apps) if a["name"] == APP)
-        admin.delete(f"/api/apps/{index}")
 
 
 def test_app_launch_and_tone(live_host, tone_app, admin_auth):

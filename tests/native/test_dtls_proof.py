@@ -18,7 +18,7 @@ import time
 
 import pytest
 
-from tests.native.helpers import Knocker, LiveEvents
+from tests.native.helpers import Knocker, LiveEvents, catalog_app
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
@@ -32,19 +32,9 @@ def marker_app(live_host, admin_auth, tmp_path):
     """A catalog app whose prep step and command each leave a file when they run."""
     marks = tmp_path / "marks"
     marks.mkdir()
-    app = {
-        "index": -1,
-        "name": APP,
-        "cmd": f"sh -c 'touch {marks}/launched; exec sleep 60'",
-        "prep-cmd": [{"do": f"touch {marks}/do", "undo": f"touch {marks}/undo"}],
-        "exit-timeout": 2,
-    }
-    with live_host.client(auth=admin_auth) as admin:
-        r = admin.post("/api/apps", json=app)
-        assert r.status_code == 200 and r.json()["status"] is True, r.text
+    cmd = f"sh -c 'touch {marks}/launched; exec sleep 60'"
+    with catalog_app(live_host, admin_auth, APP, cmd, marks):
         yield marks
-        apps = admin.get("/api/apps").json()["apps"]
-        admin.delete(f"/api/apps/{next(i for i, a in enumerate(apps) if a['name'] == APP)}")
 
 
 @pytest.fixture
