@@ -19,16 +19,31 @@ from hostmgmt.lib.env import without_secrets
 log = logging.getLogger("streaming.sessions")
 
 
-def session_env(base: Mapping, *, x_display: str, app, client: dict, mode: tuple) -> dict:
+def session_env(
+    base: Mapping, *, x_display: str, app, client: dict, mode: tuple, wayland: str = ""
+) -> dict:
     """`base` (the host's environment) less its secret-named variables, as for hook commands,
     plus DISPLAY, the HOST_APP_* / HOST_CLIENT_* variables and the entry's own env (the
-    operator wrote that one for this app, so it is kept whatever its names)."""
-    width, height, fps = mode
+    operator wrote that one for this app, so it is kept whatever its names). `wayland`: the
+    compositor socket the session runs on (absolute), kept as WAYLAND_DISPLAY."""
     env = without_secrets(base)
-    env.update({str(k): str(v) for k, v in (app.env or {}).items()})
+    env.update(app_vars(app, client, mode))
+    env["DISPLAY"] = x_display
+    env.pop("WAYLAND_DISPLAY", None)  # the app must land in our display, not another one
+    if wayland:
+        env["WAYLAND_DISPLAY"] = wayland
+    if not x_display:
+        env.pop("DISPLAY")
+    return env
+
+
+def app_vars(app, client: dict, mode: tuple) -> dict:
+    """The session's own variables for the app: the entry's env and HOST_APP_* / HOST_CLIENT_*
+    (all an app launched inside the headless compositor gets on top of the compositor's)."""
+    width, height, fps = mode
+    env = {str(k): str(v) for k, v in (app.env or {}).items()}
     env.update(
         {
-            "DISPLAY": x_display,
             "HOST_APP_ID": str(app.id),
             "HOST_APP_NAME": app.name,
             "HOST_CLIENT_NAME": client.get("name", ""),
@@ -40,7 +55,6 @@ def session_env(base: Mapping, *, x_display: str, app, client: dict, mode: tuple
             "PF_APP_TITLE": app.name,
         }
     )
-    env.pop("WAYLAND_DISPLAY", None)  # the app must land in our X display, not the operator's
     return env
 
 
@@ -95,3 +109,55 @@ class AppProcess:
             self.proc.wait(timeout=1)
         except subprocess.TimeoutExpired:
             log.warning("app leader %d did not exit", self.proc.pid)
+
+
+class CompositorApp:
+    """The catalog command launched inside the host's headless compositor, on the session's
+    output (`SwayCompositor.launch`), with AppProcess's interface. It runs as the compositor's
+    user in a process group of its own (sway's exec starts a new session), which is what
+    `terminate` signals; the compositor's token in its environment lets `stop` sweep it too."""
+
+    def __init__(self, comp, output: str, cmd: str, env: dict, working_dir: str = "",
+                 exit_timeout: float = 5.0):  # fmt: skip
+        self.exit_timeout = max(float(exit_timeout or 0), 0.5)
+        self._pid = comp.launch(cmd, output, env=env, cwd=working_dir or "")
+        try:
+            self.pgid = os.getpgid(self._pid)
+        except ProcessLookupError:
+            self.pgid = self._pid
+        self.proc = self  # finish() polls `.proc`
+        log.info("app started in the compositor on %s: pid %d", output, self._pid)
+
+    @property
+    def pid(self) -> int:
+        return self._pid
+
+    def poll(self) -> int | None:
+        return None if not self.exited() else 0
+
+    def exited(self) -> bool:
+        from streaming.displays.sway import _alive
+
+        return not _alive(self._pid)
+
+    def _group_alive(self) -> bool:
+        try:
+            os.killpg(self.pgid, 0)
+            return True
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True
+
+    def terminate(self) -> None:
+        """SIGTERM to the group, SIGKILL after exit_timeout (not our child: nothing to reap)."""
+        for sig, grace in ((signal.SIGTERM, self.exit_timeout), (signal.SIGKILL, 2.0)):
+            try:
+                os.killpg(self.pgid, sig)
+            except ProcessLookupError:
+                return
+            deadline = time.monotonic() + grace
+            while time.monotonic() < deadline:
+                if not self._group_alive():
+                    return
+                time.sleep(0.02)

@@ -7,11 +7,16 @@ else the environment's `HOST_CAPTURE_METHOD`, else `auto`. Backends:
   display (`:1`), else the host's own `DISPLAY`. Captured with mss (XShm), one monitor of it
   (the pin `HOST_CAPTURE_MONITOR` / policy `capture_monitor`, else `output_name` when it names
   a monitor, else the primary one); input with XTest into that display.
-* `wlr`: a wlroots compositor at `WAYLAND_DISPLAY`. Probed (live socket + screencopy), not yet
-  wired into sessions: `capture = wlr` is refused at session start, never silently replaced.
+* `wlr`: the operator's wlroots compositor at `WAYLAND_DISPLAY` (live socket, screencopy in its
+  registry): the output `output_name` / `capture_monitor` names, else its first; captured with
+  wlr-screencopy, input through the virtual keyboard and pointer protocols. Attached: never
+  owned, never torn down.
+* `headless` (`headless_mode = true`): an output per display of the host's own headless sway
+  (streaming/displays/headless.py), captured and driven like wlr.
 * `xvfb`: a private Xvfb per session (streaming/displays/xvfb.py), the fallback.
 
-`auto` is x11 when the host's DISPLAY answers (it runs inside a desktop session), else xvfb.
+`auto` is wlr when WAYLAND_DISPLAY answers with screencopy, else x11 when the host's DISPLAY
+answers (it runs inside a desktop session), else xvfb.
 Probes open only what a session would read from (an X connection, a socket connect), so
 `/capture/methods` and preflight stay read-only.
 """
@@ -72,6 +77,8 @@ class Selection:
     error: str = ""  # non-empty: the session must not start (the backend cannot be used)
     x_display: str = ""  # x11: the display to attach to
     region: dict | None = None  # x11: {left, top, width, height} of the captured monitor
+    wayland_socket: str = ""  # wlr: the operator compositor's socket (absolute)
+    output: str = ""  # wlr: the output captured
     unusable: dict[str, str] = field(default_factory=dict)  # backend -> why not here
 
 
@@ -131,11 +138,24 @@ def _socket_live(path: str) -> bool:
 
 
 def wlr_screencopy_advertised(socket_path: str) -> bool | None:
-    """INTEGRATION POINT (issue 15, the Wayland client slice): True when the compositor at
-    `socket_path` advertises `zwlr_screencopy_manager_v1` in its registry, False when it does
-    not. Returns None until the pure-Python Wayland client (streaming/wayland/) is wired here;
-    `probe_wlr` then reports wlr as unavailable with that reason, never as available."""
-    return None
+    """True when the compositor at `socket_path` advertises `zwlr_screencopy_manager_v1` in
+    its registry, False when it does not, None when its registry could not be read."""
+    from streaming.wayland.client import Display, WaylandError
+
+    try:
+        with Display(socket_path, timeout=X_PROBE_TIMEOUT_S) as d:
+            return d.find_global("zwlr_screencopy_manager_v1") is not None
+    except (WaylandError, OSError):
+        return None
+
+
+def wlr_outputs(socket_path: str) -> list[dict]:
+    """The compositor's outputs: name, x, y, width, height (its registry, read-only)."""
+    from streaming.wayland.client import Display
+
+    with Display(socket_path, timeout=X_PROBE_TIMEOUT_S) as d:
+        return [{"name": o.name, "x": o.x, "y": o.y, "width": o.width, "height": o.height}
+                for o in d.outputs()]  # fmt: skip
 
 
 def probe_wlr(env) -> tuple[bool, str]:
@@ -149,10 +169,7 @@ def probe_wlr(env) -> tuple[bool, str]:
         return False, f"no compositor answers at WAYLAND_DISPLAY ({path})"
     advertised = wlr_screencopy_advertised(path)
     if advertised is None:
-        return False, (
-            f"a compositor answers at {path}, but this build cannot yet ask it for "
-            "zwlr_screencopy_manager_v1"
-        )
+        return False, f"the compositor at {path} did not answer its registry"
     if not advertised:
         return False, f"the compositor at {path} does not offer zwlr_screencopy_manager_v1"
     return True, ""
@@ -254,14 +271,34 @@ def select(env=None) -> Selection:
             if x_head is None:
                 unusable["x11"], x_error_is_pin = why, True
     wlr_ok, wlr_why = probe_wlr(env)
-    # GAP (issue 15, integrator): sessions cannot capture wlr yet; when wired, `auto` tries
-    # wlr before x11 whenever WAYLAND_DISPLAY is set.
-    unusable["wlr"] = wlr_why if not wlr_ok else "screencopy capture is not wired into sessions"
+    wlr_path = wayland_socket(env) or ""
+    wlr_head, wlr_pin_error = None, False
+    if wlr_ok:
+        wlr_pin = _monitor_pin(env) or ("" if output_is_x else output)
+        try:
+            outs = wlr_outputs(wlr_path)
+        except Exception as exc:  # noqa: BLE001 - a compositor going away is the answer
+            outs, wlr_why = [], f"the compositor at {wlr_path} went away: {exc}"
+        if wlr_pin:
+            wlr_head = next((o for o in outs if (o["name"] or "").lower() == wlr_pin.lower()), None)
+            if wlr_head is None:
+                names = ", ".join(str(o["name"]) for o in outs) or "none"
+                wlr_why = f"no output named {wlr_pin!r} on the compositor at {wlr_path} " \
+                          f"(outputs: {names})"  # fmt: skip
+                wlr_pin_error = True
+        elif outs:
+            wlr_head = outs[0]
+        elif not wlr_why:
+            wlr_why = f"the compositor at {wlr_path} has no output"
+    if wlr_head is None:
+        unusable["wlr"] = wlr_why
 
     sel = Selection(requested or "auto", source, "", "", unusable=unusable)
     if conflict:
         sel.error = f"capture setting refused: {conflict}"
         return sel
+    if _headless_mode():
+        return _select_headless(sel)
     region = None
     if x_head is not None:
         region = {k: int(x_head[k]) for k in ("left", "top", "width", "height")}
@@ -275,21 +312,32 @@ def select(env=None) -> Selection:
             sel.backend, sel.error = "x11", f"capture = x11: {unusable['x11']}"
             return sel
         return attach(f"capture = x11 ({x_from} {x_name})")
-    if requested == "wlr":
-        sel.backend = "wlr"
-        sel.error = (
-            "capture = wlr: wlroots screencopy capture is not wired into sessions in this "
-            f"build yet ({unusable['wlr']}); set capture to x11 or xvfb"
-        )
+
+    def attach_wlr(reason: str) -> Selection:
+        sel.backend, sel.reason = "wlr", reason
+        sel.wayland_socket, sel.output = wlr_path, wlr_head["name"]
+        sel.region = {"left": wlr_head["x"], "top": wlr_head["y"],
+                      "width": wlr_head["width"], "height": wlr_head["height"]}  # fmt: skip
         return sel
+
+    if requested == "wlr":
+        if "wlr" in unusable:
+            sel.backend, sel.error = "wlr", f"capture = wlr: {unusable['wlr']}"
+            return sel
+        return attach_wlr(f"capture = wlr (output {wlr_head['name']} of {wlr_path})")
     if requested == "xvfb":
         sel.backend, sel.reason = "xvfb", "capture = xvfb"
         if "xvfb" in unusable:
             sel.error = f"capture = xvfb: {unusable['xvfb']}"
         return sel
-    # auto
+    # auto: the operator's wlroots compositor first (its DISPLAY, if any, is its Xwayland)
+    if "wlr" not in unusable:
+        return attach_wlr(f"capture = auto and a wlroots compositor answers at {wlr_path}")
     if "x11" not in unusable:
         return attach(f"capture = auto and {x_from} {x_name} answers (a desktop session)")
+    if wlr_pin_error and (env.get("DISPLAY") or "").strip() == "":
+        sel.backend, sel.error = "wlr", f"capture = auto: {unusable['wlr']}"
+        return sel
     if output_is_x or x_error_is_pin:
         # The operator named a display or a monitor: falling back would stream something else.
         sel.backend, sel.error = "x11", f"capture = auto: {unusable['x11']}"
@@ -298,6 +346,39 @@ def select(env=None) -> Selection:
     sel.reason = f"capture = auto and x11 is not usable ({unusable['x11']})"
     if "xvfb" in unusable:
         sel.error = f"no capture backend usable: x11: {unusable['x11']}; xvfb: {unusable['xvfb']}"
+    return sel
+
+
+def _headless_mode() -> bool:
+    from hostmgmt.config import store
+
+    return bool(store.get("headless_mode"))
+
+
+def _select_headless(sel: Selection) -> Selection:
+    """headless_mode = true: sessions run on outputs of the host's headless compositor,
+    captured with wlr screencopy. A capture setting that names another backend contradicts it
+    and is refused rather than one of the two silently winning."""
+    from streaming.displays import headless
+    from streaming.displays.sway import CompositorError
+
+    sel.backend = "headless"
+    if sel.requested in ("x11", "xvfb"):
+        sel.error = (f"headless_mode = true runs sessions on a headless compositor, but "
+                     f"{sel.source} = {sel.requested}; set capture to auto or wlr, or turn "
+                     "headless_mode off")  # fmt: skip
+        return sel
+    name, why = headless.backend()
+    if name is None:
+        sel.error = f"headless_mode = true: {why}"
+        return sel
+    try:
+        user = headless.run_as()
+    except CompositorError as exc:
+        sel.error = f"headless_mode = true: {exc}"
+        return sel
+    who = f" as user {user[0]}" if user else ""
+    sel.reason = f"headless_mode = true: each session gets an output of a headless {name}{who}"
     return sel
 
 
@@ -316,12 +397,7 @@ def methods(env=None) -> list[dict]:
     """
     env = os.environ if env is None else env
     sel = select(env)
-    wlr_ok, wlr_why = probe_wlr(env)
     why_not = dict(sel.unusable)
-    if wlr_ok:
-        why_not.pop("wlr", None)  # the probe passed: report it available, as the probe says
-    else:
-        why_not["wlr"] = wlr_why
     out = []
     for mid, label in METHODS:
         if mid == "auto":
@@ -331,7 +407,7 @@ def methods(env=None) -> list[dict]:
         record = {"id": mid, "label": label, "available": mid not in why_not}
         if mid in why_not:
             record["reason"] = why_not[mid]
-        if mid == sel.backend and not sel.error:
+        if (mid == sel.backend or (mid == "wlr" and sel.backend == "headless")) and not sel.error:
             record["selected"] = True
         out.append(record)
     return out
@@ -343,6 +419,8 @@ def _auto_view(sel: Selection, env) -> dict:
     if sel.requested == "auto":
         return {"available": False, "reason": sel.error}
     # Not the setting in force: what auto would pick, from the same probes.
+    if "wlr" not in sel.unusable:
+        return {"available": True, "resolves_to": "wlr"}
     if "x11" not in sel.unusable:
         return {"available": True, "resolves_to": "x11"}
     if "xvfb" not in sel.unusable:

@@ -27,6 +27,7 @@ class DisplayCapture:
         """`region` ({left, top, width, height}): one monitor of an attached desktop; None
         grabs the display's first monitor (the whole screen of a private Xvfb)."""
         self.x_display = x_display
+        self.what = f"X display {x_display}"
         self.region = dict(region) if region else None
         self.capture_ms: list[float] = []
         self.failures = 0
@@ -77,3 +78,60 @@ class DisplayCapture:
             except Exception:  # noqa: BLE001 - the server may be gone already
                 pass
             self._sct = None
+
+
+class WaylandCapture:
+    """The same frame source over one output of a wlroots compositor (wlr-screencopy): the
+    operator's (capture `wlr`) or an output of the host's headless sway. Opened in the video
+    thread on first use (a Wayland connection is used from one thread); reopened after a
+    failure, so a grab that fails for LOST_AFTER_S means the compositor or output is gone."""
+
+    def __init__(self, wayland_socket: str, output: str | None):
+        self.wayland_socket, self.output = wayland_socket, output
+        self.x_display = ""  # the X path's name, kept for callers that read it
+        self.what = f"output {output} of the compositor at {wayland_socket}"
+        self.capture_ms: list[float] = []
+        self.failures = 0
+        self.failing_since: float | None = None
+        self._cap = None
+        self._last: np.ndarray | None = None
+
+    def __call__(self, width: int, height: int) -> np.ndarray:
+        from streaming.wayland.screencopy import ScreenCopy
+
+        t0 = time.perf_counter()
+        try:
+            if self._cap is None:
+                self._cap = ScreenCopy(self.wayland_socket, self.output, timeout=2.0)
+            frame = self._cap.grab()  # a copy: the shared buffer is reused by the next grab
+            if frame.shape[0] != height or frame.shape[1] != width:
+                import cv2
+
+                frame = cv2.resize(frame, (width, height), interpolation=cv2.INTER_LINEAR)
+            self.failing_since = None
+        except Exception as exc:  # noqa: BLE001 - see DisplayCapture
+            self._drop()
+            if self.failing_since is None:
+                self.failing_since = time.monotonic()
+            self.failures += 1
+            if self.failures == 1:
+                log.warning("capture of %s failed: %s", self.what, exc)
+            frame = self._last if self._last is not None else np.zeros((height, width, 4), np.uint8)
+        self.capture_ms.append((time.perf_counter() - t0) * 1000)
+        self._last = frame
+        return frame
+
+    def lost(self, after_s: float = LOST_AFTER_S) -> bool:
+        since = self.failing_since
+        return since is not None and time.monotonic() - since >= after_s
+
+    def _drop(self) -> None:
+        if self._cap is not None:
+            try:
+                self._cap.close()
+            except Exception:  # noqa: BLE001 - the compositor may be gone already
+                pass
+            self._cap = None
+
+    def close(self) -> None:
+        self._drop()

@@ -87,6 +87,10 @@ class VirtualDisplay(models.Model):
     deadline = models.DateTimeField(null=True, blank=True, db_index=True)
     pid = models.PositiveIntegerField(null=True, blank=True)
     x_display = models.CharField(max_length=16, blank=True, default="")
+    # wlroots backends: the compositor's output (sway: one per display; wlr: the operator's)
+    # and the compositor's Wayland socket (absolute path).
+    output = models.CharField(max_length=64, blank=True, default="")
+    wayland = models.CharField(max_length=255, blank=True, default="")
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 

@@ -28,15 +28,26 @@ from datetime import UTC, datetime
 from hooks import prep, stream_webhooks
 from hooks.events import emit
 from streaming import services, session_play, stats
-from streaming.apprun import AppProcess, session_env
+from streaming.apprun import AppProcess, CompositorApp, app_vars, session_env
 from streaming.engine.session import StreamSession
-from streaming.framesource import DisplayCapture
+from streaming.framesource import DisplayCapture, WaylandCapture
 from streaming.launchconfig import make_launch
 
 log = logging.getLogger("streaming.sessions")
 
 ARM_TIMEOUT_S = 20.0  # /launch answered, but no client connected the control stream
 TICK_S = 0.1
+
+
+def _map_timeout() -> float:
+    """Seconds a headless app has to map its first window (HOST_APP_MAP_TIMEOUT_S, 1-600)."""
+    try:
+        return min(max(float(os.environ.get("HOST_APP_MAP_TIMEOUT_S") or 30), 1.0), 600.0)
+    except ValueError:
+        return 30.0
+
+
+MAP_TIMEOUT_S = _map_timeout()
 # Stop reasons that leave the display to its linger countdown (the client may come back);
 # the others are deliberate (operator, /cancel, unpair) and skip the linger.
 CLIENT_REASONS = {
@@ -90,7 +101,8 @@ class Session:
         self.display: dict | None = None
         self.display_failed = False  # the capture backend refused: session.ended says why
         self.app_proc: AppProcess | None = None
-        self.capture: DisplayCapture | None = None
+        self.capture: DisplayCapture | WaylandCapture | None = None
+        self.wl_input = None  # WlrInput on wlroots backends, made at start
         self.stream: StreamSession | None = None
         self.app = None
         self.sound = None  # engine.audiofeed.SessionSound, None without sound
@@ -164,8 +176,19 @@ class Session:
             # Told to the client (the /launch answer) and to the operator (session.ended).
             self.display_failed = True
             raise LaunchFailed(503, f"No virtual display: {exc.message}") from None
-        env = session_env(os.environ, x_display=self.display["x_display"], app=self.app,
-                          client=self.client, mode=(self.width, self.height, self.fps))  # fmt: skip
+        backend = self.display["backend"]
+        wayland = self.display.get("wayland_display") or ""
+        x_display = self.display["x_display"] or ""
+        if backend == "wlr":
+            x_display = (os.environ.get("DISPLAY") or "").strip()  # the compositor's Xwayland
+        mode = (self.width, self.height, self.fps)
+        env = session_env(os.environ, x_display=x_display, app=self.app, client=self.client,
+                          mode=mode, wayland=wayland)  # fmt: skip
+        if wayland:
+            # Keyboard and mouse exist before the app starts: apps (Xwayland among them) bind
+            # the seat's devices when they appear, so devices made on the first event would
+            # lose it.
+            self.wl_input = self._wlr_input()
         # Limits, sound (the app's default sink is the session's own) and the game's link.
         play = session_play.prepare(self.id, self.client, self.app, env, self.state)
         self.limits, self.sound, self.game = play
@@ -173,17 +196,58 @@ class Session:
         if self.app.prep and not resumed:
             prep.run_do(self.prep_key, self.app.prep, env)
         if self.app.cmd.strip() and not resumed:
-            try:
-                self.app_proc = AppProcess(self.app.cmd, env, self.app.working_dir,
-                                           self.app.exit_timeout)  # fmt: skip
-            except OSError as exc:
-                raise LaunchFailed(500, f"App failed to start: {exc}") from None
+            if backend == "sway":
+                self._launch_in_compositor(mode)
+            else:
+                try:
+                    self.app_proc = AppProcess(self.app.cmd, env, self.app.working_dir,
+                                               self.app.exit_timeout)  # fmt: skip
+                except OSError as exc:
+                    raise LaunchFailed(500, f"App failed to start: {exc}") from None
             self.game.launched(self.app, self.app_proc.pgid,
                                self.prep_key if self.app.prep else None)  # fmt: skip
-        self.capture = DisplayCapture(self.display["x_display"], self.display.get("region"))
+        if wayland:
+            self.capture = WaylandCapture(wayland, self.display["output"])
+        else:
+            self.capture = DisplayCapture(self.display["x_display"], self.display.get("region"))
         self.arm(self.spec)
         self.started = True
         emit("session.started", {"session": self.session_ref()})
+
+    def _wlr_input(self):
+        """Virtual keyboard and pointer on the session's output; None (logged) when the
+        compositor lacks them: the session still streams."""
+        from streaming.wayland.vinput import WlrInput, WlrInputUnavailable
+
+        try:
+            return WlrInput(self.display["wayland_display"], self.display["output"])
+        except WlrInputUnavailable as exc:
+            log.warning("no input for session %s: %s", self.id, exc)
+            return None
+
+    def _launch_in_compositor(self, mode: tuple) -> None:
+        """The app onto the session's output of the headless compositor, fullscreen; it must
+        map a window within MAP_TIMEOUT_S, else the launch fails and nothing of it stays."""
+        from streaming.displays import headless
+        from streaming.displays.sway import CompositorError
+
+        comp = None
+        try:
+            comp = headless.current()
+            if comp is None:
+                raise LaunchFailed(503, "No virtual display: the headless compositor is gone")
+            self.app_proc = CompositorApp(comp, self.display["output"], self.app.cmd,
+                                          app_vars(self.app, self.client, mode),
+                                          self.app.working_dir, self.app.exit_timeout)  # fmt: skip
+            comp.wait_window(self.app_proc.pid, self.display["output"], timeout=MAP_TIMEOUT_S)
+        except CompositorError as exc:
+            if self.app_proc is not None:
+                self.app_proc.terminate()
+                self.app_proc = None
+            raise LaunchFailed(500, f"App failed to start: {exc}") from None
+        finally:
+            if comp is not None:
+                comp.detach()
 
     @property
     def prep_key(self) -> str:
@@ -194,7 +258,12 @@ class Session:
         try:
             from streaming.input.session import SessionInput
 
-            sink = SessionInput(self.display["x_display"], region=self.display.get("region"))
+            if self.display.get("wayland_display"):
+                if self.wl_input is None:
+                    return None
+                sink = SessionInput(None, device=self.wl_input)
+            else:
+                sink = SessionInput(self.display["x_display"], region=self.display.get("region"))
             self.state["gamepads"] = "ok" if sink.gamepads_available else sink.gamepad_reason
             return sink
         except Exception as exc:  # noqa: BLE001
@@ -297,7 +366,7 @@ class Session:
             if self.capture is not None and self.capture.lost():
                 # The X server went away (an attached desktop logged out): end, and say why.
                 self.reason, self.deliberate = "display_lost", True
-                self.error = f"X display {self.capture.x_display} stopped answering"
+                self.error = f"{self.capture.what} stopped answering"
                 return
             if stream is not None and not self.connected and now - self.armed_at > ARM_TIMEOUT_S:
                 self.reason = "arm_timeout"
@@ -374,6 +443,9 @@ class Session:
         self.stop_stream("host")  # "host" sends the client the termination message
         if self.capture is not None:
             self.capture.close()
+        if self.wl_input is not None:
+            with contextlib.suppress(Exception):
+                self.wl_input.close()
         if self.sound is not None:
             self.sound.close()
         _stats(stats.reset)

@@ -81,15 +81,20 @@ class Key:
     # -- per type -------------------------------------------------------------------------------
     def _parse_bool(self, raw):
         if isinstance(raw, bool):
-            return raw
+            return self._not_refused(raw)
         if isinstance(raw, (dict, list)):
             raise ValueError("must be true or false")
         word = str(raw).strip().lower()
         if word in TRUE_WORDS:
-            return True
+            return self._not_refused(True)
         if word in FALSE_WORDS:
-            return False
+            return self._not_refused(False)
         raise ValueError("must be true or false")
+
+    def _not_refused(self, value):
+        if value in self.refused:
+            raise ValueError(f"not supported on this host: {self.refused[value]}")
+        return value
 
     def _parse_int(self, raw):
         if isinstance(raw, (bool, dict, list)) or (isinstance(raw, float) and not raw.is_integer()):

@@ -8,6 +8,7 @@ per-vendor encoder options) are matched by pattern in `key()`.
 from __future__ import annotations
 
 import re
+import shutil
 from functools import partial
 
 from hostmgmt.config.keytype import FALSE_WORDS, TRUE_WORDS, Key
@@ -18,6 +19,16 @@ __all__ = ["FALSE_WORDS", "KEYS", "TRUE_WORDS", "Key", "key", "is_known"]
 def _keys(*keys: Key) -> dict[str, Key]:
     return {k.name: k for k in keys}
 
+
+# compositor_backend values this build cannot run here (a write is refused with the reason);
+# sway only where it is installed (checked when the host starts).
+COMPOSITOR_BACKEND_REFUSED = {
+    "labwc": "this build drives only sway as its headless compositor",
+    "krfb": "krfb is a VNC server, not a headless compositor this build can drive; use sway",
+    "gamescope": "this build drives only sway as its headless compositor",
+}
+if shutil.which("sway") is None:
+    COMPOSITOR_BACKEND_REFUSED["sway"] = "sway is not installed (Debian package sway)"
 
 B = partial(Key, type="bool")
 I = partial(Key, type="int")  # noqa: E741 - a table reads better with one-letter makers
@@ -49,10 +60,17 @@ _NETWORK = _keys(
     E(
         name="compositor_backend",
         default="auto",
-        choices=("auto", "labwc", "krfb", "gamescope"),
+        choices=("auto", "sway", "labwc", "krfb", "gamescope"),
+        refused=COMPOSITOR_BACKEND_REFUSED,
+        group="headless",
+        help="headless compositor (auto = sway when installed); see docs/host-state.md",
+    ),
+    B(
+        name="linux_use_cage_compositor",
+        default=False,
+        refused={True: "this build has no cage compositor; use headless_mode with sway"},
         group="headless",
     ),
-    B(name="linux_use_cage_compositor", default=False, group="headless"),
     I(name="headless_width", default=0, min=0, max=7680, group="headless"),
     I(name="headless_height", default=0, min=0, max=4320, group="headless"),
     I(name="headless_refresh", default=0, min=0, max=240, group="headless"),

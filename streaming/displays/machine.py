@@ -10,10 +10,14 @@ touches an active display. Rows live in the database (shared by daphne, workers 
 supervisor); the supervisor's tick expires deadlines, and its start/stop hooks make countdowns
 survive a restart while leaving no X server behind (`reaper`).
 
-Attached displays (capture `x11`: the operator's own X server, see streaming/capture.py) are
-recorded with `owned = False`: every session shares the one row, it is never started, kept,
-lingered or torn down by the host; when its last session leaves the row goes and the server
-is left exactly as it was.
+Headless displays (`headless_mode`) are outputs of the host's one headless sway
+(streaming/displays/headless.py), created at the client's mode at the layout's position and
+retired on teardown: the same states act on them as on Xvfb servers.
+
+Attached displays (capture `x11` / `wlr`: the operator's own X server or wlroots output, see
+streaming/capture.py) are recorded with `owned = False`: every session shares the one row, it
+is never started, kept, lingered or torn down by the host; when its last session leaves the
+row goes and the server is left exactly as it was.
 """
 
 from __future__ import annotations
@@ -79,9 +83,25 @@ def _lowest_free(used: set[int], start: int = 0) -> int:
 
 
 def _teardown(display: VirtualDisplay) -> None:
-    if display.owned:  # never signal a server the host did not start
+    if display.owned and display.backend == SWAY:
+        from streaming.displays import headless
+
+        headless.retire_output(display.output)  # the compositor stays for the others
+    elif display.owned:  # never signal a server the host did not start
         xvfb.stop(display.pid)
     display.delete()
+
+
+SWAY = "sway"
+
+
+def _alive(display: VirtualDisplay) -> bool:
+    """The display's server (Xvfb) or output (headless sway) still exists."""
+    if display.backend == SWAY:
+        from streaming.displays import headless
+
+        return bool(display.output) and headless.output_alive(display.output)
+    return xvfb.alive(display.pid)
 
 
 def _place(display: VirtualDisplay, axes: dict) -> None:
@@ -99,9 +119,10 @@ def _place(display: VirtualDisplay, axes: dict) -> None:
         display.y = 0
 
 
-def acquire(client: str, mode: str) -> dict:
+def acquire(client: str, mode: str, plane: str = "compat") -> dict:
     """A display for a new session of `client` at `mode`, per the capture backend and the
-    policy in force now. DisplayError 503 when the configured backend cannot be used."""
+    policy in force now. DisplayError 503 when the configured backend cannot be used (or
+    cannot serve `plane`)."""
     from streaming import capture
 
     width, height, refresh = parse_mode(mode)
@@ -112,18 +133,32 @@ def acquire(client: str, mode: str) -> dict:
     except capture.CaptureError as exc:
         log.warning("no display for %s: %s", client or "a client", exc.message)
         raise DisplayError(exc.status, exc.message) from None
-    if selection.backend == "x11":
+    if plane != "compat" and selection.backend in ("wlr", "headless"):
+        # GAP (issue 15): the native plane's encoder process captures X displays only.
+        raise DisplayError(
+            503,
+            f"capture backend {selection.backend} ({selection.reason or selection.requested}) "
+            "is not available to native-plane sessions in this build; use a compat client, "
+            "or capture = x11 / xvfb with headless_mode off",
+        )
+    if selection.backend in ("x11", "wlr"):
         return _attach(client, refresh, selection)
+    if selection.backend == "headless":
+        return _acquire_xvfb(client, mode, width, height, refresh, headless=True)
     return _acquire_xvfb(client, mode, width, height, refresh)
 
 
 def _attach(client: str, refresh: int, selection) -> dict:
-    """Join (or start recording) the operator's X display; nothing is started."""
+    """Join (or start recording) the operator's X display or wlroots output; nothing is
+    started."""
     region = selection.region
+    wlr = selection.backend == "wlr"
+    ident = (f"attached:{selection.wayland_socket}|{selection.output}" if wlr
+             else f"attached:{selection.x_display}")  # fmt: skip
     with transaction.atomic():
         display = (
             VirtualDisplay.objects.select_for_update()
-            .filter(owned=False, x_display=selection.x_display)
+            .filter(owned=False, identity_key=ident)
             .first()
         )
         created = display is None
@@ -134,12 +169,14 @@ def _attach(client: str, refresh: int, selection) -> dict:
                 backend=selection.backend,
                 owned=False,
                 client=client,
-                identity_key=f"attached:{selection.x_display}",
+                identity_key=ident,
                 identity_slot=None,
                 topology="exclusive",
                 policy={"keep_alive": {"mode": "off"}},
                 pid=None,
                 x_display=selection.x_display,
+                output=selection.output,
+                wayland=selection.wayland_socket,
                 sessions=0,
                 refresh=refresh,
             )
@@ -153,26 +190,35 @@ def _attach(client: str, refresh: int, selection) -> dict:
         _emit(
             "display.created",
             {"backend": display.backend, "mode": display.mode, "owned": False,
-             "x_display": display.x_display},
+             "x_display": display.x_display, "output": display.output or None},
         )  # fmt: skip
     return info(display)
 
 
-def _acquire_xvfb(client: str, mode: str, width: int, height: int, refresh: int) -> dict:
+def _acquire_xvfb(
+    client: str, mode: str, width: int, height: int, refresh: int, headless: bool = False
+) -> dict:
+    """A private display: an Xvfb server, or (headless) an output of the host's headless
+    compositor. Both go through the same policy: identity, mode conflicts, max_displays."""
+    backend = SWAY if headless else xvfb.BACKEND
     stored, _ = policies.load()
     axes = policies.effective(stored)
     ident = _identity_key(axes["identity"], client, mode)
     with transaction.atomic():
         same = list(VirtualDisplay.objects.select_for_update().filter(identity_key=ident))
+        same = [d for d in same if d.backend == backend] + [d for d in same if d.backend != backend]
         for display in same:
-            if display.mode == mode and xvfb.alive(display.pid):
+            if display.backend != backend:
+                _teardown(display)  # headless_mode was switched: the old kind goes
+                continue
+            if display.mode == mode and _alive(display):
                 # Re-acquire (kept) or join (active, same mode): the countdown is cancelled.
                 display.state, display.deadline = VirtualDisplay.ACTIVE, None
                 display.sessions += 1
                 display.save()
                 return info(display)
         for display in same:
-            if display.state != VirtualDisplay.ACTIVE or not xvfb.alive(display.pid):
+            if display.state != VirtualDisplay.ACTIVE or not _alive(display):
                 _teardown(display)  # kept at another mode, or its server died: start afresh
                 continue
             conflict = axes["mode_conflict"]
@@ -194,10 +240,6 @@ def _acquire_xvfb(client: str, mode: str, width: int, height: int, refresh: int)
             live.remove(oldest)
         if len(live) >= axes["max_displays"]:
             raise DisplayError(409, f"max_displays ({axes['max_displays']}) are in use")
-        try:
-            pid, x_display = xvfb.start(width, height)
-        except xvfb.BackendError as exc:
-            raise DisplayError(503, str(exc)) from None
         slots = set(VirtualDisplay.objects.values_list("slot", flat=True))
         id_slots = set(
             VirtualDisplay.objects.exclude(identity_slot=None).values_list(
@@ -208,7 +250,6 @@ def _acquire_xvfb(client: str, mode: str, width: int, height: int, refresh: int)
         topology = axes["topology"] if axes["topology"] != "auto" else "exclusive"
         display = VirtualDisplay(
             slot=_lowest_free(slots),
-            backend=xvfb.BACKEND,
             width=width,
             height=height,
             refresh=refresh,
@@ -219,17 +260,53 @@ def _acquire_xvfb(client: str, mode: str, width: int, height: int, refresh: int)
             identity_slot=None if ident == "shared" else _lowest_free(id_slots),
             topology=topology,
             policy=axes,
-            pid=pid,
-            x_display=x_display,
+            backend=backend,
         )
         _place(display, axes)
+        if headless:
+            _start_output(display)
+        else:
+            try:
+                display.pid, display.x_display = xvfb.start(width, height)
+            except xvfb.BackendError as exc:
+                raise DisplayError(503, str(exc)) from None
         try:
             display.save()
         except Exception:
-            xvfb.stop(pid)
+            _teardown_server(display)
             raise
-        _emit("display.created", {"backend": display.backend, "mode": display.mode})
+        event = {"backend": display.backend, "mode": display.mode}
+        if headless:
+            event["output"] = display.output
+        _emit("display.created", event)
         return info(display)
+
+
+def _start_output(display: VirtualDisplay) -> None:
+    """An output of the headless compositor at the display's mode and `_place` position."""
+    from streaming.displays import headless
+    from streaming.displays.sway import CompositorError
+
+    in_use = set(VirtualDisplay.objects.filter(backend=SWAY).values_list("output", flat=True))
+    try:
+        comp, name = headless.create_output(display.width, display.height, display.refresh,
+                                            display.x, display.y, in_use)  # fmt: skip
+    except CompositorError as exc:
+        raise DisplayError(503, f"headless compositor: {exc}") from None
+    try:
+        display.output, display.wayland, display.pid = name, comp.wayland_socket, comp.pid
+        display.x_display = comp.xwayland_display(timeout=0) or ""
+    finally:
+        comp.detach()
+
+
+def _teardown_server(display: VirtualDisplay) -> None:
+    if display.backend == SWAY:
+        from streaming.displays import headless
+
+        headless.retire_output(display.output)
+    else:
+        xvfb.stop(display.pid)
 
 
 def disconnect(slot: int, deliberate: bool = False) -> dict | None:
@@ -297,11 +374,14 @@ def info(display: VirtualDisplay, now: dt.datetime | None = None) -> dict:
         left = (display.deadline - (now or timezone.now())).total_seconds()
         expires = max(0, int(left * 1000))
     if display.owned:
-        running, region = xvfb.alive(display.pid), None
+        running, region = _alive(display), None
     else:
-        from streaming.capture import x_display_live
+        from streaming.capture import _socket_live, x_display_live
 
-        running = x_display_live(display.x_display)
+        if display.backend == "wlr":
+            running = _socket_live(display.wayland)
+        else:
+            running = x_display_live(display.x_display)
         region = {"left": display.x, "top": display.y, "width": display.width,
                   "height": display.height}  # fmt: skip
     return {
@@ -320,6 +400,9 @@ def info(display: VirtualDisplay, now: dt.datetime | None = None) -> dict:
         "identity_slot": display.identity_slot,
         "topology": display.topology,
         "x_display": display.x_display or None,
+        # wlroots backends: the output captured and the compositor's socket
+        "output": display.output or None,
+        "wayland_display": display.wayland or None,
         "pid": display.pid,
         "running": running,
         # Attached: the monitor of the X screen that is captured (and where input lands).

@@ -40,7 +40,7 @@ def tick(force: bool = False) -> int:
 def on_host_stop() -> int:
     """Sessions end with the host: active displays move on per their policy; no server stays."""
     try:
-        from streaming.displays import xvfb
+        from streaming.displays import headless, xvfb
         from streaming.models import VirtualDisplay
 
         # Attached displays (the operator's X server) are only forgotten, never stopped.
@@ -53,13 +53,16 @@ def on_host_stop() -> int:
                 display.state = VirtualDisplay.LINGERING
                 display.deadline = timezone.now() + dt.timedelta(seconds=keep["seconds"])
             else:
-                xvfb.stop(display.pid)
-                display.delete()
+                if display.backend != "sway":
+                    xvfb.stop(display.pid)
+                display.delete()  # a headless output goes with the compositor, below
                 continue
             display.sessions = 0
             display.save()
+        if headless.stop():
+            log.info("stopped the headless compositor")
         killed = xvfb.stop_all()
-        VirtualDisplay.objects.update(pid=None, x_display="")
+        VirtualDisplay.objects.update(pid=None, x_display="", output="", wayland="")
         if killed:
             log.info("stopped %d virtual display server(s)", killed)
         return killed
@@ -72,9 +75,10 @@ def on_host_start() -> dict:
     """Expire countdowns that ended while the host was down; bring the kept displays back."""
     result = {"expired": 0, "restored": 0}
     try:
-        from streaming.displays import machine, xvfb
+        from streaming.displays import headless, machine, xvfb
         from streaming.models import VirtualDisplay
 
+        headless.sweep()  # a crashed run's compositor, Xwayland and apps
         xvfb.stop_all()  # strays of a crashed run
         VirtualDisplay.objects.filter(owned=False).delete()  # no session survived; never restart
         VirtualDisplay.objects.filter(state=VirtualDisplay.ACTIVE).update(
@@ -83,12 +87,20 @@ def on_host_start() -> dict:
         result["expired"] = machine.expire_due()
         for display in VirtualDisplay.objects.all():
             try:
-                display.pid, display.x_display = xvfb.start(display.width, display.height)
+                if display.backend == machine.SWAY:
+                    display.output = ""
+                    machine._start_output(display)  # a kept output, on a new compositor
+                else:
+                    display.pid, display.x_display = xvfb.start(display.width, display.height)
+            except machine.DisplayError as exc:
+                log.warning("kept display slot %d not restored: %s", display.slot, exc.message)
+                display.delete()
+                continue
             except xvfb.BackendError as exc:
                 log.warning("kept display slot %d not restored: %s", display.slot, exc)
                 display.delete()
                 continue
-            display.save(update_fields=["pid", "x_display", "updated_at"])
+            display.save(update_fields=["pid", "x_display", "output", "wayland", "updated_at"])
             machine._emit("display.created", {"backend": display.backend, "mode": display.mode})
             result["restored"] += 1
     except Exception:  # noqa: BLE001

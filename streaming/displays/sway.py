@@ -139,11 +139,63 @@ class SwayCompositor:
         self._lock = threading.Lock()
         self._launches = 0
         self._retired: list[str] = []
+        self._pid: int | None = None  # attached (see `attach`): sway runs under another process
+
+    @classmethod
+    def attach(cls, record: Mapping) -> SwayCompositor:
+        """A handle on a sway another process of this host started (`record()` of it): the
+        host's processes share one headless compositor. IPC is connected now; `stop()` ends it
+        by pid and token. Outputs parked by any process count as retired."""
+        comp = cls(run_as=tuple(record["run_as"]) if record.get("run_as") else None,
+                   owner=str(record["token"]).split(":", 1)[0])  # fmt: skip
+        comp.token = str(record["token"])
+        comp.runtime_dir = record["runtime_dir"]
+        comp.wayland_socket = record["wayland_socket"]
+        comp.ipc_socket = record["ipc_socket"]
+        comp._pid = int(record["pid"])
+        comp.xwayland = bool(record.get("xwayland", True))
+        comp.log_path = os.path.join(comp.runtime_dir, "sway.log")
+        if not comp.alive():
+            raise CompositorError(f"sway (pid {comp._pid}) is not running")
+        try:
+            comp._ipc = SwayIPC(comp.ipc_socket)
+            comp._ipc.get_version()
+        except SwayIPCError as e:
+            comp._ipc = None
+            raise CompositorError(f"sway is not answering: {e}") from e
+        comp._launches = int(time.time() * 1000) % 10**9  # launch files of other processes
+        comp.refresh_retired()
+        return comp
+
+    def detach(self) -> None:
+        """Drop this handle's IPC connection; the compositor runs on (see `attach`)."""
+        if self._ipc is not None:
+            self._ipc.close()
+            self._ipc = None
+
+    def record(self) -> dict:
+        """What another process needs to `attach` to this compositor."""
+        return {"pid": self.pid, "token": self.token, "runtime_dir": self.runtime_dir,
+                "wayland_socket": self.wayland_socket, "ipc_socket": self.ipc_socket,
+                "run_as": list(self.run_as) if self.run_as else None,
+                "xwayland": self.xwayland}  # fmt: skip
+
+    def refresh_retired(self, in_use: set[str] = frozenset()) -> list[str]:
+        """Retired outputs as sway shows them now (parked below the live ones, or disabled),
+        less `in_use`: what another process retired is re-usable here too."""
+        floor = 4320 + PARK_GAP
+        with self._lock:
+            self._retired = sorted(
+                o["name"]
+                for o in self.outputs()
+                if o["name"] not in in_use and (not o.get("active") or o["rect"]["y"] >= floor)
+            )
+            return list(self._retired)
 
     # -- lifetime ---------------------------------------------------------------------------
     @property
     def pid(self) -> int | None:
-        return self.proc.pid if self.proc else None
+        return self.proc.pid if self.proc else self._pid
 
     @property
     def wayland_display(self) -> str | None:
@@ -151,7 +203,9 @@ class SwayCompositor:
         return os.path.basename(self.wayland_socket) if self.wayland_socket else None
 
     def alive(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
+        if self.proc is None:
+            return self._pid is not None and _alive(self._pid)
+        return self.proc.poll() is None
 
     def start(self) -> None:
         if self.proc is not None:
@@ -285,6 +339,11 @@ class SwayCompositor:
                 except OSError:
                     pass
                 self.proc.wait(grace)
+        if self.proc is None and self._pid is not None and _alive(self._pid):
+            try:
+                os.killpg(self._pid, signal.SIGTERM)  # sway leads its own session
+            except OSError:
+                pass
         kill_owned(self.token, grace)
         if self.proc is not None:
             try:
@@ -456,6 +515,7 @@ class SwayCompositor:
         *,
         env: Mapping[str, str] | None = None,
         timeout: float = 10.0,
+        cwd: str = "",
     ) -> int:
         """Start `command` inside sway on `output`: an argv list, or one shell command line
         (it is run with `exec`, so no `&&` or `;`). It runs as the compositor's user with its
@@ -473,6 +533,8 @@ class SwayCompositor:
             f"export {k}={shlex.quote(v)}\n" for k, v in (env or {}).items() if _env_name(k)
         )
         with open(script, "w") as f:
+            if cwd:
+                f.write(f"cd {shlex.quote(cwd)} || exit 1\n")
             f.write(f"{exports}echo $$ > {shlex.quote(pidfile)}.tmp\n")
             f.write(f"mv {shlex.quote(pidfile)}.tmp {shlex.quote(pidfile)}\n")
             f.write(f"exec {cmd}\n")

@@ -35,9 +35,16 @@ class InputStats:
 
 class SessionInput:
     def __init__(
-        self, display_name: str | None, *, gamepads: bool = True, region: dict | None = None
+        self,
+        display_name: str | None,
+        *,
+        gamepads: bool = True,
+        region: dict | None = None,
+        device=None,
     ):
-        self.x = XInput(display_name, region=region)
+        """`device`: a keyboard/mouse with XInput's interface made by the caller (a WlrInput
+        for wlroots backends, created at session start); else XTest into `display_name`."""
+        self.x = device if device is not None else XInput(display_name, region=region)
         self.stats = InputStats()
         ok, why = availability() if gamepads else (False, "disabled")
         self.gamepads_available, self.gamepad_reason = ok, why

@@ -260,7 +260,7 @@ class Session:
         self._step()
         await asyncio.to_thread(sessions.end, [self.fp], signal.SIGUSR1, 10)
         self._step()
-        self.display = await asyncio.to_thread(machine.acquire, self.name, self.mode)
+        self.display = await asyncio.to_thread(machine.acquire, self.name, self.mode, "native")
         x_display = self.display["x_display"]
         values = await asyncio.to_thread(store.values)
         self._step()

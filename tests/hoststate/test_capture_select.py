@@ -128,6 +128,8 @@ def test_output_name_names_the_display_and_the_monitor(state, desktop, monkeypat
 
 @needs_xvfb
 def test_wlr_is_probed_truthfully_and_refused_at_session_start(state, tmp_path):
+    from tests.streaming.test_wayland import FakeCompositor
+
     assert "not set" in capture.probe_wlr({})[1]
     ok, why = capture.probe_wlr({"WAYLAND_DISPLAY": "wayland-9", "XDG_RUNTIME_DIR": str(tmp_path)})
     assert not ok and "no compositor answers" in why
@@ -137,14 +139,25 @@ def test_wlr_is_probed_truthfully_and_refused_at_session_start(state, tmp_path):
     try:
         env = {"WAYLAND_DISPLAY": "wayland-1", "XDG_RUNTIME_DIR": str(tmp_path)}
         ok, why = capture.probe_wlr(env)
-        assert not ok and "zwlr_screencopy_manager_v1" in why  # the probe is not wired yet
+        assert not ok and "did not answer its registry" in why  # accepts, never answers
         conf(state, capture="wlr")
         sel = capture.select(env)
-        assert sel.backend == "wlr" and "not wired into sessions" in sel.error
-        wlr = next(m for m in capture.methods(env) if m["id"] == "wlr")
-        assert wlr["available"] is False and "zwlr_screencopy_manager_v1" in wlr["reason"]
+        assert sel.backend == "wlr" and "did not answer its registry" in sel.error
     finally:
         live.close()
+    # A Wayland compositor that answers but is not wlroots (no screencopy): refused, saying so.
+    fake = FakeCompositor(str(tmp_path / "wayland-2"))
+    try:
+        env = {"WAYLAND_DISPLAY": "wayland-2", "XDG_RUNTIME_DIR": str(tmp_path)}
+        assert capture.wlr_screencopy_advertised(str(tmp_path / "wayland-2")) is False
+        sel = capture.select(env)
+        assert sel.backend == "wlr" and "does not offer zwlr_screencopy_manager_v1" in sel.error
+        wlr = next(m for m in capture.methods(env) if m["id"] == "wlr")
+        assert wlr["available"] is False and "zwlr_screencopy_manager_v1" in wlr["reason"]
+        conf(state, capture="auto")
+        assert capture.select(env).backend != "wlr"  # auto passes over it
+    finally:
+        fake.close()
 
 
 @needs_xvfb
@@ -235,4 +248,4 @@ def test_a_display_that_points_at_nothing_is_a_503_and_leaks_nothing(v1, state, 
     conf(state, capture="wlr")
     with pytest.raises(machine.DisplayError) as err:
         machine.acquire("alice", "1280x720@60")
-    assert "not wired" in err.value.message
+    assert "WAYLAND_DISPLAY is not set" in err.value.message
