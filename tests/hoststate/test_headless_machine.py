@@ -1,0 +1,166 @@
+"""headless_mode: the display machine on outputs of the host's shared headless sway (real sway,
+run as `nobody` through HOST_COMPOSITOR_USER when the tests run as root), and the settings that
+choose it: refused where this build cannot do them, with the reason."""
+
+from __future__ import annotations
+
+import os
+import time
+
+import pytest
+
+from streaming import capture
+from streaming.displays import headless, machine, sway
+from streaming.framesource import WaylandCapture
+
+pytestmark = pytest.mark.django_db
+needs_sway = pytest.mark.skipif(not sway.available(), reason="sway is not installed")
+
+
+def conf(state, **values) -> None:
+    (state / "host.conf").write_text("".join(f"{k} = {v}\n" for k, v in values.items()))
+
+
+@pytest.fixture
+def host_user(monkeypatch):
+    if os.geteuid() == 0:
+        monkeypatch.setenv(headless.USER_ENV, "nobody")
+
+
+# -- settings ---------------------------------------------------------------------------------
+@pytest.mark.parametrize("value", ["labwc", "gamescope", "krfb"])
+def test_compositor_backends_this_build_cannot_run_are_refused_with_the_reason(v1, state, value):
+    r = v1.put("/api/v1/host/config", {"headless": {"compositor_backend": value}}, format="json")
+    if r.status_code == 404 or "fields" not in r.json():  # the v1 form may not carry the key
+        from hostmgmt.config.schema import key
+
+        with pytest.raises(ValueError, match="not supported on this host"):
+            key("compositor_backend").parse(value)
+        return
+    assert r.status_code == 400, r.content
+
+
+def test_cage_is_refused_and_sway_is_a_compositor_backend(admin, state):
+    r = admin.post("/api/config", {"linux_use_cage_compositor": True}, format="json")
+    assert r.status_code == 400 and "cage" in r.json()["error"], r.content
+    conf_file = state / "host.conf"
+    assert not conf_file.exists() or "cage" not in conf_file.read_text()
+    r = admin.post("/api/config", {"linux_use_cage_compositor": False}, format="json")
+    assert r.status_code == 200, r.content
+    r = admin.post("/api/config", {"compositor_backend": "labwc"}, format="json")
+    assert r.status_code == 400 and "only sway" in r.json()["error"], r.content
+    if sway.available():
+        r = admin.post("/api/config", {"compositor_backend": "sway"}, format="json")
+        assert r.status_code == 200, r.content
+
+
+def test_headless_mode_contradicting_capture_is_refused(state, host_user):
+    conf(state, headless_mode="true", capture="x11")
+    sel = capture.select({})
+    assert sel.backend == "headless" and "capture = x11" in sel.error
+    conf(state, headless_mode="true", capture="xvfb")
+    assert "headless_mode" in capture.select({}).error
+
+
+def test_root_without_a_compositor_user_is_refused_with_sways_reason(state, monkeypatch):
+    monkeypatch.delenv(headless.USER_ENV, raising=False)
+    monkeypatch.setattr(headless.os, "geteuid", lambda: 0)
+    conf(state, headless_mode="true")
+    sel = capture.select({})
+    assert sway.ROOT_REFUSAL in sel.error and headless.USER_ENV in sel.error
+    with pytest.raises(machine.DisplayError) as err:
+        machine.acquire("alice", "1280x720@60")
+    assert err.value.status == 503 and sway.ROOT_REFUSAL in err.value.message
+    monkeypatch.setenv(headless.USER_ENV, "root")
+    assert sway.ROOT_REFUSAL in capture.select({}).error
+    monkeypatch.setenv(headless.USER_ENV, "no-such-user-here")
+    assert "no such user" in capture.select({}).error
+
+
+def test_the_native_plane_refuses_wlroots_backends_with_a_clear_error(state, host_user):
+    if not sway.available():
+        pytest.skip("sway is not installed")
+    conf(state, headless_mode="true")
+    with pytest.raises(machine.DisplayError) as err:
+        machine.acquire("alice", "1280x720@60", plane="native")
+    assert err.value.status == 503 and "native-plane" in err.value.message
+    assert headless.current() is None  # nothing was started for it
+
+
+# -- the machine on a real headless sway -------------------------------------------------------
+@needs_sway
+@pytest.mark.slow
+def test_displays_are_outputs_at_the_client_mode_placed_and_retired(state, host_user):
+    conf(state, headless_mode="true")
+    try:
+        a = machine.acquire("alice", "1280x720@60")
+        b = machine.acquire("bob", "800x600@30")
+        assert (a["backend"], a["owned"], a["mode"]) == ("sway", True, "1280x720@60")
+        assert a["output"] and b["output"] and a["output"] != b["output"]
+        assert a["running"] and b["running"]
+        comp = headless.current()
+        try:
+            outs = {o["name"]: o for o in comp.outputs()}
+            assert outs[a["output"]]["current_mode"] == {"width": 1280, "height": 720,
+                                                          "refresh": 60000}  # fmt: skip
+            assert outs[b["output"]]["current_mode"]["width"] == 800
+            # placed per the layout: a row, left to right (the policy's _place positions)
+            assert outs[a["output"]]["rect"]["x"] == a["x"] == 0
+            assert outs[b["output"]]["rect"]["x"] == b["x"] == 1280
+        finally:
+            comp.detach()
+        # the desktop is the compositor's background, not black
+        cap = WaylandCapture(a["wayland_display"], a["output"])
+        frame = cap(1280, 720)
+        cap.close()
+        assert frame.shape == (720, 1280, 4) and int(frame[:, :, :3].max()) > 0
+        b_g_r = [int(v) for v in frame[360, 640, :3]]
+        assert b_g_r == [0x77, 0x55, 0x28], b_g_r  # DEFAULT_BACKGROUND #285577
+        # a deliberate stop: its output is retired at once, the other stays
+        assert machine.disconnect(b["slot"], deliberate=True) is None
+        assert not headless.output_alive(b["output"])
+        assert headless.output_alive(a["output"])
+        # a retired output is re-used by the next display, at the new mode
+        c = machine.acquire("carol", "1024x768@60")
+        assert c["output"] == b["output"] and c["running"]
+        # the client left (not deliberate): the output lingers per keep_alive, release ends it
+        kept = machine.disconnect(c["slot"])
+        assert kept["state"] == "lingering" and headless.output_alive(c["output"])
+        assert machine.release(c["slot"]) == 1 and not headless.output_alive(c["output"])
+        machine.disconnect(a["slot"], deliberate=True)
+        assert machine.state()["displays"] == []
+        st = headless.status()
+        assert st["running"] and st["outputs"] == []
+    finally:
+        pid = (headless._read() or {}).get("pid")
+        headless.stop()
+    assert headless.current() is None
+    assert sway.owned_pids(headless.owner() + ":", prefix=True) == []
+    assert pid is None or not sway._alive(pid)
+
+
+@needs_sway
+@pytest.mark.slow
+def test_a_dead_compositor_is_noticed_and_a_new_one_started(state, host_user):
+    conf(state, headless_mode="true")
+    try:
+        a = machine.acquire("alice", "640x480@60")
+        record = headless._read()
+        os.kill(record["pid"], 9)
+        deadline = time.monotonic() + 15
+        while sway._alive(record["pid"]) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        cap = WaylandCapture(a["wayland_display"], a["output"])
+        cap(640, 480)
+        cap.failing_since -= 10  # as if it had kept failing for 10 s
+        assert cap.lost() and "stopped" not in cap.what
+        cap.close()
+        assert machine.state()["displays"][0]["running"] is False
+        machine.disconnect(a["slot"], deliberate=True)  # the output went with its compositor: nothing to do
+        b = machine.acquire("bob", "640x480@60")  # a fresh compositor, swept the old one's
+        assert b["running"] and headless._read()["pid"] != record["pid"]
+        assert sway.owned_pids(record["token"]) == []
+        machine.disconnect(b["slot"], deliberate=True)
+    finally:
+        headless.stop()
+    assert sway.owned_pids(headless.owner() + ":", prefix=True) == []
