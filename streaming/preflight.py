@@ -169,6 +169,7 @@ def capture() -> list[dict]:
     heads = [h["id"] for h in compositors.headless() if h["available"] and h["id"] != "auto"]
     return [
         check,
+        _headless_check(sel),
         _check(
             "compositor",
             "Headless backend available",
@@ -177,6 +178,35 @@ def capture() -> list[dict]:
             None if heads else "install xvfb, labwc or gamescope",
         ),
     ]
+
+
+def _headless_check(sel) -> dict:
+    """The host's headless compositor: which one headless_mode would run (as which user),
+    whether it runs now and its live outputs; `fail` when headless_mode is on and it cannot."""
+    from hostmgmt.config import store
+    from streaming.displays import headless
+
+    st = headless.status()
+    on = bool(store.get("headless_mode"))
+    if st["running"]:
+        names = ", ".join(o["name"] for o in st["outputs"]) or "no session output"
+        detail = f"{st['backend']} runs (pid {st.get('pid')}, {st.get('wayland_display')}): {names}"
+    elif st["backend"] is None or st.get("error"):
+        detail = st.get("error") or st["reason"]
+    else:
+        who = f" as {st['user']}" if st.get("user") else ""
+        detail = f"{st['backend']} starts{who} with the first headless session ({st['reason']})"
+    usable = st["backend"] is not None and not st.get("error")
+    status = PASS if usable else (FAIL if on else WARN)
+    check = _check(
+        "headless-compositor",
+        "Headless compositor",
+        status,
+        ("headless_mode = true: " if on else "headless_mode = false: ") + detail,
+        None if usable else "install sway; as root, set HOST_COMPOSITOR_USER",
+    )
+    check["headless"] = st
+    return check
 
 
 def _our_pids() -> set[int]:

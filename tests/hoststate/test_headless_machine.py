@@ -156,7 +156,7 @@ def test_a_dead_compositor_is_noticed_and_a_new_one_started(state, host_user):
         assert cap.lost() and "stopped" not in cap.what
         cap.close()
         assert machine.state()["displays"][0]["running"] is False
-        machine.disconnect(a["slot"], deliberate=True)  # the output went with its compositor: nothing to do
+        machine.disconnect(a["slot"], deliberate=True)  # gone with its compositor: a no-op
         b = machine.acquire("bob", "640x480@60")  # a fresh compositor, swept the old one's
         assert b["running"] and headless._read()["pid"] != record["pid"]
         assert sway.owned_pids(record["token"]) == []

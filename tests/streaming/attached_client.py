@@ -12,6 +12,7 @@ stdout. A subprocess because moonlight-common-c keeps global state.
 from __future__ import annotations
 
 import json
+import os
 import secrets
 import sys
 import threading
@@ -34,7 +35,8 @@ def main() -> None:
     move = int(sys.argv[7]), int(sys.argv[8])
     samples = [tuple(int(v) for v in p.split(",")) for p in sys.argv[9:]]
     http = NvHTTP("127.0.0.1", Identity(config_dir), http_port=base, https_port=base - 5)
-    desktop = next(a for a in http.get_app_list() if a.name == "Desktop")
+    name = os.environ.get("STREAM_APP", "Desktop")  # the catalog entry to launch
+    desktop = next(a for a in http.get_app_list() if a.name == name)
     key, iv = secrets.token_bytes(16), secrets.token_bytes(16)
     session = StreamingSession()
     config = StreamConfig(width=width, height=height, fps=fps, bitrate_kbps=10000)
@@ -78,6 +80,9 @@ def main() -> None:
             if at > t0 + 1.0:
                 last = pic.to_ndarray(format="bgr24")
     result["decoded"] = decoded
+    arrivals = [at for at, _ in frames if at > t0 + 1.0]
+    if len(arrivals) > 1:  # frames received per second once streaming
+        result["fps"] = round((len(arrivals) - 1) / (arrivals[-1] - arrivals[0]), 1)
     if last is not None:
         result["shape"] = list(last.shape)
         result["samples_bgr"] = [last[y, x].tolist() for x, y in samples]
