@@ -112,7 +112,8 @@ def headless_host(x11_lib):
         {"name": "Desktop"},
         {"name": "X11 App", "cmd": f"{python} {x11_lib}/x11_app.py {log}",
          "env": {"PYTHONPATH": str(x11_lib)}},
-        {"name": "Never Maps", "cmd": f"sleep 600 {x11_lib}/never"},
+        {"name": "Never Maps",
+         "cmd": f"{python} -c 'import time; time.sleep(600)' {x11_lib}/never"},
     ]}  # fmt: skip
     (state / "host.conf").write_text("ping_timeout = 3000\nheadless_mode = true\n")
     (state / "apps.json").write_text(json.dumps(apps))
@@ -200,9 +201,12 @@ def test_an_x11_app_runs_on_its_own_output_and_is_streamed_with_input(
 
 def test_desktop_on_headless_is_the_compositors_desktop(headless_host, headless_ml):
     host, (cfg, _) = headless_host, headless_ml
-    r = stream(host, cfg, "Desktop", (10, 10), [(W // 2, H // 2), (20, 20)], seconds=4)
+    r = stream(
+        host, cfg, "Desktop", (10, 10), [(W // 2, H // 2), (200, 200), (1200, 700)], seconds=4
+    )
+    print("desktop:", json.dumps(r))
     assert r["decoded"] > 10, r
-    for got in r["samples_bgr"]:
+    for got in r["samples_bgr"]:  # (away from the pointer at 10,10: sway draws it)
         assert close(got, BACKGROUND_BGR), r  # sway's background, not a black frame
     with host.mgmt() as c:
         c.post("/api/v1/display/release", json={})
@@ -214,7 +218,12 @@ def test_an_app_that_never_maps_a_window_fails_the_launch_and_leaves_nothing(
     host, (_, client) = headless_host, headless_ml
     app = next(a.id for a in client.apps() if a.name == "Never Maps")
     keys = "rikey=000102030405060708090a0b0c0d0e0f&rikeyid=7&localAudioPlayMode=0"
-    xml = client.https("launch", f"appid={app}&mode=1280x720x60&{keys}")
+    from moonlight_python.http_client import NvHTTP
+
+    http = NvHTTP("127.0.0.1", client.identity, http_port=host.base_port,
+                  https_port=host.base_port - 5)  # fmt: skip
+    # a launch timeout as clients use for /launch (the default 5 s is for quick requests)
+    xml = http.open_https("launch", f"appid={app}&mode=1280x720x60&{keys}", timeout=60)
     assert 'status_code="500"' in xml and "mapped no window" in xml, xml
     assert wait_for(lambda: app_pids(f"{x11_lib}/never") == [], 15)
     with host.mgmt() as c:
