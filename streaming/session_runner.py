@@ -354,6 +354,12 @@ class Session:
                 # never ended by the host; the title exiting still ends the session).
                 self.state["state"], self.idle_since, stream = "idle", now, None
                 services.publish(self.state)
+            gone = self._compositor_gone()
+            if gone:
+                # The headless compositor died: its apps die with it, but the cause is the
+                # display, and that is what the session ends with.
+                self.reason, self.deliberate, self.error = "display_lost", True, gone
+                return
             if self.game is not None and self.game.game_exit is not None:
                 self.reason, self.deliberate = "app_exited", True  # session_on_game_exit
                 return
@@ -382,6 +388,18 @@ class Session:
                 self._sample(stream, now - last_sample)
                 last_sample = now
             time.sleep(TICK_S)
+
+    def _compositor_gone(self) -> str:
+        """Headless sessions: why the compositor under the session is gone, else ""."""
+        if self.display is None or self.display.get("backend") != "sway":
+            return ""
+        from streaming.displays.sway import _alive
+
+        pid = self.display.get("pid")
+        if pid and not _alive(pid):
+            where = self.display.get("wayland_display")
+            return f"output {self.display.get('output')} of the compositor at {where} is gone"
+        return ""
 
     def user_stop_ends(self) -> bool:
         """The client ended its stream gracefully (`client.disconnected` `quit`, a user stop):

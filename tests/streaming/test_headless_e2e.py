@@ -232,6 +232,47 @@ def test_an_app_that_never_maps_a_window_fails_the_launch_and_leaves_nothing(
         assert wait_for(lambda: c.get("/api/v1/display/state").json()["displays"] == [], 15)
 
 
+def test_a_compositor_that_dies_mid_session_ends_it_with_display_lost(
+    headless_host, headless_ml, x11_lib
+):
+    host, (cfg, _) = headless_host, headless_ml
+    args = [sys.executable, CLIENT, str(host.base_port), str(cfg), "640", "360", "30", "15",
+            "10", "10"]  # fmt: skip
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "STREAM_APP": "X11 App"}
+    proc = subprocess.Popen(args, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, env=env)  # fmt: skip
+    try:
+
+        def streaming():
+            with host.mgmt() as c:
+                return c.get("/api/v1/status").json()["video_streaming"]
+
+        assert wait_for(streaming, timeout=60), "the session never streamed"
+        with host.mgmt() as c:
+            (shown,) = c.get("/api/v1/display/state").json()["displays"]
+        os.kill(shown["pid"], 9)  # the compositor crashes under the session
+        seen = events(host, "session.*", lambda ev: any(
+            e["kind"] == "session.ended" and e.get("reason") == "display_lost" for e in ev),
+            timeout=30)  # fmt: skip
+        lost = [e for e in seen if e.get("reason") == "display_lost"]
+        assert lost and shown["output"] in lost[-1]["error"], seen
+    finally:
+        proc.communicate(timeout=60)
+    with host.mgmt() as c:
+        assert wait_for(lambda: c.get("/api/v1/status").json()["session"] is None, 15)
+        assert wait_for(lambda: c.get("/api/v1/display/state").json()["displays"] == [], 15)
+    # nothing of the dead compositor is left: no Xwayland, no app
+    assert wait_for(lambda: not compositor_processes(host.state_dir), 15), compositor_processes(
+        host.state_dir
+    )
+    assert wait_for(lambda: app_pids(f"{x11_lib}/x11_app.py") == [], 15)
+    # and the next session gets a fresh compositor
+    r = stream(host, cfg, "Desktop", (10, 10), [(W // 2, H // 2)], seconds=3)
+    assert close(r["samples_bgr"][0], BACKGROUND_BGR), r
+    with host.mgmt() as c:
+        c.post("/api/v1/display/release", json={})
+
+
 # -- attached wlr -----------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def operator_sway():
