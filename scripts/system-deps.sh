@@ -29,6 +29,7 @@ check xdotool xdotool test
 check sway sway test
 check Xwayland xwayland test
 check grim grim test
+check swaybg swaybg test
 # Playwright's driver is a Node.js binary from the playwright wheel; ldd on a fresh root shows
 # libatomic.so.1 as the one library it needs that minbase lacks (Debian's chromium brings its own).
 check_lib libatomic.so.1 libatomic1 test

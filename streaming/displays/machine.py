@@ -119,20 +119,38 @@ def _place(display: VirtualDisplay, axes: dict) -> None:
         display.y = 0
 
 
+def _headless_defaults(mode: str) -> str:
+    """headless_width / headless_height / headless_refresh fill what the request leaves out
+    (no mode at all, or no refresh); a client's own mode always wins."""
+    from hostmgmt.config import store
+
+    mode = str(mode or "").strip()
+    if not mode:
+        w, h = store.get("headless_width") or 0, store.get("headless_height") or 0
+        if not (w and h):
+            raise DisplayError(400, "no mode asked and headless_width/height are not set")
+        mode = f"{w}x{h}"
+    if "@" not in mode:
+        mode = f"{mode}@{store.get('headless_refresh') or 60}"
+    return mode
+
+
 def acquire(client: str, mode: str, plane: str = "compat") -> dict:
     """A display for a new session of `client` at `mode`, per the capture backend and the
     policy in force now. DisplayError 503 when the configured backend cannot be used (or
     cannot serve `plane`)."""
     from streaming import capture
 
-    width, height, refresh = parse_mode(mode)
-    mode = f"{width}x{height}@{refresh}"
     client = (client or "").strip()[:128]
     try:
         selection = capture.require()
     except capture.CaptureError as exc:
         log.warning("no display for %s: %s", client or "a client", exc.message)
         raise DisplayError(exc.status, exc.message) from None
+    if selection.backend == "headless":
+        mode = _headless_defaults(mode)
+    width, height, refresh = parse_mode(mode)
+    mode = f"{width}x{height}@{refresh}"
     if plane != "compat" and selection.backend in ("wlr", "headless"):
         # GAP (issue 15): the native plane's encoder process captures X displays only.
         raise DisplayError(

@@ -164,3 +164,73 @@ def test_a_dead_compositor_is_noticed_and_a_new_one_started(state, host_user):
     finally:
         headless.stop()
     assert sway.owned_pids(headless.owner() + ":", prefix=True) == []
+
+
+# -- capture = wlr: the operator's compositor ---------------------------------------------------
+@pytest.fixture(scope="module")
+def operator_sway():
+    comp = sway.SwayCompositor(run_as=(65534, 65534) if os.geteuid() == 0 else None)
+    comp.start()
+    yield comp
+    comp.stop()
+
+
+@needs_sway
+@pytest.mark.slow
+def test_capture_wlr_attaches_to_the_named_or_first_output_and_refuses_a_missing_one(
+    state, operator_sway
+):
+    env = {"WAYLAND_DISPLAY": operator_sway.wayland_socket}
+    first = operator_sway.outputs()[0]["name"]
+    assert capture.wlr_screencopy_advertised(operator_sway.wayland_socket) is True
+    conf(state, capture="wlr")
+    sel = capture.select(env)
+    assert (sel.backend, sel.error, sel.output) == ("wlr", "", first)
+    conf(state, capture="auto")
+    assert capture.select(env).backend == "wlr"  # a wlroots session is preferred before x11
+    conf(state, capture="wlr", output_name="DP-9")
+    sel = capture.select(env)
+    assert "no output named 'DP-9'" in sel.error and first in sel.error
+    with pytest.raises(machine.DisplayError) as err:
+        machine.acquire("alice", "1280x720@60", plane="compat")
+    assert err.value.status == 503  # the host's own env has no WAYLAND_DISPLAY here
+    conf(state, capture="wlr", output_name=first)
+    assert capture.select(env).output == first
+    wlr = next(m for m in capture.methods(env) if m["id"] == "wlr")
+    assert wlr["available"] and wlr.get("selected"), wlr
+
+
+@needs_sway
+@pytest.mark.slow
+def test_an_attached_wlr_output_is_never_owned_or_torn_down(state, operator_sway, monkeypatch):
+    monkeypatch.setenv("WAYLAND_DISPLAY", operator_sway.wayland_socket)
+    conf(state, capture="wlr")
+    a = machine.acquire("alice", "1280x720@60")
+    b = machine.acquire("bob", "800x600@60")
+    assert a["slot"] == b["slot"] and b["sessions"] == 2  # one row, shared
+    assert (a["backend"], a["owned"], a["pid"]) == ("wlr", False, None)
+    assert a["output"] == operator_sway.outputs()[0]["name"] and a["running"]
+    assert machine.disconnect(a["slot"])["sessions"] == 1
+    assert machine.disconnect(a["slot"]) is None
+    assert machine.state()["displays"] == [] and operator_sway.alive()
+    assert operator_sway.output(a["output"])["active"]  # left exactly as it was
+
+
+@needs_sway
+@pytest.mark.slow
+def test_headless_defaults_fill_the_mode_a_request_leaves_out(state, host_user):
+    conf(state, headless_mode="true", headless_width="1024", headless_height="768",
+         headless_refresh="30")  # fmt: skip
+    try:
+        a = machine.acquire("alice", "")
+        assert a["mode"] == "1024x768@30" and a["running"]
+        b = machine.acquire("bob", "800x600")
+        assert b["mode"] == "800x600@30"
+        c = machine.acquire("carol", "640x480@60")
+        assert c["mode"] == "640x480@60"  # the client's own mode wins
+    finally:
+        headless.stop()
+    conf(state, headless_mode="true")
+    with pytest.raises(machine.DisplayError) as err:
+        machine.acquire("dave", "")
+    assert err.value.status == 400 and "headless_width" in err.value.message
