@@ -189,7 +189,7 @@ def test_an_x11_app_runs_on_its_own_output_and_is_streamed_with_input(
     assert any(e["kind"] == "session.ended" for e in seen), seen
     assert wait_for(lambda: app_pids(f"{x11_lib}/x11_app.py") == [], 15)
     with host.mgmt() as c:
-        c.post("/api/v1/display/release", json={})
+        assert c.post("/api/v1/display/release", json={}).status_code == 200
         assert wait_for(lambda: c.get("/api/v1/display/state").json()["displays"] == [], 15)
     from streaming.wayland.client import Display
 
@@ -209,7 +209,8 @@ def test_desktop_on_headless_is_the_compositors_desktop(headless_host, headless_
     for got in r["samples_bgr"]:  # (away from the pointer at 10,10: sway draws it)
         assert close(got, BACKGROUND_BGR), r  # sway's background, not a black frame
     with host.mgmt() as c:
-        c.post("/api/v1/display/release", json={})
+        assert wait_for(lambda: c.get("/api/v1/status").json()["session"] is None, 15)
+        assert c.post("/api/v1/display/release", json={}).status_code == 200
 
 
 def test_an_app_that_never_maps_a_window_fails_the_launch_and_leaves_nothing(
@@ -227,8 +228,8 @@ def test_an_app_that_never_maps_a_window_fails_the_launch_and_leaves_nothing(
     assert 'status_code="500"' in xml and "mapped no window" in xml, xml
     assert wait_for(lambda: app_pids(f"{x11_lib}/never") == [], 15)
     with host.mgmt() as c:
-        assert c.get("/api/v1/status").json()["session"] is None
-        c.post("/api/v1/display/release", json={})
+        assert wait_for(lambda: c.get("/api/v1/status").json()["session"] is None, 15)
+        assert c.post("/api/v1/display/release", json={}).status_code == 200
         assert wait_for(lambda: c.get("/api/v1/display/state").json()["displays"] == [], 15)
 
 
@@ -270,7 +271,7 @@ def test_a_compositor_that_dies_mid_session_ends_it_with_display_lost(
     r = stream(host, cfg, "Desktop", (10, 10), [(W // 2, H // 2)], seconds=3)
     assert close(r["samples_bgr"][0], BACKGROUND_BGR), r
     with host.mgmt() as c:
-        c.post("/api/v1/display/release", json={})
+        assert c.post("/api/v1/display/release", json={}).status_code == 200
 
 
 # -- attached wlr -----------------------------------------------------------------------------
