@@ -152,7 +152,8 @@ def acquire(client: str, mode: str, plane: str = "compat") -> dict:
     width, height, refresh = parse_mode(mode)
     mode = f"{width}x{height}@{refresh}"
     if plane != "compat" and selection.backend in ("wlr", "headless"):
-        # GAP (issue 15): the native plane's encoder process captures X displays only.
+        # GAP: (issue 15) the native plane's encoder process (streaming/native/media.py) and
+        # its input capture and drive X displays only; wlroots backends are compat-only.
         raise DisplayError(
             503,
             f"capture backend {selection.backend} ({selection.reason or selection.requested}) "

@@ -234,3 +234,59 @@ def test_headless_defaults_fill_the_mode_a_request_leaves_out(state, host_user):
     with pytest.raises(machine.DisplayError) as err:
         machine.acquire("dave", "")
     assert err.value.status == 400 and "headless_width" in err.value.message
+
+
+@needs_sway
+@pytest.mark.slow
+def test_host_stop_leaves_no_compositor_and_host_start_restores_kept_outputs(state, host_user):
+    from streaming.displays import reaper
+    from streaming.models import VirtualDisplay
+
+    conf(state, headless_mode="true")
+    try:
+        a = machine.acquire("alice", "800x600@60")
+        b = machine.acquire("bob", "640x480@60")
+        VirtualDisplay.objects.filter(slot=a["slot"]).update(
+            policy={**VirtualDisplay.objects.get(slot=a["slot"]).policy,
+                    "keep_alive": {"mode": "forever"}})  # fmt: skip
+        VirtualDisplay.objects.filter(slot=b["slot"]).update(
+            policy={**VirtualDisplay.objects.get(slot=b["slot"]).policy,
+                    "keep_alive": {"mode": "off"}})  # fmt: skip
+        old = headless._read()
+        reaper.on_host_stop()
+        assert headless._read() is None and not sway._alive(old["pid"])
+        assert sway.owned_pids(headless.owner() + ":", prefix=True) == []
+        (kept,) = machine.state()["displays"]  # bob's went (keep_alive off)
+        assert kept["state"] == "pinned" and kept["running"] is False
+        reaper.on_host_start()
+        (kept,) = machine.state()["displays"]
+        assert kept["running"] and kept["output"] and kept["mode"] == "800x600@60"
+        assert headless._read()["pid"] != old["pid"]
+        assert machine.release() == 1 and not headless.output_alive(kept["output"])
+    finally:
+        headless.stop()
+    assert sway.owned_pids(headless.owner() + ":", prefix=True) == []
+
+
+def test_preflight_says_which_backend_and_why_the_headless_compositor_cannot_run(
+    state, monkeypatch
+):
+    from streaming import preflight
+
+    monkeypatch.delenv(headless.USER_ENV, raising=False)
+    monkeypatch.setattr(headless.os, "geteuid", lambda: 0)
+    conf(state, headless_mode="true")
+    checks = {c["id"]: c for c in preflight.capture()}
+    cap, comp = checks["capture-backends"], checks["headless-compositor"]
+    assert cap["status"] == "fail" and cap["backend"] == "headless", cap
+    assert comp["status"] == "fail" and sway.ROOT_REFUSAL in comp["detail"], comp
+    assert "HOST_COMPOSITOR_USER" in comp["remediation"]
+    conf(state, headless_mode="false")
+    assert {c["id"]: c for c in preflight.capture()}["headless-compositor"]["status"] == "warn"
+    if sway.available():
+        monkeypatch.setenv(headless.USER_ENV, "nobody")
+        conf(state, headless_mode="true")
+        checks = {c["id"]: c for c in preflight.capture()}
+        assert checks["capture-backends"]["status"] == "pass", checks["capture-backends"]
+        comp = checks["headless-compositor"]
+        assert comp["status"] == "pass" and "starts as nobody" in comp["detail"], comp
