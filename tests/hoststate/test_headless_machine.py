@@ -28,16 +28,18 @@ def host_user(monkeypatch):
 
 
 # -- settings ---------------------------------------------------------------------------------
-@pytest.mark.parametrize("value", ["labwc", "gamescope", "krfb"])
-def test_compositor_backends_this_build_cannot_run_are_refused_with_the_reason(v1, state, value):
-    r = v1.put("/api/v1/host/config", {"headless": {"compositor_backend": value}}, format="json")
-    if r.status_code == 404 or "fields" not in r.json():  # the v1 form may not carry the key
-        from hostmgmt.config.schema import key
-
-        with pytest.raises(ValueError, match="not supported on this host"):
-            key("compositor_backend").parse(value)
-        return
+@pytest.mark.parametrize(
+    ("value", "why"),
+    [("labwc", "only sway"), ("gamescope", "only sway"), ("krfb", "VNC server")],
+)
+def test_compositor_backends_this_build_cannot_run_are_refused_with_the_reason(
+    admin, state, value, why
+):
+    r = admin.post("/api/config", {"compositor_backend": value}, format="json")
     assert r.status_code == 400, r.content
+    error = r.json()["error"]
+    assert "compositor_backend" in error and "not supported on this host" in error and why in error
+    assert not (state / "host.conf").exists() or value not in (state / "host.conf").read_text()
 
 
 def test_cage_is_refused_and_sway_is_a_compositor_backend(admin, state):
