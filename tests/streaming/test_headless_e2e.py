@@ -182,15 +182,16 @@ def test_an_x11_app_runs_on_its_own_output_and_is_streamed_with_input(
     clicks = [e for e in seen if e["kind"] == "button" and e["down"] and e["button"] == 1]
     assert clicks and abs(clicks[0]["x"] - move[0]) <= 2 and abs(clicks[0]["y"] - move[1]) <= 2
 
-    # After the session (a client quit: the output lingers per keep_alive; released here):
-    # no app process is left and the output is retired.
+    # After the session (a client quit): no app process is left; the output lingers per the
+    # default keep_alive (10 s) and the supervisor's countdown retires it, without a release.
     seen = events(host, "session.*,display.*",
                   lambda ev: any(e["kind"] == "session.ended" for e in ev))  # fmt: skip
     assert any(e["kind"] == "session.ended" for e in seen), seen
     assert wait_for(lambda: app_pids(f"{x11_lib}/x11_app.py") == [], 15)
     with host.mgmt() as c:
-        assert c.post("/api/v1/display/release", json={}).status_code == 200
-        assert wait_for(lambda: c.get("/api/v1/display/state").json()["displays"] == [], 15)
+        states = [d["state"] for d in c.get("/api/v1/display/state").json()["displays"]]
+        assert states in (["lingering"], []), states
+        assert wait_for(lambda: c.get("/api/v1/display/state").json()["displays"] == [], 40)
     from streaming.wayland.client import Display
 
     with Display(shown[0]["wayland_display"]) as d:
