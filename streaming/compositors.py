@@ -16,7 +16,9 @@ COMPOSITORS = {
     "hyprland": ("Hyprland", ("Hyprland", "hyprland")),
 }
 DESKTOP_HINTS = {"kde": "kwin", "gnome": "mutter", "sway": "wlroots", "hyprland": "hyprland"}
+# The headless backends `compositor_backend` names (with `auto`), then Xvfb, the fallback.
 HEADLESS = {
+    "sway": ("sway (wlroots)", "sway"),
     "labwc": ("labwc (wlroots)", "labwc"),
     "krfb": ("krfb-virtualmonitor", "krfb-virtualmonitor"),
     "gamescope": ("Gamescope", "gamescope"),
@@ -47,9 +49,20 @@ def compositors(configured: str | None = None) -> list[dict]:
 
 
 def headless() -> list[dict]:
-    """`auto` (available when any concrete one is), then each backend by PATH probe."""
+    """`auto` (available when any concrete one is), then each backend: available only when it
+    is installed and this build can drive it (the `compositor_backend` refusals say why not)."""
+    from hostmgmt.config.schema import COMPOSITOR_BACKEND_REFUSED
+
     rows = []
     for hid, (label, binary) in HEADLESS.items():
-        ok = xvfb.available() if hid == "xvfb" else shutil.which(binary) is not None
-        rows.append({"id": hid, "label": label, "available": ok})
+        row = {"id": hid, "label": label, "available": False}
+        if hid == "xvfb":
+            row["available"] = xvfb.available()
+        elif hid in COMPOSITOR_BACKEND_REFUSED:
+            row["reason"] = COMPOSITOR_BACKEND_REFUSED[hid]
+        else:
+            row["available"] = shutil.which(binary) is not None
+        if not row["available"] and "reason" not in row:
+            row["reason"] = f"{binary} is not installed"
+        rows.append(row)
     return [{"id": "auto", "label": "Auto", "available": any(r["available"] for r in rows)}, *rows]

@@ -175,7 +175,7 @@ def capture() -> list[dict]:
             "Headless backend available",
             PASS if heads else WARN,
             ", ".join(heads) or "none",
-            None if heads else "install xvfb, labwc or gamescope",
+            None if heads else "install sway (headless mode) or xvfb (the fallback display)",
         ),
     ]
 
