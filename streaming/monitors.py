@@ -1,6 +1,8 @@
-"""Physical monitors: the heads of the host's X server, else the connected DRM connectors.
+"""Monitors: the outputs of the wlroots compositor the host runs in (`WAYLAND_DISPLAY`), else
+the heads of its X server, else the connected DRM connectors.
 
-Our own virtual displays (Xvfb servers) are not monitors and are never listed.
+Our own Xvfb servers are not monitors and are never listed; the outputs of the host's own
+headless compositor are, marked `managed` (the host made them and will retire them).
 """
 
 from __future__ import annotations
@@ -20,19 +22,51 @@ def _x_heads(display: str) -> list[dict]:
     for i, head in enumerate(heads):
         connector = str(head.get("output") or head.get("name") or f"screen-{i}")
         out.append(
-            {
-                "connector": connector,
-                "description": connector,
-                "mode": f"{head['width']}x{head['height']}",
-                "x": head["left"],
-                "y": head["top"],
-                "scale": 1.0,
-                "primary": bool(head.get("is_primary", i == 0)),
-                "enabled": True,
-                "managed": False,
-            }
-        )
+            _head(connector, head["width"], head["height"], head["left"], head["top"],
+                  primary=bool(head.get("is_primary", i == 0)))
+        )  # fmt: skip
     return out
+
+
+def _head(connector: str, width: int, height: int, x: int, y: int, **kw) -> dict:
+    return {
+        "connector": connector,
+        "description": connector,
+        "mode": f"{width}x{height}",
+        "x": x,
+        "y": y,
+        "scale": 1.0,
+        "primary": False,
+        "enabled": True,
+        "managed": False,
+        **kw,
+    }
+
+
+def _wlr_heads(socket_path: str) -> list[dict]:
+    from streaming import capture
+
+    outs = capture.wlr_outputs(socket_path)
+    return [
+        _head(o["name"], o["width"], o["height"], o["x"], o["y"], primary=i == 0)
+        for i, o in enumerate(outs)
+    ]
+
+
+def _headless_heads() -> list[dict]:
+    """The live outputs of the host's own headless compositor (none when it does not run)."""
+    from streaming.displays import headless
+
+    heads = []
+    for out in headless.status().get("outputs", []):
+        mode, rect = out.get("mode") or {}, out.get("rect") or {}
+        if not mode:
+            continue
+        heads.append(
+            _head(out["name"], mode["width"], mode["height"], rect.get("x", 0),
+                  rect.get("y", 0), managed=True)
+        )  # fmt: skip
+    return heads
 
 
 def _drm_heads(sysfs: Path) -> list[dict]:
@@ -72,14 +106,29 @@ def _drm_heads(sysfs: Path) -> list[dict]:
     return out
 
 
-def monitors(sysfs: str | Path = "/sys", display: str | None = None, pin: str | None = None):
+def monitors(
+    sysfs: str | Path = "/sys",
+    display: str | None = None,
+    pin: str | None = None,
+    wayland: str | None = None,
+):
+    """`display` / `wayland` (a socket path): the X display and compositor to ask, by default
+    the host's own `DISPLAY` and `WAYLAND_DISPLAY`; "" asks none."""
+    from streaming import capture
     from streaming.displays import policy
 
     display = os.environ.get("DISPLAY") if display is None else display
+    wayland = capture.wayland_socket(os.environ) if wayland is None else wayland
     error = None
     heads: list[dict] = []
     compositor = None
-    if display:
+    if wayland:
+        try:
+            heads = _wlr_heads(wayland)
+            compositor = "wlr"
+        except Exception as exc:  # noqa: BLE001 - an unreachable compositor is reported
+            error = f"compositor at {wayland} not reachable: {exc.__class__.__name__}"
+    if display and not heads:
         try:
             heads = _x_heads(display)
             compositor = "x11"
@@ -87,6 +136,7 @@ def monitors(sysfs: str | Path = "/sys", display: str | None = None, pin: str | 
             error = f"X server {display} not reachable: {exc.__class__.__name__}"
     if not heads:
         heads = _drm_heads(Path(sysfs))
+    heads += _headless_heads()
     if pin is None:
         pin = os.environ.get(ENV_PIN) or policy.load()[0].get("capture_monitor")
     for head in heads:

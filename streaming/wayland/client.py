@@ -285,7 +285,8 @@ class Display:
 
     def outputs(self) -> list[OutputInfo]:
         """Every output with its name, current mode and position (wl_output v4's name, or
-        xdg-output's name where wl_output is older)."""
+        xdg-output's name where wl_output is older; xdg-output's logical position where the
+        compositor has it, since wl_output's geometry position is 0 on some, sway among them)."""
         infos = []
         for g in [g for g in self.globals.values() if g.interface == "wl_output"]:
             proxy = self.registry.request("bind", g.name, "wl_output", min(g.version, 4))
@@ -293,7 +294,7 @@ class Display:
             _watch_output(info)
             infos.append(info)
         self.roundtrip()
-        if any(i.name is None for i in infos) and self.find_global("zxdg_output_manager_v1"):
+        if infos and self.find_global("zxdg_output_manager_v1"):
             mgr = self.bind("zxdg_output_manager_v1", 3, 2)
             xdg = []
             for info in infos:

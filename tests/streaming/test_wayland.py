@@ -289,6 +289,25 @@ def _wait(predicate, timeout: float = 30.0, what: str = ""):
 
 
 @pytest.mark.slow
+def test_display_monitors_lists_the_compositors_outputs(sway):
+    from streaming import monitors
+
+    name = sway.create_output(1024, 768, 60)
+    body = monitors.monitors(
+        sysfs="/nonexistent", display="", wayland=sway.wayland_socket, pin=name
+    )
+    assert body["compositor"] == "wlr" and body["error"] is None
+    heads = {m["connector"]: m for m in body["monitors"]}
+    rect = sway.output(name)["rect"]
+    assert heads[name]["mode"] == "1024x768" and heads[name]["selected"] is True
+    assert (heads[name]["x"], heads[name]["y"]) == (rect["x"], rect["y"])
+    assert not heads[name]["managed"]  # the operator's compositor, not one the host made
+    sway.retire_output(name)
+    dead = monitors.monitors(sysfs="/nonexistent", display="", wayland="/nonexistent/wl", pin="")
+    assert dead["monitors"] == [] and "/nonexistent/wl" in dead["error"]
+
+
+@pytest.mark.slow
 def test_two_outputs_at_two_modes_coexist(sway):
     a = sway.create_output(1280, 720, 60)
     b = sway.create_output(800, 600, 60)
