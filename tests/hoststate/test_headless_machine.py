@@ -111,6 +111,12 @@ def test_displays_are_outputs_at_the_client_mode_placed_and_retired(state, host_
             assert outs[b["output"]]["rect"]["x"] == b["x"] == 1280
         finally:
             comp.detach()
+        # /display/monitors lists both outputs as the host's own (managed)
+        from streaming import monitors
+
+        listed = monitors.monitors(sysfs="/nonexistent", display="", wayland="", pin="")
+        managed = {m["connector"]: m for m in listed["monitors"] if m["managed"]}
+        assert managed[a["output"]]["mode"] == "1280x720" and managed[b["output"]]["x"] == 1280
         # the desktop is the compositor's background, not black
         cap = WaylandCapture(a["wayland_display"], a["output"])
         frame = cap(1280, 720)
