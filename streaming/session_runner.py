@@ -27,8 +27,8 @@ from datetime import UTC, datetime
 
 from hooks import prep, stream_webhooks
 from hooks.events import emit
-from streaming import services, session_play, stats
-from streaming.apprun import AppProcess, CompositorApp, app_vars, session_env
+from streaming import services, session_display, session_play, stats
+from streaming.apprun import AppProcess, app_vars, session_env
 from streaming.engine.session import StreamSession
 from streaming.framesource import DisplayCapture, WaylandCapture
 from streaming.launchconfig import make_launch
@@ -39,15 +39,7 @@ ARM_TIMEOUT_S = 20.0  # /launch answered, but no client connected the control st
 TICK_S = 0.1
 
 
-def _map_timeout() -> float:
-    """Seconds a headless app has to map its first window (HOST_APP_MAP_TIMEOUT_S, 1-600)."""
-    try:
-        return min(max(float(os.environ.get("HOST_APP_MAP_TIMEOUT_S") or 30), 1.0), 600.0)
-    except ValueError:
-        return 30.0
-
-
-MAP_TIMEOUT_S = _map_timeout()
+MAP_TIMEOUT_S = session_display.map_timeout()
 # Stop reasons that leave the display to its linger countdown (the client may come back);
 # the others are deliberate (operator, /cancel, unpair) and skip the linger.
 CLIENT_REASONS = {
@@ -178,9 +170,7 @@ class Session:
             raise LaunchFailed(503, f"No virtual display: {exc.message}") from None
         backend = self.display["backend"]
         wayland = self.display.get("wayland_display") or ""
-        x_display = self.display["x_display"] or ""
-        if backend == "wlr":
-            x_display = (os.environ.get("DISPLAY") or "").strip()  # the compositor's Xwayland
+        x_display = session_display.app_x_display(self.display)
         mode = (self.width, self.height, self.fps)
         env = session_env(os.environ, x_display=x_display, app=self.app, client=self.client,
                           mode=mode, wayland=wayland)  # fmt: skip
@@ -206,48 +196,24 @@ class Session:
                     raise LaunchFailed(500, f"App failed to start: {exc}") from None
             self.game.launched(self.app, self.app_proc.pgid,
                                self.prep_key if self.app.prep else None)  # fmt: skip
-        if wayland:
-            self.capture = WaylandCapture(wayland, self.display["output"])
-        else:
-            self.capture = DisplayCapture(self.display["x_display"], self.display.get("region"))
+        self.capture = session_display.open_capture(self.display)
         self.arm(self.spec)
         self.started = True
         emit("session.started", {"session": self.session_ref()})
 
     def _wlr_input(self):
-        """Virtual keyboard and pointer on the session's output; None (logged) when the
-        compositor lacks them: the session still streams."""
-        from streaming.wayland.vinput import WlrInput, WlrInputUnavailable
-
-        try:
-            return WlrInput(self.display["wayland_display"], self.display["output"])
-        except WlrInputUnavailable as exc:
-            log.warning("no input for session %s: %s", self.id, exc)
-            return None
+        return session_display.wlr_input(self.display, self.id)
 
     def _launch_in_compositor(self, mode: tuple) -> None:
-        """The app onto the session's output of the headless compositor, fullscreen; it must
-        map a window within MAP_TIMEOUT_S, else the launch fails and nothing of it stays."""
-        from streaming.displays import headless
-        from streaming.displays.sway import CompositorError
-
-        comp = None
+        """The app onto the session's output of the headless compositor (it must map a
+        window within MAP_TIMEOUT_S, else the launch fails and nothing of it stays)."""
         try:
-            comp = headless.current()
-            if comp is None:
-                raise LaunchFailed(503, "No virtual display: the headless compositor is gone")
-            self.app_proc = CompositorApp(comp, self.display["output"], self.app.cmd,
-                                          app_vars(self.app, self.client, mode),
-                                          self.app.working_dir, self.app.exit_timeout)  # fmt: skip
-            comp.wait_window(self.app_proc.pid, self.display["output"], timeout=MAP_TIMEOUT_S)
-        except CompositorError as exc:
-            if self.app_proc is not None:
-                self.app_proc.terminate()
-                self.app_proc = None
-            raise LaunchFailed(500, f"App failed to start: {exc}") from None
-        finally:
-            if comp is not None:
-                comp.detach()
+            self.app_proc = session_display.launch_in_compositor(
+                self.display, self.app.cmd, app_vars(self.app, self.client, mode),
+                self.app.working_dir, self.app.exit_timeout, MAP_TIMEOUT_S,
+            )  # fmt: skip
+        except session_display.DisplayLaunchError as exc:
+            raise LaunchFailed(exc.status, exc.message) from None
 
     @property
     def prep_key(self) -> str:
@@ -390,16 +356,7 @@ class Session:
             time.sleep(TICK_S)
 
     def _compositor_gone(self) -> str:
-        """Headless sessions: why the compositor under the session is gone, else ""."""
-        if self.display is None or self.display.get("backend") != "sway":
-            return ""
-        from streaming.displays.sway import _alive
-
-        pid = self.display.get("pid")
-        if pid and not _alive(pid):
-            where = self.display.get("wayland_display")
-            return f"output {self.display.get('output')} of the compositor at {where} is gone"
-        return ""
+        return session_display.compositor_gone(self.display)
 
     def user_stop_ends(self) -> bool:
         """The client ended its stream gracefully (`client.disconnected` `quit`, a user stop):

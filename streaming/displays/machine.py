@@ -137,8 +137,8 @@ def _headless_defaults(mode: str) -> str:
 
 def acquire(client: str, mode: str, plane: str = "compat") -> dict:
     """A display for a new session of `client` at `mode`, per the capture backend and the
-    policy in force now. DisplayError 503 when the configured backend cannot be used (or
-    cannot serve `plane`)."""
+    policy in force now (both planes: `plane` is kept for the callers' records). DisplayError
+    503 when the configured backend cannot be used."""
     from streaming import capture
 
     client = (client or "").strip()[:128]
@@ -151,15 +151,6 @@ def acquire(client: str, mode: str, plane: str = "compat") -> dict:
         mode = _headless_defaults(mode)
     width, height, refresh = parse_mode(mode)
     mode = f"{width}x{height}@{refresh}"
-    if plane != "compat" and selection.backend in ("wlr", "headless"):
-        # GAP: (issue 15) the native plane's encoder process (streaming/native/media.py) and
-        # its input capture and drive X displays only; wlroots backends are compat-only.
-        raise DisplayError(
-            503,
-            f"capture backend {selection.backend} ({selection.reason or selection.requested}) "
-            "is not available to native-plane sessions in this build; use a compat client, "
-            "or capture = x11 / xvfb with headless_mode off",
-        )
     if selection.backend in ("x11", "wlr"):
         return _attach(client, refresh, selection)
     if selection.backend == "headless":

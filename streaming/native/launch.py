@@ -137,9 +137,15 @@ class AppRun:
         self.game = GameLink(session_id, client_name, plane="native")
         self.resumed = False
 
-    def start(self, x_display: str, extra_env: dict, client: dict, mode: tuple) -> None:
+    def start(self, display: dict, extra_env: dict, client: dict, mode: tuple,
+              map_timeout: float = 30.0) -> None:  # fmt: skip
+        """Prep `do`, then the command in the session's display (`machine.acquire`'s answer):
+        onto its output of the headless compositor (`sway`, as the compat plane does), else
+        in its own process group with DISPLAY (and WAYLAND_DISPLAY on `wlr`) set.
+        session_display.DisplayLaunchError when the app cannot be put on the output."""
         from hooks import prep
-        from streaming.apprun import AppProcess, session_env
+        from streaming import session_display
+        from streaming.apprun import AppProcess, app_vars, session_env
 
         c = self.choice
         if not c.cmd and not c.prep:
@@ -148,14 +154,24 @@ class AppRun:
         if c.cmd and self.game.resume(self.app):
             self.resumed = True
             return
-        env = session_env(os.environ, x_display=x_display, app=self.app, client=client, mode=mode)
+        x_display = session_display.app_x_display(display)
+        wayland = display.get("wayland_display") or ""
+        env = session_env(os.environ, x_display=x_display, app=self.app, client=client,
+                          mode=mode, wayland=wayland)  # fmt: skip
         env.update(extra_env)
         if c.prep:
             self.prepped = True
             prep.run_do(self.prep_key, c.prep, env)
-        if c.cmd:
+        if not c.cmd:
+            return
+        if display.get("backend") == "sway":
+            own = {**app_vars(self.app, client, mode), **extra_env}
+            self.proc = session_display.launch_in_compositor(
+                display, c.cmd, own, c.working_dir, c.exit_timeout, map_timeout
+            )
+        else:
             self.proc = AppProcess(c.cmd, env, c.working_dir, c.exit_timeout)
-            self.game.launched(self.app, self.proc.pgid, self.prep_key if c.prep else None)
+        self.game.launched(self.app, self.proc.pgid, self.prep_key if c.prep else None)
 
     @property
     def pid(self) -> int | None:

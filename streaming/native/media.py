@@ -1,4 +1,5 @@
-"""Video for the native plane: an encoder process (mss capture of the virtual display ->
+"""Video for the native plane: an encoder process (the session's frame source, as on the compat
+plane: an X grab or wlr-screencopy of a wlroots output ->
 streaming.engine.encoder.VideoEncoder -> H.264 Annex-B) and the aiortc track that hands those
 pre-encoded access units to the RTP sender.
 
@@ -23,30 +24,32 @@ from aiortc.mediastreams import MediaStreamError, MediaStreamTrack
 HEADER = struct.Struct("<?dd")  # keyframe, capture wall time, encode ms
 IDR_EVERY_S = 2.0
 CLOCK = 90_000
+# What the encoder child needs of the session's display (plain values: it is spawned).
+SOURCE_KEYS = ("backend", "x_display", "region", "wayland_display", "output")
 
 
 def encoder_main(
     conn,
     keyframe,
     stop,
-    x_display: str,
+    display: dict,
     width: int,
     height: int,
     fps: int,
     kbps: int,
     tuning: int = -1,
-    region: dict | None = None,
+    lost=None,
 ) -> None:
-    """Child process: capture at `fps`, encode, send (header + Annex-B) per frame. `region`:
-    the monitor of an attached desktop to capture (streaming/capture.py); None: the screen."""
-    import mss
-    import numpy as np
-
+    """Child process: capture at `fps`, encode, send (header + Annex-B) per frame. `display`:
+    the session's display as `machine.acquire` gave it; the frame source is the compat
+    plane's (`session_display.open_capture`: wlr-screencopy of a wlroots output, else an X
+    grab of the display or the attached monitor's region). When every grab has failed for
+    framesource.LOST_AFTER_S, `lost` is set and the child ends (the session: display_lost)."""
     from streaming.engine.encoder import VideoEncoder
+    from streaming.session_display import open_capture
 
     enc = VideoEncoder(width, height, fps=fps, bitrate_kbps=kbps, tuning=tuning)
-    sct = mss.MSS(display=x_display)
-    monitor = dict(region) if region else sct.monitors[1]
+    capture = open_capture(display)
     interval = 1.0 / fps
     next_t = time.monotonic()
     last_idr = 0.0
@@ -57,12 +60,12 @@ def encoder_main(
                 time.sleep(next_t - now)
             next_t = max(next_t + interval, time.monotonic() - interval)
             t_cap = time.time()
-            shot = sct.grab(monitor)
-            frame = np.frombuffer(shot.raw, np.uint8).reshape(shot.height, shot.width, 4)
-            if frame.shape[:2] != (height, width):
-                import cv2
-
-                frame = cv2.resize(frame, (width, height), interpolation=cv2.INTER_LINEAR)
+            frame = capture(width, height)  # BGRA, at the stream's size
+            capture.capture_ms.clear()  # the compat plane's latency figures; unused here
+            if capture.lost():
+                if lost is not None:
+                    lost.set()
+                break
             if keyframe.is_set() or time.monotonic() - last_idr > IDR_EVERY_S:
                 keyframe.clear()
                 enc.request_idr()
@@ -76,7 +79,7 @@ def encoder_main(
                 break
     finally:
         enc.close()
-        sct.close()
+        capture.close()
         conn.close()
 
 
@@ -85,32 +88,34 @@ class EncoderProcess:
 
     def __init__(
         self,
-        x_display: str,
+        display: dict,
         width: int,
         height: int,
         fps: int,
         kbps: int,
         tuning: int = -1,
-        region: dict | None = None,
     ):
+        """`display`: `machine.acquire`'s answer (backend, x_display, region, wayland_display,
+        output); `lost` is set when its capture has failed for good."""
         import multiprocessing as mp
 
         ctx = mp.get_context("spawn")  # no fork of a process holding Django, sockets and a loop
         self._recv, send = ctx.Pipe(duplex=False)
-        self.keyframe, self.stop_event = ctx.Event(), ctx.Event()
+        self.keyframe, self.stop_event, self.lost = ctx.Event(), ctx.Event(), ctx.Event()
+        display = {k: display.get(k) for k in SOURCE_KEYS}
         self.proc = ctx.Process(
             target=encoder_main,
             args=(
                 send,
                 self.keyframe,
                 self.stop_event,
-                x_display,
+                display,
                 width,
                 height,
                 fps,
                 kbps,
                 tuning,
-                region,
+                self.lost,
             ),
             daemon=True,
             name="native-encoder",

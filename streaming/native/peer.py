@@ -89,8 +89,9 @@ class Session:
         self.closed = False
         self.samples: list[dict] = []
         self.t_start = None
-        self.xinput = None
+        self.xinput = None  # XTest, made on first input; a WlrInput made at start on wlroots
         self.pads = None
+        self.error = ""  # display_lost: which display, what happened (session.ended, history)
         self.done = asyncio.Event()
         # `reason` is the event's vocabulary (quit | timeout | error); `detail` tells the page.
         self.reason = "quit"
@@ -250,7 +251,7 @@ class Session:
 
     async def _start_media(self) -> None:
         from hostmgmt.config import store
-        from streaming import session_play
+        from streaming import session_display, session_play
         from streaming.displays import machine
         from streaming.native import launch, sessions, sound
         from streaming.native.media import EncodedVideoTrack, EncoderProcess
@@ -262,6 +263,11 @@ class Session:
         self._step()
         self.display = await asyncio.to_thread(machine.acquire, self.name, self.mode, "native")
         x_display = self.display["x_display"]
+        if session_display.is_wayland(self.display):
+            # Keyboard and pointer before the app: it binds the seat's devices as they appear.
+            self.xinput = await asyncio.to_thread(
+                session_display.wlr_input, self.display, os.getpid()
+            )
         values = await asyncio.to_thread(store.values)
         self._step()
         capture = await asyncio.to_thread(sound.open_capture, values, f"native{os.getpid()}")
@@ -271,10 +277,11 @@ class Session:
         client = {"name": self.name, "fingerprint": self.fp, "uuid": ""}
         await asyncio.to_thread(
             self.app.start,
-            x_display,
+            self.display,
             capture.app_env() if capture else {},
             client,
             (self.width, self.height, self.fps),
+            session_display.map_timeout(),
         )
         self._step()
         # The client profile and the app's encoder-preset apply as on the compat plane.
@@ -283,9 +290,8 @@ class Session:
         if limits["max_bitrate_kbps"]:
             kbps = min(kbps, limits["max_bitrate_kbps"])
         self.encoder = EncoderProcess(
-            x_display, self.width, self.height, self.fps, kbps, limits["encoder_preset"],
-            region=self.display.get("region"),
-        )  # fmt: skip
+            self.display, self.width, self.height, self.fps, kbps, limits["encoder_preset"]
+        )
         webcodecs = self.offer.get("transport") == "webcodecs"
         self.track = EncodedVideoTrack(self.encoder, feed=not webcodecs)
         self.video = self.track
@@ -361,6 +367,8 @@ class Session:
         if self.pads is None:
             self.pads = Pads()
         if self.xinput is None and ev.get("t") != "p":
+            if self.display.get("wayland_display"):
+                return  # the compositor has no virtual keyboard/pointer (logged at start)
             from streaming.input.xtest import InputUnavailable, XInput
 
             try:
@@ -389,12 +397,28 @@ class Session:
             elif not self.proven and time.monotonic() - started > CONNECT_TIMEOUT_S:
                 self.reason = "timeout"
                 self.stop("arm_timeout", False, "timeout")
+            elif lost := self._display_lost():
+                # The compositor (or X server) under the session is gone; its app with it,
+                # but the cause is the display, and that is what the session ends with.
+                self.reason, self.error = "error", lost
+                self.stop("display_lost", True, lost)
             elif self.app is not None and await asyncio.to_thread(self.app.exited):
                 self.stop("app_exited", True, "the app exited")
             if self.done.is_set():
                 break
             if self.connected:
                 last_stats = await self._sample(last_stats)
+
+    def _display_lost(self) -> str:
+        """Why the session's display is gone (as on the compat plane), else ""."""
+        from streaming import session_display
+
+        gone = session_display.compositor_gone(self.display)
+        if gone:
+            return gone
+        if self.encoder is not None and self.encoder.lost.is_set():
+            return f"{session_display.open_capture(self.display).what} stopped answering"
+        return ""
 
     async def _rtt_ms(self) -> float | None:
         """The video sender's RTT from the browser's RTCP receiver reports (LSR/DLSR); notes
@@ -456,6 +480,7 @@ class Session:
             plane="native",
             client_fingerprint=self.fp,
             samples=self.samples,
+            error=self.error,
         )
 
     async def close(self) -> None:
@@ -502,7 +527,8 @@ class Session:
             except Exception:  # noqa: BLE001 - the history is a nicety; the events still go out
                 log.exception("history record failed")
             self._emit("stream.stopped")
-            self._emit("session.ended")
+            lost = {"reason": "display_lost", "error": self.error} if self.error else {}
+            self._emit("session.ended", **lost)
             self._emit("client.disconnected", reason=self.reason)
 
 

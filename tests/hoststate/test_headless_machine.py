@@ -79,14 +79,30 @@ def test_root_without_a_compositor_user_is_refused_with_sways_reason(state, monk
     assert "no such user" in capture.select({}).error
 
 
-def test_the_native_plane_refuses_wlroots_backends_with_a_clear_error(state, host_user):
-    if not sway.available():
-        pytest.skip("sway is not installed")
+@needs_sway
+@pytest.mark.slow
+def test_the_native_plane_gets_an_output_of_the_headless_compositor_too(state, host_user):
+    """Issue 15: native sessions were refused wlroots backends with a 503; now they get an
+    output like compat sessions, and its capture (the encoder child's frame source) works."""
+    from streaming import session_display
+
     conf(state, headless_mode="true")
-    with pytest.raises(machine.DisplayError) as err:
-        machine.acquire("alice", "1280x720@60", plane="native")
-    assert err.value.status == 503 and "native-plane" in err.value.message
-    assert headless.current() is None  # nothing was started for it
+    try:
+        d = machine.acquire("alice", "1280x720@60", plane="native")
+        assert (d["backend"], d["owned"], d["mode"]) == ("sway", True, "1280x720@60")
+        assert d["output"] and d["wayland_display"] and session_display.is_wayland(d)
+        cap = session_display.open_capture(d)
+        try:
+            assert isinstance(cap, WaylandCapture)
+            frame = cap(1280, 720)
+        finally:
+            cap.close()
+        assert [int(v) for v in frame[360, 640, :3]] == [0x77, 0x55, 0x28]  # #285577
+        assert session_display.compositor_gone(d) == ""
+        machine.disconnect(d["slot"], deliberate=True)
+        assert not headless.output_alive(d["output"])
+    finally:
+        headless.stop()
 
 
 # -- the machine on a real headless sway -------------------------------------------------------

@@ -1,0 +1,107 @@
+"""What a session of either plane does with the display `machine.acquire` gave it.
+
+Why one module: the compat runner (streaming/session_runner.py) and the native peer
+(streaming/native/peer.py) stream the same backends (`xvfb`, `x11`, `wlr`, `sway`), so the
+choices that depend on the backend live here once: which X display an app gets, the virtual
+keyboard and pointer of a wlroots output, launching onto an output of the host's headless
+compositor, the frame source, and whether the compositor under a session is gone. Plain
+Python; no Django.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+
+log = logging.getLogger("streaming.sessions")
+
+
+class DisplayLaunchError(Exception):
+    """The app could not be put on the session's output (status, message as for /launch)."""
+
+    def __init__(self, status: int, message: str):
+        super().__init__(message)
+        self.status, self.message = status, message
+
+
+def map_timeout() -> float:
+    """Seconds a headless app has to map its first window (HOST_APP_MAP_TIMEOUT_S, 1-600)."""
+    try:
+        return min(max(float(os.environ.get("HOST_APP_MAP_TIMEOUT_S") or 30), 1.0), 600.0)
+    except ValueError:
+        return 30.0
+
+
+def is_wayland(display: dict) -> bool:
+    """wlroots backends (`wlr`: the operator's compositor, `sway`: the host's headless one)."""
+    return bool(display.get("wayland_display"))
+
+
+def app_x_display(display: dict) -> str:
+    """DISPLAY for the session's app: the display's own X server; on `wlr` the operator's
+    compositor's Xwayland (the host's DISPLAY), since the output has no X server of ours."""
+    if display.get("backend") == "wlr":
+        return (os.environ.get("DISPLAY") or "").strip()
+    return display.get("x_display") or ""
+
+
+def wlr_input(display: dict, label: str = ""):
+    """Virtual keyboard and pointer on the session's output (a WlrInput, XInput's interface);
+    None (logged) when the compositor lacks them: the session still streams. Made at session
+    start: apps (Xwayland among them) bind the seat's devices when they appear."""
+    from streaming.wayland.vinput import WlrInput, WlrInputUnavailable
+
+    try:
+        return WlrInput(display["wayland_display"], display["output"])
+    except WlrInputUnavailable as exc:
+        log.warning("no input for session %s: %s", label, exc)
+        return None
+
+
+def launch_in_compositor(display: dict, cmd: str, env: dict, working_dir: str,
+                         exit_timeout: float, map_timeout: float):  # fmt: skip
+    """The app onto the session's output of the headless compositor, fullscreen (`env`: the
+    session's own variables, `apprun.app_vars`); it must map a window within `map_timeout`,
+    else DisplayLaunchError and nothing of it stays."""
+    from streaming.apprun import CompositorApp
+    from streaming.displays import headless
+    from streaming.displays.sway import CompositorError
+
+    comp = proc = None
+    try:
+        comp = headless.current()
+        if comp is None:
+            raise DisplayLaunchError(503, "No virtual display: the headless compositor is gone")
+        proc = CompositorApp(comp, display["output"], cmd, env, working_dir, exit_timeout)
+        comp.wait_window(proc.pid, display["output"], timeout=map_timeout)
+        return proc
+    except CompositorError as exc:
+        if proc is not None:
+            proc.terminate()
+        raise DisplayLaunchError(500, f"App failed to start: {exc}") from None
+    finally:
+        if comp is not None:
+            comp.detach()
+
+
+def open_capture(display: dict):
+    """The frame source of the session: wlr-screencopy of its output on wlroots backends,
+    else an X grab of its display (the attached monitor's region, or the whole Xvfb)."""
+    from streaming.framesource import DisplayCapture, WaylandCapture
+
+    if is_wayland(display):
+        return WaylandCapture(display["wayland_display"], display.get("output"))
+    return DisplayCapture(display["x_display"], display.get("region"))
+
+
+def compositor_gone(display: dict | None) -> str:
+    """Headless sessions: why the compositor under the session is gone, else ""."""
+    if display is None or display.get("backend") != "sway":
+        return ""
+    from streaming.displays.sway import _alive
+
+    pid = display.get("pid")
+    if pid and not _alive(pid):
+        where = display.get("wayland_display")
+        return f"output {display.get('output')} of the compositor at {where} is gone"
+    return ""
