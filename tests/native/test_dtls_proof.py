@@ -69,7 +69,7 @@ class Device:
             ]
         )
         self.pc.addTransceiver("audio", direction="recvonly")
-        self.pc.createDataChannel("input")
+        self.channel = self.pc.createDataChannel("input")
         self.frames = 0
         self.tasks: list[asyncio.Task] = []
 
