@@ -510,8 +510,11 @@ class Session:
             except Exception:  # noqa: BLE001 - the display must still be released
                 log.exception("ending the app failed")
         if self.xinput is not None:
-            self.xinput.release_all()
-            self.xinput.close()
+            try:  # a dead compositor (display_lost) must not keep the display from release
+                self.xinput.release_all()
+                self.xinput.close()
+            except Exception:  # noqa: BLE001
+                log.warning("input release failed", exc_info=True)
         if self.pads is not None:
             self.pads.close()
         if self.display is not None:
