@@ -19,17 +19,20 @@ import asyncio
 import json
 import os
 import re
+import tempfile
 import time
 from pathlib import Path
 
 import pytest
 
 from streaming.displays import sway as swaymod
+from tests.conftest import ADMIN_PASSWORD, ADMIN_USER
+from tests.livehost import running_host
 from tests.native import test_dtls_proof as dtls
 from tests.native.helpers import Knocker, LiveEvents
 from tests.native.test_dtls_proof import Device, fingerprint_of, until
 from tests.streaming import test_headless_e2e as hl
-from tests.streaming import x11_app
+from tests.streaming import wl_app, x11_app
 from tests.streaming.test_headless_e2e import BACKGROUND_BGR, app_pids, bgr, close
 
 # The headless host of the compat e2e (its own instance for this module) and the test peers'
@@ -295,6 +298,58 @@ async def _display_lost(host, lib):
         assert app_pids(f"{lib}/x11_app.py") == []
     finally:
         events.close()
+        await player.close()
+        knocker.close()
+        if fp:
+            api.delete(f"/api/v1/native/clients/{fp}")
+        api.close()
+
+
+# -- attached wlr -----------------------------------------------------------------------------
+operator_sway = hl.operator_sway  # a test-owned sway (run as nobody) with a Wayland client
+
+
+def test_native_capture_wlr_streams_the_operators_compositor(operator_sway, loopback_ice):
+    comp, app = operator_sway
+    state = Path(tempfile.mkdtemp(prefix="native-wlr-e2e-"))
+    (state / "host.conf").write_text("capture = wlr\n")
+    (state / "apps.json").write_text(json.dumps({"apps": [{"name": "Desktop"}]}))
+    env = {"WAYLAND_DISPLAY": comp.wayland_socket, "DISPLAY": ""}
+    with running_host((ADMIN_USER, ADMIN_PASSWORD), state_dir=state, env=env) as host:
+        asyncio.run(_wlr_desktop(host, app))
+        with host.mgmt() as c:
+            assert hl.wait_for(lambda: c.get("/api/v1/display/state").json()["displays"] == [], 15)
+    assert comp.alive()  # attached: never owned, never torn down
+
+
+async def _wlr_desktop(host, app):
+    api, knocker, player = host.mgmt(), Knocker(host), Player()
+    fp = None
+    try:
+        fp = (await connect(host, api, knocker, player, "Desktop"))["fingerprint"]
+        await until(lambda: player.frames > 30, 90, "the first frames")
+        want = [bgr(c) for c in wl_app.QUADRANTS]
+
+        def shown():
+            got = colours_at(player.picture(), QUAD_POINTS)
+            return all(close(g, w) for g, w in zip(got, want, strict=True)) and got
+
+        assert await until(shown, 20, must=False), (colours_at(player.picture(), QUAD_POINTS), want)
+        app.events.clear()
+        player.send(t="m", x=W // 2, y=H // 2, w=W, h=H)
+        await asyncio.sleep(0.3)
+        player.send(t="b", b=1, d=1)
+        player.send(t="b", b=1, d=0)
+        player.send(t="k", vk=65, d=1)
+        player.send(t="k", vk=65, d=0)
+
+        def arrived():
+            return ("key", 30, 1) in app.events and any(e[0] == "button" for e in app.events)
+
+        assert await until(arrived, 20, must=False), app.events[-20:]
+        player.send(t="stop")
+        await until(lambda: not api.get("/api/v1/status").json()["active_sessions"], 30)
+    finally:
         await player.close()
         knocker.close()
         if fp:
