@@ -30,6 +30,7 @@ command -v debootstrap >/dev/null || { echo "fresh-root-check: apt-get install d
 if [ ! -s "$CACHE" ]; then
     echo "fresh-root-check: debootstrap bookworm (minbase) into a cache tarball"
     staging="$(mktemp -d /var/tmp/hostmgmt-debootstrap.XXXXXX)"
+    chmod 0755 "$staging"
     debootstrap --variant=minbase --include="$BASE_PACKAGES" bookworm "$staging" "$MIRROR"
     cat >"$staging/etc/apt/sources.list" <<EOF
 deb $MIRROR bookworm main
@@ -46,6 +47,7 @@ fi
 rm -rf "$WORK"
 mkdir -p "$WORK"
 tar -C "$WORK" -xf "$CACHE"
+chmod 0755 "$WORK"  # "/" of the root: the tarball's "." may carry mktemp's 0700
 cp /etc/resolv.conf "$WORK/etc/resolv.conf" 2>/dev/null || true
 # debootstrap writes no /etc/hosts; Debian's installer maps the machine's name to 127.0.1.1.
 printf '127.0.0.1\tlocalhost\n127.0.1.1\t%s\n::1\t\tlocalhost ip6-localhost ip6-loopback\n' \
