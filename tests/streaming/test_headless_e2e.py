@@ -84,21 +84,7 @@ def compositor_processes(state_dir: Path) -> list[str]:
 @pytest.fixture(scope="module")
 def x11_lib():
     """x11_app.py with python-xlib, where `nobody` can read it; its event log dir writable."""
-    lib = Path(tempfile.mkdtemp(prefix="headless-app-"))
-    os.chmod(lib, 0o755)
-    import six
-    import Xlib
-
-    shutil.copytree(Path(Xlib.__file__).parent, lib / "Xlib")
-    shutil.copy(six.__file__, lib / "six.py")
-    shutil.copy(x11_app.__file__, lib / "x11_app.py")
-    logs = lib / "logs"
-    logs.mkdir()
-    os.chmod(logs, 0o777)
-    for root, dirs, files in os.walk(lib):
-        for name in dirs + files:
-            path = os.path.join(root, name)
-            os.chmod(path, os.stat(path).st_mode | 0o755 if name in dirs else 0o644)
+    lib = x11_app.install(Path(tempfile.mkdtemp(prefix="headless-app-")))
     yield lib
     shutil.rmtree(lib, ignore_errors=True)
 

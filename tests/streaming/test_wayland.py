@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import socket
 import struct
 import sys
@@ -418,16 +417,7 @@ def _x11_launch(sway: SwayCompositor, output: str) -> tuple[Path, int]:
     """Run x11_app.py in sway (as its user) with python-xlib copied where that user reads."""
     lib = Path(sway.runtime_dir) / "pylib"
     if not lib.exists():
-        import six
-        import Xlib
-
-        shutil.copytree(Path(Xlib.__file__).parent, lib / "Xlib")
-        shutil.copy(six.__file__, lib / "six.py")
-        shutil.copy(x11_app.__file__, lib / "x11_app.py")
-        if sway.run_as:
-            for root, dirs, files in os.walk(lib):
-                for name in dirs + files + [""]:
-                    os.chown(os.path.join(root, name), *sway.run_as)
+        x11_app.install(lib, sway.run_as)
     log = Path(sway.runtime_dir) / f"x11-{output}.jsonl"
     # Debian's interpreter (the venv's may live under a 0700 home the app's user cannot read)
     python = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable

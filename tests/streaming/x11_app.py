@@ -14,6 +14,31 @@ from Xlib import X, Xatom, display
 QUADRANTS = [(255, 0, 255), (0, 255, 255), (255, 255, 255), (255, 128, 0)]
 
 
+def install(lib, owner: tuple[int, int] | None = None):
+    """Copy this app and python-xlib into the folder `lib` (a pathlib.Path), readable by every
+    user (the host's venv may sit under a 0700 home the compositor's user cannot enter), with a
+    `logs` folder anyone may write; `owner` (uid, gid) also gets the whole tree. Returns `lib`.
+    Run the app as `/usr/bin/python3 lib/x11_app.py LOG` with PYTHONPATH=lib."""
+    import shutil
+
+    import six
+    import Xlib
+
+    lib.mkdir(parents=True, exist_ok=True)
+    shutil.copytree(os.path.dirname(Xlib.__file__), lib / "Xlib", dirs_exist_ok=True)
+    shutil.copy(six.__file__, lib / "six.py")
+    shutil.copy(__file__, lib / "x11_app.py")
+    (lib / "logs").mkdir(exist_ok=True)
+    for root, dirs, files in os.walk(lib):
+        for name in ["", *dirs, *files]:
+            path = os.path.join(root, name)
+            os.chmod(path, 0o755 if os.path.isdir(path) else 0o644)
+            if owner:
+                os.chown(path, *owner)
+    os.chmod(lib / "logs", 0o777)
+    return lib
+
+
 def main() -> None:
     out = open(sys.argv[1], "a", buffering=1)  # noqa: SIM115 - lives as long as the app
 
