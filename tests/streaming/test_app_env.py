@@ -82,7 +82,8 @@ def test_native_launch_and_its_prep_get_no_host_secret(tmp_path, monkeypatch):
     run = AppRun(choice, session_id=990001, client_name="env probe")
     client = {"name": "env probe", "uuid": "u", "fingerprint": "f" * 64}
     try:
-        run.start(":99", {"PULSE_SINK": "s"}, client, (1280, 720, 60))
+        display = {"backend": "xvfb", "x_display": ":99"}  # machine.acquire's answer
+        run.start(display, {"PULSE_SINK": "s"}, client, (1280, 720, 60))
         app_env, prep_env = wait_json(app_file), wait_json(prep_file)
     finally:
         run.end("api")
