@@ -8,7 +8,7 @@
 #   sudo scripts/fresh-root-check.sh test-fast  # any other make target and arguments, e.g.
 #   sudo scripts/fresh-root-check.sh test PYTEST_ARGS="tests/console/test_browser.py"
 #
-# Needs root, debootstrap and unshare on a Debian-like machine with network access to the Debian
+# Needs root and unshare on a Debian-like machine (debootstrap is installed when missing) with network access to the Debian
 # mirror and PyPI. The pristine base root is cached as a tarball (FRESH_ROOT_CACHE) so a rerun
 # skips debootstrap; each run unpacks it anew, so nothing installed by one run leaks into the next.
 # The root shares the machine's network: do not run it beside another test run of this repo
@@ -25,7 +25,9 @@ MIRROR="${FRESH_ROOT_MIRROR:-http://deb.debian.org/debian}"
 BASE_PACKAGES="python3,python3-venv,python3-pip,make,git,ca-certificates,curl,procps"
 
 [ "$(id -u)" -eq 0 ] || { echo "fresh-root-check: run as root (debootstrap, chroot)" >&2; exit 2; }
-command -v debootstrap >/dev/null || { echo "fresh-root-check: apt-get install debootstrap" >&2; exit 2; }
+if ! command -v debootstrap >/dev/null; then
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq debootstrap
+fi
 
 if [ ! -s "$CACHE" ]; then
     echo "fresh-root-check: debootstrap bookworm (minbase) into a cache tarball"
