@@ -8,8 +8,8 @@
 #   sudo scripts/fresh-root-check.sh test-fast  # any other make target and arguments, e.g.
 #   sudo scripts/fresh-root-check.sh test PYTEST_ARGS="tests/console/test_browser.py"
 #
-# Needs root and unshare on a Debian-like machine (debootstrap is installed when missing) with network access to the Debian
-# mirror and PyPI. The pristine base root is cached as a tarball (FRESH_ROOT_CACHE) so a rerun
+# Needs root and unshare on a Debian-like machine with network access to the Debian mirror and
+# PyPI (debootstrap is installed when missing). The pristine base root is cached as a tarball (FRESH_ROOT_CACHE) so a rerun
 # skips debootstrap; each run unpacks it anew, so nothing installed by one run leaks into the next.
 # The root shares the machine's network: do not run it beside another test run of this repo
 # (both would bind the same loopback ports).
