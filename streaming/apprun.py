@@ -80,31 +80,9 @@ class AppProcess:
     def exited(self) -> bool:
         return self.proc.poll() is not None
 
-    def _group_alive(self) -> bool:
-        try:
-            os.killpg(self.pgid, 0)
-            return True
-        except ProcessLookupError:
-            return False
-        except PermissionError:
-            return True
-
     def terminate(self) -> None:
         """SIGTERM to the group, SIGKILL after exit_timeout; reaps the leader."""
-        for sig, grace in ((signal.SIGTERM, self.exit_timeout), (signal.SIGKILL, 2.0)):
-            try:
-                os.killpg(self.pgid, sig)
-            except ProcessLookupError:
-                break
-            deadline = time.monotonic() + grace
-            while time.monotonic() < deadline:
-                self.proc.poll()
-                if not self._group_alive():
-                    break
-                time.sleep(0.02)
-            else:
-                continue
-            break
+        stop_group(self.pgid, self.exit_timeout, reap=self.proc.poll)
         try:
             self.proc.wait(timeout=1)
         except subprocess.TimeoutExpired:
@@ -140,24 +118,34 @@ class CompositorApp:
 
         return not _alive(self._pid)
 
-    def _group_alive(self) -> bool:
-        try:
-            os.killpg(self.pgid, 0)
-            return True
-        except ProcessLookupError:
-            return False
-        except PermissionError:
-            return True
-
     def terminate(self) -> None:
         """SIGTERM to the group, SIGKILL after exit_timeout (not our child: nothing to reap)."""
-        for sig, grace in ((signal.SIGTERM, self.exit_timeout), (signal.SIGKILL, 2.0)):
-            try:
-                os.killpg(self.pgid, sig)
-            except ProcessLookupError:
+        stop_group(self.pgid, self.exit_timeout)
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+        return True
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+
+
+def stop_group(pgid: int, exit_timeout: float, reap=None) -> None:
+    """SIGTERM to a process group, SIGKILL when it outlives `exit_timeout`; `reap` (the
+    leader's poll) runs while waiting, so a leader that is our child and already dead does not
+    keep the group looking alive as a zombie."""
+    for sig, grace in ((signal.SIGTERM, exit_timeout), (signal.SIGKILL, 2.0)):
+        try:
+            os.killpg(pgid, sig)
+        except ProcessLookupError:
+            return
+        deadline = time.monotonic() + grace
+        while time.monotonic() < deadline:
+            if reap is not None:
+                reap()
+            if not _group_alive(pgid):
                 return
-            deadline = time.monotonic() + grace
-            while time.monotonic() < deadline:
-                if not self._group_alive():
-                    return
-                time.sleep(0.02)
+            time.sleep(0.02)
