@@ -126,7 +126,12 @@ def knock(fingerprint: str, name: str, ip: str, pin: str | None = None) -> Knock
             q.drop(fingerprint)
             return Knock("paired", client=store(fingerprint, name))
         if check.outcome == "wrong":
-            raise Refused(403, f"wrong PIN ({check.left} more wrong PINs close the pairing window)")
+            more = (
+                "1 more wrong PIN closes"
+                if check.left == 1
+                else f"{check.left} more wrong PINs close"
+            )
+            raise Refused(403, f"wrong PIN ({more} the pairing window)")
         if check.outcome == "closed-now":
             log.warning("native pairing PIN closed after %d wrong PINs", MAX_WRONG_PINS)
             raise Refused(403, "wrong PIN; " + CLOSED_BY_WRONG_PINS)

@@ -138,7 +138,8 @@ def test_wrong_pin_burst_closes_the_window(live_host, api):
             answers = list(pool.map(lambda t: t[0].knock(t[1], pin=t[2]), tries))
         assert [r.status_code for r in answers] == [403] * 12, [r.text for r in answers]
         errors = [r.json()["error"] for r in answers]
-        assert sum("more wrong PINs" in e for e in errors) == 4, errors
+        assert sum("more wrong PIN" in e for e in errors) == 4, errors
+        assert "wrong PIN (1 more wrong PIN closes the pairing window)" in errors, errors
         assert sum(e.startswith("wrong PIN; the pairing PIN was closed") for e in errors) == 1
         assert sum(e.startswith("the pairing PIN was closed after 5") for e in errors) == 7
 
