@@ -30,10 +30,20 @@ def _free(port: int, kind: int) -> bool:
     return True
 
 
+def _ephemeral_low() -> int:
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
 def free_base_port() -> int:
-    """A base port whose every derived port (base-5 .. base+21, TCP and UDP) is free."""
+    """A base port whose every derived port (base-5 .. base+21, TCP and UDP) is free, below the
+    kernel's ephemeral range: there, no other process's outgoing socket can take one of the
+    host's ports while it runs (preflight would rightly call that port foreign)."""
+    high = max(_ephemeral_low() - 22, 10_100)
     for _ in range(200):
-        base = random.randrange(20000, 60000)
+        base = random.randrange(10_000, high)
         ports = range(base - 5, base + 22)
         if all(_free(p, socket.SOCK_STREAM) and _free(p, socket.SOCK_DGRAM) for p in ports):
             return base
