@@ -171,13 +171,18 @@ def ensure() -> SwayCompositor:
 
 
 def create_output(width: int, height: int, refresh: int, x: int, y: int,
-                  in_use: set[str]) -> tuple[SwayCompositor, str]:  # fmt: skip
-    """A new output at the mode and position; (the compositor, the output's name)."""
+                  in_use: set[str], focus: bool = False) -> tuple[SwayCompositor, str]:  # fmt: skip
+    """A new output at the mode and position; (the compositor, the output's name). `focus`
+    makes it the focused output (topology `primary`): windows that open without a place of
+    their own open there."""
     comp = ensure()
     try:
         with _locked():
             comp.refresh_retired(in_use)
-            return comp, comp.create_output(width, height, refresh, x=x, y=y)
+            name = comp.create_output(width, height, refresh, x=x, y=y)
+            if focus:
+                comp.focus_output(name)
+            return comp, name
     except BaseException:
         comp.detach()
         raise

@@ -104,8 +104,22 @@ def _alive(display: VirtualDisplay) -> bool:
     return xvfb.alive(display.pid)
 
 
+def resolve_topology(wanted: str, backend: str) -> str:
+    """What the policy's topology means on this backend. Xvfb displays are separate X servers,
+    so each is exclusive whatever was asked. The headless compositor is the host's own (not
+    the operator's desktop), so `auto` is exclusive there; `extend` and `primary` join the
+    other live outputs into one desktop."""
+    if backend != SWAY:
+        return "exclusive"
+    return "exclusive" if wanted == "auto" else wanted
+
+
 def _place(display: VirtualDisplay, axes: dict) -> None:
-    """Layout inside group 0: manual positions per identity slot, else a left-to-right row."""
+    """Layout inside group 0: manual positions per identity slot (the operator's choice, kept
+    whatever the topology), else a left-to-right row. In that row an `extend`/`primary` output
+    touches its neighbour (the pointer and windows cross over); an `exclusive` one stands
+    `sway.PARK_GAP` apart, so nothing crosses into or out of it (Xvfb displays are separate
+    servers: their row is only the reported layout)."""
     others = list(
         VirtualDisplay.objects.exclude(pk=display.pk).filter(group=display.group, owned=True)
     )
@@ -114,9 +128,17 @@ def _place(display: VirtualDisplay, axes: dict) -> None:
     key = str(display.identity_slot if display.identity_slot is not None else 0)
     if axes["layout"]["mode"] == "manual" and key in positions:
         display.x, display.y = positions[key]["x"], positions[key]["y"]
-    else:
-        display.x = max((o.x + o.width for o in others), default=0)
-        display.y = 0
+        return
+    display.y = 0
+    if not others:
+        display.x = 0
+        return
+    neighbour = max(others, key=lambda o: o.x + o.width)
+    display.x = neighbour.x + neighbour.width
+    if display.backend == SWAY and "exclusive" in (display.topology, neighbour.topology):
+        from streaming.displays.sway import PARK_GAP
+
+        display.x += PARK_GAP
 
 
 def _headless_defaults(mode: str) -> str:
@@ -256,8 +278,7 @@ def _acquire_xvfb(
                 "identity_slot", flat=True
             )
         )
-        # GAP: topology is recorded only; separate Xvfb servers have no shared desktop to extend.
-        topology = axes["topology"] if axes["topology"] != "auto" else "exclusive"
+        topology = resolve_topology(axes["topology"], backend)
         display = VirtualDisplay(
             slot=_lowest_free(slots),
             width=width,
@@ -300,7 +321,8 @@ def _start_output(display: VirtualDisplay) -> None:
     in_use = set(VirtualDisplay.objects.filter(backend=SWAY).values_list("output", flat=True))
     try:
         comp, name = headless.create_output(display.width, display.height, display.refresh,
-                                            display.x, display.y, in_use)  # fmt: skip
+                                            display.x, display.y, in_use,
+                                            focus=display.topology == "primary")  # fmt: skip
     except CompositorError as exc:
         raise DisplayError(503, f"headless compositor: {exc}") from None
     try:

@@ -122,9 +122,9 @@ def test_displays_are_outputs_at_the_client_mode_placed_and_retired(state, host_
             assert outs[a["output"]]["current_mode"] == {"width": 1280, "height": 720,
                                                           "refresh": 60000}  # fmt: skip
             assert outs[b["output"]]["current_mode"]["width"] == 800
-            # placed per the layout: a row, left to right (the policy's _place positions)
+            # placed per the layout: a row, left to right, apart (default topology: exclusive)
             assert outs[a["output"]]["rect"]["x"] == a["x"] == 0
-            assert outs[b["output"]]["rect"]["x"] == b["x"] == 1280
+            assert outs[b["output"]]["rect"]["x"] == b["x"] == 1280 + sway.PARK_GAP
         finally:
             comp.detach()
         # /display/monitors lists both outputs as the host's own (managed)
@@ -132,7 +132,7 @@ def test_displays_are_outputs_at_the_client_mode_placed_and_retired(state, host_
 
         listed = monitors.monitors(sysfs="/nonexistent", display="", wayland="", pin="")
         managed = {m["connector"]: m for m in listed["monitors"] if m["managed"]}
-        assert managed[a["output"]]["mode"] == "1280x720" and managed[b["output"]]["x"] == 1280
+        assert managed[a["output"]]["mode"] == "1280x720" and managed[b["output"]]["x"] == 1280 + sway.PARK_GAP
         # the desktop is the compositor's background, not black
         cap = WaylandCapture(a["wayland_display"], a["output"])
         frame = cap(1280, 720)
@@ -161,6 +161,43 @@ def test_displays_are_outputs_at_the_client_mode_placed_and_retired(state, host_
     assert headless.current() is None
     assert sway.owned_pids(headless.owner() + ":", prefix=True) == []
     assert pid is None or not sway._alive(pid)
+
+
+@needs_sway
+def test_topology_places_outputs_apart_side_by_side_or_focused(v1, state, host_user):
+    """exclusive (and auto): an output nothing crosses into; extend: one desktop with its
+    neighbour; primary: extend, and the new output is the focused one."""
+    conf(state, headless_mode="true")
+
+    def policy(topology):
+        r = v1.put("/api/v1/display/settings", {"preset": "custom", "topology": topology},
+                   format="json")  # fmt: skip
+        assert r.status_code == 200, r.content
+
+    try:
+        policy("auto")
+        a = machine.acquire("alice", "1280x720@60")
+        b = machine.acquire("bob", "800x600@60")
+        assert (a["topology"], b["topology"]) == ("exclusive", "exclusive")
+        policy("extend")
+        c = machine.acquire("carol", "640x480@60")
+        policy("primary")
+        d = machine.acquire("dave", "640x480@60")
+        comp = headless.current()
+        try:
+            rect = {o["name"]: o["rect"] for o in comp.outputs()}
+            focused = [o["name"] for o in comp.outputs() if o.get("focused")]
+        finally:
+            comp.detach()
+        gap = sway.PARK_GAP
+        assert rect[a["output"]]["x"] == 0
+        assert rect[b["output"]]["x"] == 1280 + gap  # exclusive: apart
+        assert rect[c["output"]]["x"] == 1280 + gap + 800 + gap  # next to an exclusive one
+        assert rect[d["output"]]["x"] == rect[c["output"]]["x"] + 640  # extend: touching
+        assert (c["topology"], d["topology"]) == ("extend", "primary")
+        assert focused == [d["output"]]
+    finally:
+        headless.stop()
 
 
 @needs_sway
