@@ -43,6 +43,7 @@ test-fast: $(TEST_STAMP)
 lint: $(TEST_STAMP)
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
+	$(VENV)/bin/lint-imports --no-cache
 	HOST_STATE_DIR="$$(mktemp -d)" $(PY) manage.py makemigrations --check --dry-run
 
 # `make test` from a clean clone of HEAD inside a throw-away Debian 12 root (root, debootstrap):

@@ -5,6 +5,8 @@ them, so the permit is taken before anything is queued. Matching is a pure funct
 cached hook document; debounce and the permits live in Redis so every process shares them.
 The semaphore is a sorted set of leases (expiry as score): a worker that crashes mid-firing
 cannot leak a permit for longer than the firing's timeout plus a margin.
+Every function that touches Redis takes the client from its caller (the bus, the hook worker):
+this module sits below `hooks.events` and never imports it.
 """
 
 from __future__ import annotations
@@ -32,12 +34,6 @@ return 1
 """
 
 _scripts: dict[int, object] = {}
-
-
-def _client():
-    from hooks.events import redis_client
-
-    return redis_client()
 
 
 def _permits_key() -> str:
@@ -126,17 +122,16 @@ def acquire_permit(client, timeout_s: float) -> str | None:
     return token if int(ok) == 1 else None
 
 
-def release_permit(token: str | None, client=None) -> None:
+def release_permit(token: str | None, client) -> None:
     if not token:
         return
     try:
-        (client or _client()).zrem(_permits_key(), token)
+        client.zrem(_permits_key(), token)
     except Exception:  # noqa: BLE001 - the lease expires on its own
         log.warning("could not release a hook permit; it expires with its lease")
 
 
-def in_flight(client=None) -> int:
-    client = client or _client()
+def in_flight(client) -> int:
     now_ms = int(time.time() * 1000)
     return int(client.zcount(_permits_key(), now_ms, "+inf"))
 
@@ -159,7 +154,7 @@ def actions_for(event: dict) -> list[tuple[str, dict]]:
     return out
 
 
-def schedule(event: dict) -> list[str]:
+def schedule(event: dict, client) -> list[str]:
     """Queue every firing this event causes; called by `events.emit` after publishing.
 
     Returns the permits of the firings it queued: each is released when its firing is done, so
@@ -169,7 +164,6 @@ def schedule(event: dict) -> list[str]:
     queued: list[str] = []
     if not pairs:
         return queued
-    client = _client()
     seen_entries: dict[int, bool] = {}
     for action, entry in pairs:
         # One debounce decision per entry, shared by its run and webhook.
@@ -196,11 +190,10 @@ def schedule(event: dict) -> list[str]:
     return queued
 
 
-def pending(tokens: list[str], client=None) -> list[str]:
+def pending(tokens: list[str], client) -> list[str]:
     """The permits of `tokens` still held (their firings have not finished)."""
     if not tokens:
         return []
-    client = client or _client()
     pipe = client.pipeline(transaction=False)
     for token in tokens:
         pipe.zscore(_permits_key(), token)
@@ -208,7 +201,7 @@ def pending(tokens: list[str], client=None) -> list[str]:
 
 
 def wait_released(
-    tokens: list[str], timeout_s: float, *, abort=None, poll_s: float = 0.05
+    tokens: list[str], timeout_s: float, client, *, abort=None, poll_s: float = 0.05
 ) -> list[str]:
     """Wait until the firings holding `tokens` are done, at most `timeout_s` (or until `abort()`
     says stop). Returns the permits still held then (empty: everything finished). Never raises:
@@ -217,7 +210,6 @@ def wait_released(
     deadline = time.monotonic() + max(0.0, timeout_s)
     left = list(tokens)
     try:
-        client = _client()
         while left:
             left = pending(left, client)
             if not left or time.monotonic() >= deadline or (abort is not None and abort()):

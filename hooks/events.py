@@ -28,7 +28,7 @@ import time
 from collections import deque
 from functools import partial
 
-from hooks import conf
+from hooks import conf, dispatch
 from hooks.event_kinds import KINDS, RESERVED_KEYS, SCHEMA_VERSION
 
 log = logging.getLogger("hooks.events")
@@ -173,9 +173,8 @@ def emit_and_wait(
     except Exception:  # noqa: BLE001 - the caller's work must never fail because of the bus
         log.exception("event bus: emit of %s failed", kind)
         return None, 0, []
-    from hooks import dispatch
-
-    return event, len(permits), dispatch.wait_released(permits, timeout_s, abort=abort)
+    waited = dispatch.wait_released(permits, timeout_s, _redis.get(), abort=abort)
+    return event, len(permits), waited
 
 
 def _emit_now(kind: str, payload_json: str) -> tuple[dict, list[str]]:
@@ -256,9 +255,7 @@ def _reserve(client, current: int) -> None:
 def _schedule_hooks(event: dict) -> list[str]:
     """Queue the event's hook firings; returns their permits (see `dispatch.schedule`)."""
     try:
-        from hooks import dispatch
-
-        return dispatch.schedule(event)
+        return dispatch.schedule(event, _redis.get())
     except Exception:  # noqa: BLE001 - hooks are best-effort observers
         log.exception("event bus: scheduling hooks for seq %s failed", event.get("seq"))
         return []

@@ -8,7 +8,7 @@ import json
 import logging
 from pathlib import Path
 
-from hooks import conf, deliveries, dispatch, hook_config, runner, ssrf, webhook_client
+from hooks import conf, deliveries, dispatch, events, hook_config, runner, ssrf, webhook_client
 from hooks.models import Delivery
 
 log = logging.getLogger("hooks")
@@ -38,7 +38,7 @@ def fire(event: dict, action: str, entry: dict, permit: str | None) -> None:
         elif action == "webhook":
             fire_webhook(event, entry)
     finally:
-        dispatch.release_permit(permit)
+        dispatch.release_permit(permit, events.redis_client())
 
 
 def fire_run(event: dict, entry: dict) -> None:

@@ -4,7 +4,9 @@ Only Steam ids are backed (`steam:<digits>`); every other store, an unknown kind
 that is not a plain appid is a 404. The id is reduced to digits and the kind to one of four
 names before any path is built, so no request can name a file outside the stores or our cache.
 A CDN download runs as a Celery task (timeout, no redirects, size cap); the view waits for its
-result file, and a miss is remembered for `HOST_ART_MISS_TTL_S`.
+result file, and a miss is remembered for `HOST_ART_MISS_TTL_S`. This module does not know
+Celery: `library.tasks` wraps `fetch_from_cdn` in a task and the app registers that task's
+`delay` here when it loads (`set_fetch_queue`), so the task module sits above this one.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import logging
 import os
 import re
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from library import conf, fetch, imaging
@@ -20,6 +23,17 @@ from library.scanners import steam
 from library.scanners.base import ART_KINDS
 
 log = logging.getLogger("library.art")
+
+# Queues a background CDN fetch of (appid, kind); None (a process where the app did not load)
+# or a queue that raises (no broker) means the fetch runs inline.
+_fetch_queue: Callable[[int, str], object] | None = None
+
+
+def set_fetch_queue(queue: Callable[[int, str], object] | None) -> None:
+    """Register how a CDN fetch is queued (the library app passes its Celery task's `delay`)."""
+    global _fetch_queue
+    _fetch_queue = queue
+
 
 STEAM_ID = re.compile(r"^steam:([0-9]{1,10})$")
 # kind -> file names in Steam's librarycache, in preference order
@@ -134,18 +148,18 @@ def get_jpeg(entry_id: str, kind: str, wait: bool = True) -> bytes:
 
 
 def _enqueue(appid: int, kind: str) -> None:
-    from library import tasks
-
     pending = conf.art_dir() / "steam" / str(appid) / f"{kind}.pending"
     pending.parent.mkdir(parents=True, exist_ok=True)
     if _fresh(pending, conf.art_fetch_timeout_s() + 5):
         return  # a fetch of the same file is already under way
     pending.touch()
-    try:
-        tasks.fetch_art.delay(appid, kind)
-    except Exception:  # noqa: BLE001 - no broker (a bare manage.py process): fetch here instead
-        log.warning("art fetch could not be queued; fetching in this process")
-        fetch_from_cdn(appid, kind)
+    if _fetch_queue is not None:
+        try:
+            _fetch_queue(appid, kind)
+            return
+        except Exception:  # noqa: BLE001 - no broker (a bare manage.py process): fetch here
+            log.warning("art fetch could not be queued; fetching in this process")
+    fetch_from_cdn(appid, kind)
 
 
 def fetch_from_cdn(appid: int, kind: str) -> bool:
