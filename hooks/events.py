@@ -270,13 +270,6 @@ def ring_events(client=None) -> list[dict]:
     return [json.loads(raw) for raw in client.lrange(keys()["ring"], 0, -1)]
 
 
-def current_seq(client=None) -> int:
-    """The last seq handed out (0 before the first event of this Redis lifetime)."""
-    client = client or _redis.get()
-    raw = client.get(keys()["seq"])
-    return int(raw) if raw is not None else persisted_mark()
-
-
 def local_events(kind: str | None = None) -> list[dict]:
     """Events emitted by this process (newest last); lets in-process tests assert on emits."""
     with _local_lock:

@@ -58,13 +58,6 @@ def stream_webhook(self, url: str, body_text: str, signature: str | None) -> Non
         raise self.retry(countdown=stream_webhooks.backoff_s(self.request.retries))
 
 
-@shared_task(name="hooks.prep_undo", queue=conf.HOOKS_QUEUE, ignore_result=True)
-def prep_undo(session_key: str) -> None:
-    from hooks import prep
-
-    prep.run_undo(session_key)
-
-
 @shared_task(name="hooks.prep_undo_orphans", queue=conf.HOOKS_QUEUE, ignore_result=True)
 def prep_undo_orphans() -> None:
     """Queued at host start: no session survives a restart, so every owed undo is an orphan."""

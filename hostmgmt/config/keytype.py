@@ -220,23 +220,6 @@ class Key:
             return json.dumps(value, separators=(",", ":"))
         return str(value)
 
-    def describe(self) -> dict:
-        """The key's rule, for GET /api/config and the docs."""
-        rule: dict[str, Any] = {"type": self.type, "default": self.default, "group": self.group}
-        if self.min is not None or self.max is not None:
-            rule["range"] = [self.min, self.max]
-        if self.choices:
-            rule["choices"] = list(self.choices)
-        if self.refused:
-            rule["refused"] = dict(self.refused)
-        rule["restart"] = self.restart
-        rule["file_only"] = self.file_only
-        if self.https_only:
-            rule["https_only"] = True
-        if self.env:
-            rule["env"] = self.env
-        return rule
-
 
 def _type_word(type_: str) -> str:
     return {

@@ -180,12 +180,6 @@ def parse_fec_status(payload: bytes) -> FrameFecStatus:
     return FrameFecStatus(*_FEC_STATUS.unpack_from(payload))
 
 
-def parse_ltr_ack(payload: bytes) -> int:
-    if len(payload) < 4:
-        raise ControlError("short LTR ACK")
-    return struct.unpack_from("<I", payload)[0]
-
-
 @dataclass
 class ControlEvents:
     """What one incoming message asks of the engine (the session loop acts on it)."""

@@ -53,12 +53,6 @@ def gf_mul(a: int, b: int) -> int:
     return int(MUL[a, b])
 
 
-def gf_inv(a: int) -> int:
-    if a == 0:
-        raise ZeroDivisionError("0 has no inverse in GF(2^8)")
-    return int(INV[a])
-
-
 def _product_tables(matrix: np.ndarray) -> np.ndarray:
     """For each column i: a 256 x R table whose row x holds ``matrix[:, i] * x``."""
     return np.ascontiguousarray(np.transpose(MUL[np.asarray(matrix, dtype=np.uint8)], (1, 2, 0)))

@@ -17,9 +17,9 @@ Everything listens to one client IP (``launch.client_ip``, else the first RTSP p
 connections and ENet connects from elsewhere are dropped, and the video/audio destination
 follows :mod:`streaming.compat.endpoint`'s ping rules; a live stream never changes address.
 
-What the caller (the Celery session task, not written yet) supplies: the launch's secrets and
-mode, a ``frame_source`` (Xvfb capture via mss), and ``on_event`` to turn lifecycle moments
-into host events (``client.connected``, ``stream.started``, ...).
+What the caller (``streaming.session_runner``, run by the Celery session task) supplies: the
+launch's secrets and mode, a ``frame_source`` (the capture backend's frames), and ``on_event``
+to turn lifecycle moments into host events (``client.connected``, ``stream.started``, ...).
 """
 
 from __future__ import annotations
