@@ -238,7 +238,10 @@ def select(gpus: list[dict], pref: dict, config_pin: str | None = None) -> dict 
     return pick(best, "preference_missing" if missing else "auto")
 
 
-def gpu_state(sysfs: str | Path = "/sys", nvml: dict | None = None) -> dict:
+def gpu_state(live: list[dict], sysfs: str | Path = "/sys", nvml: dict | None = None) -> dict:
+    """GET /gpus: the GPUs, the preference and the next pick, and `active` from `live` (one
+    `{"backend", "gpu_id"}` per live encode session, `streaming.services.live_encoders`: the
+    session side lives above this module, so the caller asks it)."""
     from hostmgmt.config import store
 
     gpus = enumerate_gpus(sysfs, nvml)
@@ -253,7 +256,7 @@ def gpu_state(sysfs: str | Path = "/sys", nvml: dict | None = None) -> dict:
         "env_override": os.environ.get(ENV_PIN) or None,
         "encoder_pin": encoder if encoder not in (None, "", "auto") else None,
         "selected": select(gpus, pref, store.get("adapter_name")),
-        "active": active_gpu(gpus, live_encoders()),
+        "active": active_gpu(gpus, live),
     }
 
 
@@ -284,26 +287,6 @@ def encoder_for(codec: str, gpus: list[dict] | None = None) -> dict:
     chosen = select(gpus, load_preference(), store.get("adapter_name"))
     pick = next((g for g in nvidia if chosen and g["id"] == chosen["id"]), nvidia[0])
     return {"backend": "nvenc", "gpu_id": pick["id"]}
-
-
-def live_encoders() -> list[dict]:
-    """One `{"backend", "gpu_id"}` per live encode session: the compat session while its
-    stream sends video (state `streaming`; not while armed, idle or ending), and every
-    native session (its encoder process runs for the session's life; libx264 unless its
-    record says otherwise). Unreachable Redis: none (the GPU list still answers)."""
-    from streaming import services
-    from streaming.native import sessions as native
-
-    out: list[dict] = []
-    state = services.current()
-    if state and state.get("state") == "streaming":
-        out.append(state.get("encoder") or dict(SOFTWARE))
-    try:
-        records = native.registry().values()
-    except Exception:  # noqa: BLE001 - no Redis: no native session can be live either
-        records = []
-    out += [r.get("encoder") or dict(SOFTWARE) for r in records]
-    return out
 
 
 def active_gpu(gpus: list[dict], sessions: list[dict]) -> dict | None:

@@ -18,6 +18,8 @@ import json
 import logging
 import time
 
+from streaming import gpus
+
 log = logging.getLogger("streaming.sessions")
 
 PREFIX = "hostmgmt:stream"
@@ -260,3 +262,22 @@ def kept_displays() -> int:
     from streaming.models import VirtualDisplay
 
     return VirtualDisplay.objects.filter(state__in=("lingering", "pinned")).count()
+
+
+def live_encoders() -> list[dict]:
+    """One `{"backend", "gpu_id"}` per live encode session: the compat session while its
+    stream sends video (state `streaming`; not while armed, idle or ending), and every
+    native session (its encoder process runs for the session's life; libx264 unless its
+    record says otherwise). Unreachable Redis: none (the GPU list still answers)."""
+    from streaming.native import sessions as native
+
+    out: list[dict] = []
+    state = current()
+    if state and state.get("state") == "streaming":
+        out.append(state.get("encoder") or dict(gpus.SOFTWARE))
+    try:
+        records = native.registry().values()
+    except Exception:  # noqa: BLE001 - no Redis: no native session can be live either
+        records = []
+    out += [r.get("encoder") or dict(gpus.SOFTWARE) for r in records]
+    return out

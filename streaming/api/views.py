@@ -9,7 +9,7 @@ from rest_framework.response import Response
 
 from hostmgmt.api.base import MgmtAPIView
 from hostmgmt.api.errors import ApiError, FieldErrors
-from streaming import capture, compositors, gpus, monitors, preflight
+from streaming import capture, compositors, gpus, monitors, preflight, services
 from streaming.displays import machine
 from streaming.displays import service as displays
 
@@ -66,7 +66,7 @@ class MonitorsView(MgmtAPIView):
 class GpusView(MgmtAPIView):
     @extend_schema(responses=OBJ, description="GPU list, preference, next and live GPU.")
     def get(self, request):
-        return Response(gpus.gpu_state())
+        return Response(gpus.gpu_state(services.live_encoders()))
 
 
 class GpuPreferenceView(MgmtAPIView):
@@ -80,7 +80,7 @@ class GpuPreferenceView(MgmtAPIView):
             gpus.set_preference(json_body(request))
         except gpus.PreferenceError as exc:
             _raise(exc)
-        return Response(gpus.gpu_state())
+        return Response(gpus.gpu_state(services.live_encoders()))
 
 
 class DisplaySettingsView(MgmtAPIView):

@@ -67,20 +67,20 @@ def test_live_encoders_count_a_streaming_compat_session_and_every_native_one(mon
     monkeypatch.setattr(services, "current", lambda: record)
     peers = {}
     monkeypatch.setattr(native, "registry", lambda: peers)
-    assert gpus.live_encoders() == []  # armed: no encoder runs before the client connects
+    assert services.live_encoders() == []  # armed: no encoder runs before the client connects
     record["state"] = "streaming"
-    assert gpus.live_encoders() == [nvenc(NV0["id"])]
+    assert services.live_encoders() == [nvenc(NV0["id"])]
     record["state"] = "idle"  # the client stopped streaming; the app waits for /resume
-    assert gpus.live_encoders() == []
+    assert services.live_encoders() == []
     peers.update(aa={"pid": 1}, bb={"pid": 2, "encoder": nvenc(NV1["id"])})
-    assert gpus.live_encoders() == [SW, nvenc(NV1["id"])]
+    assert services.live_encoders() == [SW, nvenc(NV1["id"])]
 
     def down():
         raise ConnectionError("no redis")
 
     monkeypatch.setattr(native, "registry", down)
     record["state"] = "streaming"
-    assert gpus.live_encoders() == [nvenc(NV0["id"])]
+    assert services.live_encoders() == [nvenc(NV0["id"])]
 
 
 def test_gpu_state_reports_active_from_the_live_sessions(monkeypatch, state, tmp_path):
@@ -89,10 +89,10 @@ def test_gpu_state_reports_active_from_the_live_sessions(monkeypatch, state, tmp
     nvml = {"0000:01:00.0": {"name": "NVIDIA H100", "vram_mb": 81559, "device": 0x2C05}}
     monkeypatch.setattr(native, "registry", lambda: {})
     monkeypatch.setattr(services, "current", lambda: None)
-    assert gpus.gpu_state(root, nvml)["active"] is None
+    assert gpus.gpu_state(services.live_encoders(), root, nvml)["active"] is None
     live = {"id": 1, "state": "streaming", "encoder": nvenc("10de-2c05-0")}
     monkeypatch.setattr(services, "current", lambda: live)
-    assert gpus.gpu_state(root, nvml)["active"] == {
+    assert gpus.gpu_state(services.live_encoders(), root, nvml)["active"] == {
         "id": "10de-2c05-0", "name": "NVIDIA H100", "vendor": "nvidia", "backend": "nvenc",
         "sessions": 1,
     }  # fmt: skip
