@@ -92,3 +92,35 @@ def test_shortcut_ids_never_reach_the_cdn(fixture_stores, state, cdn, eager_cele
     with pytest.raises(art.NoArt):
         art.get_jpeg(f"steam:{0x80000001}", "portrait")
     assert cdn.hits == []
+
+
+def test_the_app_hands_art_its_celery_fetch_task():
+    from library import tasks
+
+    assert art._fetch_queue == tasks.fetch_art.delay  # LibraryConfig.ready; art imports no task
+
+
+def test_a_miss_is_queued_once_and_fetched_inline_without_a_queue(
+    fixture_stores, state, cdn, monkeypatch
+):
+    monkeypatch.setenv("HOST_ART_CDN_URL", cdn.url)
+    cdn.files["/steam/apps/620/header.jpg"] = stores.jpeg_bytes()
+    queued = []
+    monkeypatch.setattr(art, "_fetch_queue", lambda appid, kind: queued.append((appid, kind)))
+    for _ in range(2):
+        with pytest.raises(art.NoArt):
+            art.get_jpeg("steam:620", "header", wait=False)
+    assert queued == [(620, "header")] and cdn.hits == []  # the pending marker holds the second
+
+    def no_broker(appid, kind):
+        raise ConnectionError("no broker")
+
+    cdn.files["/steam/apps/620/library_hero.jpg"] = stores.jpeg_bytes(color=(0, 255, 0))
+    cdn.files["/steam/apps/620/library_600x900.jpg"] = stores.jpeg_bytes(color=(255, 0, 0))
+    for queue, kind, name in (
+        (no_broker, "hero", "library_hero"),
+        (None, "portrait", "library_600x900"),
+    ):
+        monkeypatch.setattr(art, "_fetch_queue", queue)
+        assert art.get_jpeg("steam:620", kind).startswith(b"\xff\xd8\xff")  # fetched inline
+        assert cdn.hits.count(f"/steam/apps/620/{name}.jpg") == 1
