@@ -38,7 +38,8 @@ def fire(event: dict, action: str, entry: dict, permit: str | None) -> None:
         elif action == "webhook":
             fire_webhook(event, entry)
     finally:
-        dispatch.release_permit(permit, events.redis_client())
+        if permit:
+            dispatch.release_permit(permit, events.redis_client())
 
 
 def fire_run(event: dict, entry: dict) -> None:
