@@ -22,7 +22,6 @@ from __future__ import annotations
 import fcntl
 import json
 import logging
-import os
 import threading
 import time
 from collections import deque
@@ -30,6 +29,7 @@ from functools import partial
 
 from hooks import conf, dispatch
 from hooks.event_kinds import KINDS, RESERVED_KEYS, SCHEMA_VERSION
+from hostmgmt.lib import redis_client
 
 log = logging.getLogger("hooks.events")
 
@@ -70,32 +70,30 @@ def keys() -> dict[str, str]:
     }
 
 
-class _Redis:
-    """One sync client per process (re-made after fork), with outage bookkeeping."""
+class _Bus:
+    """The bus's Lua scripts and outage bookkeeping over the host's one Redis client."""
 
     def __init__(self):
         self.lock = threading.Lock()
-        self.pid = -1
-        self.client = None
-        self.emit_script = None
-        self.reserve_script = None
+        self.scripts = None  # (client, emit script, reserve script)
         self.down_since: float | None = None
         self.retry_at = 0.0
+        self.down_client = None  # the client the outage was seen on
 
     def get(self):
-        if self.pid != os.getpid():
-            with self.lock:
-                if self.pid != os.getpid():
-                    import redis
-                    from django.conf import settings
+        return redis_client.client()
 
-                    self.client = redis.Redis.from_url(
-                        settings.REDIS_URL, socket_timeout=2, socket_connect_timeout=1
-                    )
-                    self.emit_script = self.client.register_script(_EMIT_LUA)
-                    self.reserve_script = self.client.register_script(_RESERVE_LUA)
-                    self.pid = os.getpid()
-        return self.client
+    def script(self, client, which: str):
+        scripts = self.scripts
+        if scripts is None or scripts[0] is not client:
+            with self.lock:
+                scripts = (
+                    client,
+                    client.register_script(_EMIT_LUA),
+                    client.register_script(_RESERVE_LUA),
+                )
+                self.scripts = scripts
+        return scripts[1] if which == "emit" else scripts[2]
 
     def failed(self, exc: Exception) -> None:
         # Log once per outage and do not retry the connection for a moment, so a burst of
@@ -104,6 +102,10 @@ class _Redis:
         if self.down_since is None:
             self.down_since = now
             log.warning("event bus: Redis unavailable (%s); live events are dropped", exc)
+        try:
+            self.down_client = self.get()
+        except Exception:  # noqa: BLE001 - an unusable URL: the next emit tries again
+            self.down_client = None
         self.retry_at = now + 1.0
 
     def recovered(self) -> None:
@@ -112,17 +114,17 @@ class _Redis:
             self.down_since = None
 
     def skip(self) -> bool:
-        return self.down_since is not None and time.monotonic() < self.retry_at
+        # A new client (another Redis URL, a forked process) gets its own first try.
+        return (
+            self.down_since is not None
+            and time.monotonic() < self.retry_at
+            and self.down_client is self.get()
+        )
 
 
-_redis = _Redis()
+_bus = _Bus()
 _local: deque[dict] = deque(maxlen=conf.RING_SIZE)
 _local_lock = threading.Lock()
-
-
-def redis_client():
-    """The bus's Redis client for this process (shared with the SSE view and the hook runner)."""
-    return _redis.get()
 
 
 def emit(kind: str, payload: dict | None = None) -> None:
@@ -186,12 +188,12 @@ def _emit_now(kind: str, payload_json: str) -> tuple[dict, list[str]]:
         + "}"
     )
     event = None
-    if not _redis.skip():
+    if not _bus.skip():
         try:
             event = _publish('{"seq":', suffix)
-            _redis.recovered()
+            _bus.recovered()
         except Exception as exc:  # noqa: BLE001 - Redis down or misconfigured: drop, log once
-            _redis.failed(exc)
+            _bus.failed(exc)
     if event is None:
         event = json.loads('{"seq":null' + suffix)
     with _local_lock:
@@ -203,10 +205,10 @@ def _emit_now(kind: str, payload_json: str) -> tuple[dict, list[str]]:
 
 
 def _publish(prefix: str, suffix: str) -> dict:
-    client = _redis.get()
+    client = _bus.get()
     k = keys()
     for _ in range(5):
-        result = _redis.emit_script(
+        result = _bus.script(client, "emit")(
             keys=[k["seq"], k["reserved"], k["ring"]],
             args=[prefix, suffix, conf.RING_SIZE, k["channel"]],
             client=client,
@@ -245,7 +247,7 @@ def _reserve(client, current: int) -> None:
             new_mark = mark + conf.SEQ_BLOCK
             atomic_write(path, f"{new_mark}\n")
             k = keys()
-            _redis.reserve_script(
+            _bus.script(client, "reserve")(
                 keys=[k["seq"], k["reserved"]], args=[mark, new_mark], client=client
             )
         finally:
@@ -266,7 +268,7 @@ def _schedule_hooks(event: dict) -> list[str]:
 
 def ring_events(client=None) -> list[dict]:
     """The replay ring, oldest first (empty when Redis is unavailable)."""
-    client = client or _redis.get()
+    client = client or _bus.get()
     return [json.loads(raw) for raw in client.lrange(keys()["ring"], 0, -1)]
 
 

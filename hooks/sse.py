@@ -18,13 +18,13 @@ import logging
 import weakref
 from collections import deque
 
-from django.conf import settings
 from django.http import StreamingHttpResponse
 
 from hooks import conf, event_kinds, events
 from hooks.event_kinds import DROPPED
 from hostmgmt.api.errors import json_error
 from hostmgmt.auth import mgmt
+from hostmgmt.lib import redis_client
 
 log = logging.getLogger("hooks.sse")
 
@@ -125,11 +125,9 @@ class Hub:
         self.subs.discard(sub)
 
     async def _run(self) -> None:
-        import redis.asyncio as aioredis
-
         channel = events.keys()["channel"]
         while True:
-            client = aioredis.Redis.from_url(settings.REDIS_URL, socket_connect_timeout=2)
+            client = redis_client.async_client()
             pubsub = client.pubsub()
             try:
                 await pubsub.subscribe(channel)
@@ -262,7 +260,7 @@ async def stream_response(request):
 
 def _snapshot() -> tuple[list[tuple[int, str, str]], int]:
     """The ring (seq, kind, raw) and the last seq handed out, read atomically."""
-    client = events.redis_client()
+    client = redis_client.client()
     k = events.keys()
     pipe = client.pipeline(transaction=True)
     pipe.lrange(k["ring"], 0, -1)

@@ -88,10 +88,10 @@ def tls() -> dict:
 
 
 def redis_and_worker() -> list[dict]:
-    import redis
+    from hostmgmt.lib import redis_client
 
     try:
-        redis.Redis.from_url(settings.REDIS_URL, socket_timeout=1, socket_connect_timeout=1).ping()
+        redis_client.ping()
     except Exception as exc:  # noqa: BLE001 - any failure is the answer
         return [
             _check("redis", "Redis reachable", FAIL, exc.__class__.__name__, "start the host"),

@@ -18,6 +18,7 @@ import json
 import logging
 import time
 
+from hostmgmt.lib import redis_client
 from streaming import gpus
 
 log = logging.getLogger("streaming.sessions")
@@ -30,9 +31,7 @@ RESULT_TTL_S = 60
 
 
 def _redis():
-    from hooks.events import redis_client
-
-    return redis_client()
+    return redis_client.client()
 
 
 def result_key(arm: str) -> str:

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import base64
+import subprocess
+import tempfile
+from pathlib import Path
 
 import pytest
 
@@ -20,6 +23,40 @@ def live_host():
     """
     with running_host((ADMIN_USER, ADMIN_PASSWORD)) as host:
         yield host
+
+
+@pytest.fixture(scope="session")
+def redis_url():
+    """The one kind of Redis the in-process tests use: a private redis-server on a unix
+    socket, started as the supervisor starts the host's (same binary, same arguments)."""
+    from hostmgmt.supervisor import redis_server
+
+    tmp = Path(tempfile.mkdtemp(prefix="tests-redis-"))
+    sock = tmp / "redis.sock"
+    proc = subprocess.Popen(
+        redis_server.redis_argv(sock, tmp / "data"),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    url = f"unix://{sock}"
+    try:
+        redis_server.wait_ready(url)
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+@pytest.fixture
+def redis_db(redis_url, settings):
+    """The host's Redis accessor pointed at the test server, emptied: the client every product
+    module gets from `hostmgmt.lib.redis_client.client()` during this test."""
+    from hostmgmt.lib import redis_client
+
+    settings.REDIS_URL = redis_url
+    client = redis_client.client()
+    client.flushall()
+    return client
 
 
 @pytest.fixture

@@ -33,13 +33,13 @@ def redis_argv(socket_path: Path, data_dir: Path) -> list[str]:
 
 
 def wait_ready(url: str, timeout: float = 10.0) -> None:
-    import redis
+    from hostmgmt.lib import redis_client
 
     deadline = time.monotonic() + timeout
     last: Exception | None = None
     while time.monotonic() < deadline:
         try:
-            redis.Redis.from_url(url, socket_timeout=1).ping()
+            redis_client.ping(url)
             return
         except Exception as exc:  # noqa: BLE001 - keep polling until the deadline
             last = exc

@@ -9,11 +9,10 @@ import logging
 import re
 from dataclasses import dataclass
 
-import redis
-from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from hostmgmt.lib import redis_client
 from pairing.models import PLANE_NATIVE, PairedClient
 from pairing.services import emit_device
 from streaming.compat.nvhttp.names import sanitize_name
@@ -27,18 +26,9 @@ FP_RE = re.compile(r"^[0-9a-f]{64}$")
 SDP_FP_RE = re.compile(r"^a=fingerprint:sha-256 ([0-9A-Fa-f:]{95})\s*$", re.M)
 PIN_RE = re.compile(r"[0-9]{4}")  # not \d: that matches every script's digits
 
-_redis: redis.Redis | None = None
-
-
-def redis_client() -> redis.Redis:
-    global _redis
-    if _redis is None:
-        _redis = redis.Redis.from_url(settings.REDIS_URL, socket_timeout=3)
-    return _redis
-
 
 def queue() -> PendingQueue:
-    return PendingQueue(redis_client())
+    return PendingQueue(redis_client.client())
 
 
 class Refused(Exception):

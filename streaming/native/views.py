@@ -16,6 +16,7 @@ from django.shortcuts import render
 from django.views.decorators.csrf import ensure_csrf_cookie
 from django.views.decorators.http import require_GET, require_POST
 
+from hostmgmt.lib import redis_client
 from streaming.displays.machine import parse_mode
 from streaming.native import launch, services, sessions
 from streaming.native.ratelimit import Limited, OfferLimiter
@@ -48,7 +49,7 @@ _error = json_error
 
 def _limit(kind: str, who: str) -> JsonResponse | None:
     try:
-        OfferLimiter(services.redis_client()).hit(kind, who)
+        OfferLimiter(redis_client.client()).hit(kind, who)
     except Limited as exc:
         return json_error(429, str(exc), Retry_After=str(exc.retry_after))
     return None

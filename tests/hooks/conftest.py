@@ -5,7 +5,6 @@ host, so the shared live host stays untouched)."""
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -15,40 +14,15 @@ import pytest
 from tests.hooks import helpers
 
 
-@pytest.fixture(scope="session")
-def redis_url():
-    """A private redis-server on a unix socket, as the supervisor runs it."""
-    from hostmgmt.supervisor import redis_server
-
-    tmp = Path(tempfile.mkdtemp(prefix="hooks-redis-"))
-    sock = tmp / "redis.sock"
-    proc = subprocess.Popen(
-        redis_server.redis_argv(sock, tmp / "data"),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    url = f"unix://{sock}"
-    redis_server.wait_ready(url)
-    yield url
-    proc.terminate()
-    proc.wait(10)
-
-
 @pytest.fixture
-def bus(redis_url, settings, tmp_path, monkeypatch):
+def bus(redis_db, tmp_path, monkeypatch):
     """The event bus on a clean Redis and a fresh state dir (seq file included)."""
-    import redis
-
     from hooks import events, hook_config
 
-    settings.REDIS_URL = redis_url
     monkeypatch.setenv("HOST_STATE_DIR", str(tmp_path))
-    redis.Redis.from_url(redis_url).flushall()
-    events._redis.__init__()
     events.clear_local_events()
     hook_config._cache.invalidate()
     yield events
-    events._redis.__init__()
     hook_config._cache.invalidate()
 
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 
 import pytest
-import redis
 from django.db import transaction
 
 from hooks import conf, event_kinds
@@ -32,19 +31,19 @@ def test_seq_is_monotonic_and_ring_keeps_newest(bus):
     assert seqs[-1] - seqs[0] == conf.RING_SIZE - 1
 
 
-def test_seq_never_goes_back_after_redis_is_wiped(bus, redis_url):
+def test_seq_never_goes_back_after_redis_is_wiped(bus, redis_db):
     for _ in range(5):
         bus.emit(event_kinds.STORE_CHANGED)
     last = bus.ring_events()[-1]["seq"]
     assert bus.persisted_mark() >= last  # the mark on disk covers every seq handed out
-    redis.Redis.from_url(redis_url).flushall()  # what a host restart does to the private Redis
+    redis_db.flushall()  # what a host restart does to the private Redis
     bus.emit(event_kinds.STORE_CHANGED)
     ring = bus.ring_events()
     assert len(ring) == 1 and ring[0]["seq"] > last
 
 
-def test_emit_publishes_live(bus, redis_url):
-    sub = redis.Redis.from_url(redis_url).pubsub()
+def test_emit_publishes_live(bus, redis_db):
+    sub = redis_db.pubsub()
     sub.subscribe(bus.keys()["channel"])
     assert sub.get_message(timeout=2)["type"] == "subscribe"
     bus.emit(event_kinds.PLUGINS_CHANGED, {"id": "p1"})
@@ -73,7 +72,6 @@ def test_payload_is_captured_at_emit_time(bus):
 
 def test_missing_redis_never_raises(bus, settings, tmp_path, caplog):
     settings.REDIS_URL = f"unix://{tmp_path}/nothing.sock"
-    bus._redis.__init__()
     for _ in range(3):
         bus.emit(event_kinds.STORE_CHANGED)  # must not raise
     local = bus.local_events(event_kinds.STORE_CHANGED)
@@ -101,7 +99,7 @@ def test_kind_table_and_patterns():
 
 
 @pytest.mark.slow
-def test_concurrent_emitters_never_share_a_seq(bus, redis_url, tmp_path):
+def test_concurrent_emitters_never_share_a_seq(bus, redis_db, redis_url, tmp_path):
     """Four processes emitting at once (as daphne, workers and planes do) across block
     reservations: every seq is unique and the mark on disk covers them all."""
     import os
@@ -117,8 +115,7 @@ def test_concurrent_emitters_never_share_a_seq(bus, redis_url, tmp_path):
            "DJANGO_SETTINGS_MODULE": "hostmgmt.settings"}  # fmt: skip
     procs = [subprocess.Popen([sys.executable, "-c", code], env=env) for _ in range(4)]
     assert all(p.wait(120) == 0 for p in procs)
-    client = redis.Redis.from_url(redis_url)
-    assert int(client.get(bus.keys()["seq"])) == 6000
+    assert int(redis_db.get(bus.keys()["seq"])) == 6000
     ring = bus.ring_events()
     seqs = [e["seq"] for e in ring]
     assert seqs == list(range(6000 - conf.RING_SIZE + 1, 6001))

