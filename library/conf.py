@@ -97,7 +97,7 @@ def cover_url_prefix() -> str:
 
 
 def poll_interval_s() -> int:
-    """HOST_LIBRARY_POLL_S: seconds between store-file mtime checks in the worker; 0 = off."""
+    """HOST_LIBRARY_POLL_S: seconds between store-file mtime checks (supervisor); 0 = off."""
     return env_int("HOST_LIBRARY_POLL_S", 15)
 
 

@@ -1,25 +1,17 @@
-"""Celery tasks of the library, and the worker-side store poller.
+"""Celery tasks of the library.
 
 Rescans run on worker start, on demand (`POST /api/v1/library/scan`, `manage.py
-rescan_library`) and when a store's files change: a daemon thread in each worker's main process
-stats the store files every `HOST_LIBRARY_POLL_S` seconds (mtime + size of the manifests,
-library dirs and databases; no file is read) and enqueues `rescan_store` for a store whose
-signature moved. The same thread notices hand edits of `apps.json` and emits `library.changed`.
+rescan_library`) and when a store's files change (`library.poller`, a periodic job of the
+supervisor, enqueues `rescan_store`).
 """
 
 from __future__ import annotations
 
-import logging
-import threading
-import time
-
 from celery import shared_task
 from celery.signals import worker_ready
 
-from library import art, catalog, conf, services
+from library import art, services
 from library.scanners import SCANNERS
-
-log = logging.getLogger("library.tasks")
 
 
 @shared_task(ignore_result=True)
@@ -38,33 +30,7 @@ def fetch_art(appid: int, kind: str) -> None:
     art.fetch_from_cdn(int(appid), str(kind))
 
 
-def _poll_forever(interval: float) -> None:
-    last: dict[str, list] = {}
-    while True:
-        for store, scanner in SCANNERS.items():
-            try:
-                sig = scanner.signature()
-            except Exception:  # noqa: BLE001 - a store dir vanishing mid-stat is not fatal
-                log.exception("stat of %s store files failed", store)
-                continue
-            if store in last and last[store] != sig:
-                log.info("%s store files changed; rescanning", store)
-                rescan_store.delay(store)
-            last[store] = sig
-        try:
-            if catalog.hand_edited():
-                log.info("apps.json was edited by hand")
-                services.emit_changed("manual")
-        except Exception:  # noqa: BLE001 - a broken or unreadable file is reported elsewhere
-            log.exception("checking apps.json failed")
-        time.sleep(interval)
-
-
 @worker_ready.connect
 def _on_worker_ready(sender=None, **kwargs) -> None:
+    """A one-off rescan when a worker starts (not periodic work: see library.poller)."""
     rescan_all.delay()
-    interval = conf.poll_interval_s()
-    if interval > 0:
-        threading.Thread(
-            target=_poll_forever, args=(interval,), name="library-poll", daemon=True
-        ).start()

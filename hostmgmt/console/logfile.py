@@ -1,6 +1,6 @@
 """The host's own log: one file in the state dir that every process appends to.
 
-Rotation is done by one process only (the supervisor's housekeeping thread): it renames
+Rotation is done by one process only (the supervisor's `log-rotation` periodic job): it renames
 `host.log` to `host.log.1` (shifting older ones) and every process reopens the new file on its
 next line, because the handlers are `WatchedFileHandler`s that notice the inode change.
 

@@ -1,6 +1,6 @@
 """Host telemetry: a rolling window of CPU %, GPU % and RAM used, sampled by the supervisor.
 
-The supervisor's housekeeping thread calls `Sampler.tick()` every `INTERVAL_S`; the window is
+A supervisor periodic job (`Housekeeping`) calls `Sampler.tick()` every `INTERVAL_S`; the window is
 written to `telemetry.json` in the state dir (rename, no fsync: losing it costs a minute of
 samples) so the web processes can serve it. GPU load comes from NVML when the NVIDIA library is
 present, else from the kernel's DRM `gpu_busy_percent` (amdgpu); with neither, the GPU series
@@ -13,7 +13,6 @@ import ctypes
 import glob
 import json
 import logging
-import threading
 import time
 from collections import deque
 
@@ -150,33 +149,26 @@ def read() -> dict:
     return out
 
 
-def housekeeping_loop(stop: threading.Event, rotate) -> None:
-    """The supervisor's background loop: sample, publish, rotate the log. Never raises."""
-    try:
-        sampler = Sampler()
-    except Exception:  # noqa: BLE001 - no telemetry is better than no host
-        log.exception("telemetry sampler unavailable")
-        sampler = None
-    while not stop.wait(INTERVAL_S):
-        try:
-            if sampler is not None:
-                sampler.tick()
-                sampler.publish()
-            rotate()
-        except Exception:  # noqa: BLE001 - keep sampling after a transient failure
-            log.exception("housekeeping tick failed")
+class Housekeeping:
+    """The supervisor's periodic telemetry job: one sample, then publish the window.
 
+    The first run only makes the sampler (which primes the CPU counters), so the first sample
+    covers a whole interval; a host where it cannot be made runs without telemetry rather
+    than failing every two seconds."""
 
-def start_housekeeping() -> threading.Event:
-    """Start the supervisor's housekeeping thread; set the returned event to stop it."""
-    from hostmgmt.console import logfile
+    def __init__(self):
+        self.sampler: Sampler | None = None
+        self.unavailable = False
 
-    stop = threading.Event()
-    thread = threading.Thread(
-        target=housekeeping_loop,
-        args=(stop, logfile.rotate_if_needed),
-        name="housekeeping",
-        daemon=True,
-    )
-    thread.start()
-    return stop
+    def __call__(self) -> None:
+        if self.unavailable:
+            return
+        if self.sampler is None:
+            try:
+                self.sampler = Sampler()
+            except Exception:  # noqa: BLE001 - no telemetry is better than no host
+                log.exception("telemetry sampler unavailable")
+                self.unavailable = True
+            return
+        self.sampler.tick()
+        self.sampler.publish()

@@ -56,6 +56,7 @@ MAX_MANIFEST_BYTES = 64 * 1024
 FETCH_TIMEOUT_S = 10
 STALE_DAYS = 45
 CHECK_MIN_INTERVAL_S = 30
+CHECK_INTERVAL_S = 6 * 3600  # the supervisor's periodic check
 INSTALL_KIND = "source"
 _VERSION_RE = re.compile(r"^v(\d{4})\.(\d{3,4})\.(\d+)(?:-[A-Za-z0-9.]+)?$")
 
@@ -225,6 +226,27 @@ def check(force: bool = False) -> dict:
         raise CheckRefused(409, "update checks are disabled (UPDATE_CHECK=0)")
     with _locked():
         return _check(force)
+
+
+def scheduled_check() -> None:
+    """The supervisor's periodic job; a failure is recorded in the update status."""
+    try:
+        check()
+    except CheckRefused:
+        pass  # checks disabled by the operator
+
+
+def next_check_in(now: float | None = None) -> float:
+    """Seconds until the periodic check is due: one interval after the last check (a restart
+    does not reset the clock), one interval from now on a host that never checked."""
+    now = time.time() if now is None else now
+    try:
+        last = float(load_state().get("last_checked_unix") or 0)
+    except (TypeError, ValueError):
+        last = 0.0
+    if last <= 0:
+        return float(CHECK_INTERVAL_S)
+    return min(float(CHECK_INTERVAL_S), max(0.0, last + CHECK_INTERVAL_S - now))
 
 
 def _check(force: bool) -> dict:

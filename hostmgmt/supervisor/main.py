@@ -24,10 +24,9 @@ from django.core.management import call_command
 from hooks import worker as hooks_worker
 from hostmgmt import identity
 from hostmgmt.auth import tokens
-from hostmgmt.console import telemetry
 from hostmgmt.lib.statedir import REDIS_SOCKET, state_dir
 from hostmgmt.ports import PortMap, busy_ports, validate_base_port
-from hostmgmt.supervisor import lifecycle, redis_server
+from hostmgmt.supervisor import lifecycle, periodic, redis_server
 from hostmgmt.supervisor.children import Child
 
 log = logging.getLogger("hostmgmt.supervisor")
@@ -69,6 +68,7 @@ class Supervisor:
         self.ports = settings.PORTS
         self.children: list[Child] = []
         self.redis: Child | None = None
+        self.periodic: periodic.Runner | None = None
         self._stop = False
         self._restart = False
         self._stop_requests = 0
@@ -150,10 +150,6 @@ class Supervisor:
                     "--without-gossip",
                     "--without-mingle",
                     "--without-heartbeat",
-                    # Embedded beat for periodic tasks (hostmgmt/celery.py beat_schedule).
-                    "--beat",
-                    "--schedule",
-                    str(state_dir() / "celerybeat-schedule"),
                 ],
                 env,
             ),  # fmt: skip
@@ -194,13 +190,15 @@ class Supervisor:
         signal.signal(signal.SIGHUP, self._on_restart)
         self.start_redis()
         from streaming.displays import reaper as displays  # apps are loaded by now
-        from streaming.game import lifecycle as games
 
         displays.on_host_start()  # expire countdowns that ended while down; restore kept displays
         self.children = self.child_specs()
         for child in self.children:
             child.start()
-        telemetry.start_housekeeping()  # telemetry window and log rotation (console)
+        # Every periodic job of the host (display countdowns, game grace windows, telemetry,
+        # log rotation, store polling, update checks): see periodic.py.
+        self.periodic = periodic.Runner(periodic.jobs())
+        self.periodic.start()
         if self.wait_web_ready():
             shown = self.bind if self.bind not in ("0.0.0.0", "::") else "127.0.0.1"
             shown = f"[{shown}]" if ":" in shown else shown
@@ -216,8 +214,6 @@ class Supervisor:
                 child.check()
             if self.redis:
                 self.redis.check()
-            displays.tick()  # virtual display countdowns (about once a second)
-            games.periodic()  # grace windows of waiting games; games of a dead worker
             time.sleep(0.25)
         self.shutdown()
         if self._restart:
@@ -226,6 +222,8 @@ class Supervisor:
         return 0
 
     def shutdown(self) -> None:
+        if self.periodic is not None:  # no countdown or grace window acts on a stopping host
+            self.periodic.stop()
         # Hooks first: the hooks worker runs them, daphne carries the event to SSE consumers.
         lifecycle.announce_stopping(abort=lambda: self._stop_requests > 1)
         deadline = time.monotonic() + STOP_GRACE_S

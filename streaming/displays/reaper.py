@@ -1,6 +1,6 @@
 """What drives the display countdowns, and what the host does with displays at start and stop.
 
-The supervisor calls these: `tick()` from its watch loop (about once a second), `on_host_start()`
+The supervisor calls these: `tick()` as a periodic job (every `TICK_S`), `on_host_start()`
 before the serving processes start and `on_host_stop()` after they are gone. A loop in the
 supervisor rather than a Celery countdown task: the deadline lives in the database, so nothing
 is lost when a worker restarts, a re-acquire needs no task revocation, and the same code expires
@@ -12,22 +12,16 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-import time
 
 from django.utils import timezone
 
 log = logging.getLogger(__name__)
 
 TICK_S = 1.0
-_last_tick = 0.0
 
 
-def tick(force: bool = False) -> int:
-    global _last_tick
-    now = time.monotonic()
-    if not force and now - _last_tick < TICK_S:
-        return 0
-    _last_tick = now
+def tick() -> int:
+    """Expire the countdowns that ran out; returns how many."""
     try:
         from streaming.displays import machine
 

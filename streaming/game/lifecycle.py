@@ -29,6 +29,7 @@ import os
 import threading
 import time
 import uuid
+from collections.abc import Callable
 
 import psutil
 
@@ -101,11 +102,18 @@ def game_launched(
     return key
 
 
-def on_game_exit(callback) -> None:
+def on_game_exit(callback) -> Callable[[], None]:
     """Register `callback(session_id, reason)`, called when a live session's game exits and
-    `session_on_game_exit` is on (on the watcher's thread: return quickly)."""
+    `session_on_game_exit` is on (on the watcher's thread: return quickly). Returns the
+    function that unregisters it."""
     if callback not in _exit_callbacks:
         _exit_callbacks.append(callback)
+
+    def unregister() -> None:
+        if callback in _exit_callbacks:
+            _exit_callbacks.remove(callback)
+
+    return unregister
 
 
 def session_ended(session_id: int, deliberate: bool) -> dict:
@@ -204,9 +212,12 @@ def end_waiting_games(app_id: str | None = None, wait_s: float = 10.0) -> int:
     return _close(keys, wait_s)
 
 
+TICK_S = 1.0  # how often the supervisor's periodic job calls tick()
+
+
 def tick() -> int:
     """End expired grace windows; take over games whose watching process died. Cheap when
-    nothing is due (one read of a small file); the supervisor calls it about once a second.
+    nothing is due (one read of a small file); a supervisor periodic job calls it every TICK_S.
     Returns how many expired games it started closing (each on its own thread)."""
     now = time.time()
     records = registry.all_records()
@@ -223,24 +234,6 @@ def tick() -> int:
         if r.get("state") != registry.EXITED and not _owner_alive(r.get("owner")):
             _adopt(key, r)
     return len(due)
-
-
-_last_tick = 0.0
-
-
-def periodic(every_s: float = 1.0) -> int:
-    """The supervisor's watch loop calls this about 4 times a second: `tick()` at most once
-    every `every_s`, and never an exception (the loop also keeps the host's children up)."""
-    global _last_tick
-    now = time.monotonic()
-    if now - _last_tick < every_s:
-        return 0
-    _last_tick = now
-    try:
-        return tick()
-    except Exception:
-        log.exception("game lifecycle tick failed")
-        return 0
 
 
 # -- watching --------------------------------------------------------------------------------
@@ -469,12 +462,13 @@ def _close_one(r: dict) -> None:
     _finish(key, REASON_TERMINATED)
 
 
-def _reset_for_tests() -> None:
-    """Stop this process's watchers (the games are left alone) and forget every record."""
+def stop_watching() -> int:
+    """Stop this process's game watchers; the games go on, and once this process is gone the
+    supervisor's tick adopts them (`_adopt`). For a process that hands its games over (and a
+    test that ends). Returns how many it stopped."""
     with _watchers_lock:
         watchers = list(_watchers.values())
         _watchers.clear()
     for w in watchers:
         w.stop()
-    _exit_callbacks.clear()
-    registry.clear()
+    return len(watchers)

@@ -12,7 +12,7 @@ import time
 import pytest
 
 from hooks import events
-from streaming.game import lifecycle
+from streaming.game import lifecycle, registry
 
 # A store-style launcher: it starts the game in the background under its own name, writes the
 # game's pid down and leaves, so the game is an orphan like a real one.
@@ -38,7 +38,17 @@ def state(tmp_path, monkeypatch):
     monkeypatch.setenv("HOST_STATE_DIR", str(home))
     events.clear_local_events()
     yield home
-    lifecycle._reset_for_tests()
+    lifecycle.stop_watching()
+    registry.clear()
+
+
+@pytest.fixture
+def on_game_exit():
+    """`lifecycle.on_game_exit` for one test: its callbacks are unregistered at the end."""
+    unregister = []
+    yield lambda callback: unregister.append(lifecycle.on_game_exit(callback))
+    for undo in unregister:
+        undo()
 
 
 class Launched:

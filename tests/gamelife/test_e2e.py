@@ -26,7 +26,8 @@ def host_state(live_host, monkeypatch):
 
     events.clear_local_events()
     yield live_host
-    lifecycle._reset_for_tests()
+    lifecycle.stop_watching()
+    registry.clear()
 
 
 def launched(item, session_id):

@@ -33,10 +33,10 @@ def use_settings(**fields):
     game_settings.save(game_settings.SessionSettings(**fields))
 
 
-def test_running_names_the_child_and_player_quit_is_exited(state, launch):
+def test_running_names_the_child_and_player_quit_is_exited(state, launch, on_game_exit):
     item = launch()
     calls = []
-    lifecycle.on_game_exit(lambda sid, reason: calls.append((sid, reason)))
+    on_game_exit(lambda sid, reason: calls.append((sid, reason)))
     key = launched(item)
     assert running(key)
     pid = item.game_pid()
@@ -69,11 +69,11 @@ def test_session_only_hints_find_the_game(state, launch):
     assert len(wait_for(lambda: game_events("game.running"))) == 1  # one, despite the handover
 
 
-def test_session_on_game_exit_off_keeps_the_session(state, launch):
+def test_session_on_game_exit_off_keeps_the_session(state, launch, on_game_exit):
     use_settings(session_on_game_exit=False)
     item = launch()
     calls = []
-    lifecycle.on_game_exit(lambda sid, reason: calls.append(sid))
+    on_game_exit(lambda sid, reason: calls.append(sid))
     key = launched(item)
     assert running(key)
     os.kill(item.game_pid(), signal.SIGKILL)
@@ -192,12 +192,12 @@ def unseen(key):
     return wait_for(lambda: (registry.get(key) or {}).get("unseen"), 3.0)
 
 
-def test_a_title_the_hints_never_find_exits_with_its_launched_group(state, launch):
+def test_a_title_the_hints_never_find_exits_with_its_launched_group(state, launch, on_game_exit):
     """Hints that match nothing: the launched group stands in for the game; when it is gone,
     `game.exited` (`exited`, a reason the spec lists) and the session ends as for any game."""
     item = launch()  # its "mygame" orphan stays in the launched group
     calls = []
-    lifecycle.on_game_exit(lambda sid, reason: calls.append((sid, reason)))
+    on_game_exit(lambda sid, reason: calls.append((sid, reason)))
     key = launched(item, detect={"process_name": "no-such-game"}, find_timeout=0.3)
     assert unseen(key)
     pid = item.game_pid()
@@ -213,10 +213,10 @@ def test_a_title_the_hints_never_find_exits_with_its_launched_group(state, launc
     assert registry.get(key)["state"] == "exited"
 
 
-def test_closing_a_title_the_hints_never_found_is_terminated_once(state, launch):
+def test_closing_a_title_the_hints_never_found_is_terminated_once(state, launch, on_game_exit):
     item = launch()
     calls = []
-    lifecycle.on_game_exit(lambda sid, reason: calls.append((sid, reason)))
+    on_game_exit(lambda sid, reason: calls.append((sid, reason)))
     key = launched(item, detect={"process_name": "no-such-game"}, find_timeout=0.3,
                    exit_timeout=0.5)  # fmt: skip
     assert unseen(key)

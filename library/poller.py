@@ -1,0 +1,41 @@
+"""Noticing store changes without inotify: the supervisor's `library-poll` periodic job.
+
+Every `HOST_LIBRARY_POLL_S` seconds it stats the store files (mtime + size of the manifests,
+library dirs and databases; no file is read) and enqueues `rescan_store` for a store whose
+signature moved; it also notices hand edits of `apps.json` and emits `library.changed`.
+The first run only records the signatures (the workers rescan everything when they start).
+"""
+
+from __future__ import annotations
+
+import logging
+
+from library import catalog, services
+from library.scanners import SCANNERS
+
+log = logging.getLogger("library.poller")
+
+
+class StorePoller:
+    def __init__(self):
+        self.last: dict[str, list] = {}
+
+    def __call__(self) -> None:
+        from library.tasks import rescan_store
+
+        for store, scanner in SCANNERS.items():
+            try:
+                sig = scanner.signature()
+            except Exception:  # noqa: BLE001 - a store dir vanishing mid-stat is not fatal
+                log.exception("stat of %s store files failed", store)
+                continue
+            if store in self.last and self.last[store] != sig:
+                log.info("%s store files changed; rescanning", store)
+                rescan_store.delay(store)
+            self.last[store] = sig
+        try:
+            if catalog.hand_edited():
+                log.info("apps.json was edited by hand")
+                services.emit_changed("manual")
+        except Exception:  # noqa: BLE001 - a broken or unreadable file is reported elsewhere
+            log.exception("checking apps.json failed")
