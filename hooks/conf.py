@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import os
 
-from hostmgmt.lib.env import env_bool, env_int, env_str
+from hostmgmt.lib.env import env_int, env_str
 
 # Replay ring size (spec: newest ~1024 events).
 RING_SIZE = 1024
@@ -69,14 +69,6 @@ def on_disconnect_cmd() -> str:
 def webhook_ca_bundle() -> str:
     """Extra CA bundle the webhook senders trust beside the system store (private CAs)."""
     return env_str("HOST_WEBHOOK_CA_BUNDLE", "").strip()
-
-
-def allow_loopback_webhooks() -> bool:
-    """TEST ONLY: let webhooks reach loopback so tests can run a receiver on 127.0.0.1.
-
-    Honoured only together with HOST_TESTING=1 (set by the test harness), never by default.
-    """
-    return env_bool("HOST_WEBHOOK_ALLOW_LOOPBACK", False) and env_bool("HOST_TESTING", False)
 
 
 def events_prefix() -> str:

@@ -11,8 +11,6 @@ import ipaddress
 import socket
 from urllib.parse import urlsplit
 
-from hooks import conf
-
 _BLOCKED_V4 = [
     ipaddress.ip_network("127.0.0.0/8"),
     ipaddress.ip_network("169.254.0.0/16"),
@@ -87,12 +85,11 @@ def url_host(url: str) -> tuple[str, str, int]:
 def check_url(url: str) -> tuple[str, str, int]:
     """Textual check (no DNS). Returns (scheme, host, port); raises UrlRefused."""
     scheme, host, port = url_host(url)
-    if not conf.allow_loopback_webhooks():
-        if host == "localhost" or host.endswith(".localhost"):
-            raise UrlRefused("must not point at localhost")
-        addr = parse_literal(host)
-        if addr is not None and blocked_address(addr):
-            raise UrlRefused("must not point at a loopback or link-local address")
+    if host == "localhost" or host.endswith(".localhost"):
+        raise UrlRefused("must not point at localhost")
+    addr = parse_literal(host)
+    if addr is not None and blocked_address(addr):
+        raise UrlRefused("must not point at a loopback or link-local address")
     return scheme, host, port
 
 
@@ -105,9 +102,8 @@ def resolve_checked(host: str, port: int) -> list[tuple]:
         raise UrlRefused(f"host does not resolve ({exc.strerror})") from None
     if not infos:
         raise UrlRefused("host does not resolve")
-    if not conf.allow_loopback_webhooks():
-        for info in infos:
-            addr = parse_literal(info[4][0])
-            if addr is None or blocked_address(addr):
-                raise UrlRefused("host resolves to a loopback or link-local address")
+    for info in infos:
+        addr = parse_literal(info[4][0])
+        if addr is None or blocked_address(addr):
+            raise UrlRefused("host resolves to a loopback or link-local address")
     return infos

@@ -134,8 +134,8 @@ def test_hand_edited_invalid_file_disables_hooks(hooks_host, emit_in, hooks_doc,
     _wait_for(marker, lines=0)
 
 
-def test_signed_webhook_to_https_receiver(hooks_host, emit_in, hooks_doc, tls_material, tmp_path):
-    rec = helpers.start_receiver(tls_material.ip, tls_material)
+def test_signed_webhook_to_https_receiver(hooks_host, emit_in, hooks_doc, receiver_tls, tmp_path):
+    rec = helpers.start_receiver(receiver_tls.ip, receiver_tls)
     secret = tmp_path / "secret"
     secret.write_bytes(b"hook-secret")
     try:
@@ -179,8 +179,8 @@ def test_builtin_on_connect_hook(hooks_host, emit_in):
     assert "PF_EVENT_CLIENT_FINGERPRINT=" + "ab" * 32 in env
 
 
-def test_stream_webhooks_signed_and_retried(hooks_host, tls_material):
-    rec = helpers.start_receiver(tls_material.ip, tls_material, statuses=[503, 502])
+def test_stream_webhooks_signed_and_retried(hooks_host, receiver_tls):
+    rec = helpers.start_receiver(receiver_tls.ip, receiver_tls, statuses=[503, 502])
     try:
         helpers.run_in_host(
             hooks_host,

@@ -53,17 +53,15 @@ def _sse_frames_until(sse: helpers.SSEClient, kind: str, timeout: float) -> list
             return frames
 
 
-def test_sigterm_runs_host_stopping_hooks_then_exits_within_the_deadline(tls_material):
+def test_sigterm_runs_host_stopping_hooks_then_exits_within_the_deadline(receiver_tls):
     out = Path(tempfile.mkdtemp(prefix="hooks-stopping-"))
     secret = out / "secret"
     secret.write_bytes(b"stopping-secret")
-    receiver = helpers.start_receiver(tls_material.ip, tls_material)
+    receiver = helpers.start_receiver(receiver_tls.ip, receiver_tls)
     env = {
-        "HOST_WEBHOOK_CA_BUNDLE": str(tls_material.ca_path),
+        "HOST_WEBHOOK_CA_BUNDLE": str(receiver_tls.ca_path),
         "HOST_STOPPING_HOOKS_GRACE_S": str(GRACE_S),
     }
-    if tls_material.ip == "127.0.0.1":  # no other address here: the test-only escape hatch
-        env.update({"HOST_TESTING": "1", "HOST_WEBHOOK_ALLOW_LOOPBACK": "1"})
     host = start_host(env=env)
     sse = None
     try:

@@ -21,12 +21,9 @@ EVENT = {
 
 
 @pytest.fixture
-def https_receiver(tls_material, monkeypatch):
-    monkeypatch.setenv("HOST_WEBHOOK_CA_BUNDLE", str(tls_material.ca_path))
-    if tls_material.ip == "127.0.0.1":
-        monkeypatch.setenv("HOST_TESTING", "1")
-        monkeypatch.setenv("HOST_WEBHOOK_ALLOW_LOOPBACK", "1")
-    rec = helpers.start_receiver(tls_material.ip, tls_material)
+def https_receiver(receiver_tls, monkeypatch):
+    monkeypatch.setenv("HOST_WEBHOOK_CA_BUNDLE", str(receiver_tls.ca_path))
+    rec = helpers.start_receiver(receiver_tls.ip, receiver_tls)
     yield rec
     rec.close()
 
@@ -54,12 +51,9 @@ def test_unreadable_secret_skips_the_post(https_receiver, tmp_path):
 
 
 @pytest.mark.django_db
-def test_untrusted_certificate_is_not_posted_to(tls_material, monkeypatch):
-    if tls_material.ip == "127.0.0.1":
-        monkeypatch.setenv("HOST_TESTING", "1")
-        monkeypatch.setenv("HOST_WEBHOOK_ALLOW_LOOPBACK", "1")
+def test_untrusted_certificate_is_not_posted_to(receiver_tls, monkeypatch):
     monkeypatch.delenv("HOST_WEBHOOK_CA_BUNDLE", raising=False)
-    rec = helpers.start_receiver(tls_material.ip, tls_material)
+    rec = helpers.start_receiver(receiver_tls.ip, receiver_tls)
     try:
         services.fire_webhook(EVENT, {"webhook": rec.url})
         assert rec.none_within(0.3)
@@ -70,8 +64,8 @@ def test_untrusted_certificate_is_not_posted_to(tls_material, monkeypatch):
 
 
 @pytest.mark.django_db
-def test_redirect_is_not_followed(https_receiver, tls_material):
-    target = helpers.start_receiver(tls_material.ip)
+def test_redirect_is_not_followed(https_receiver, receiver_tls):
+    target = helpers.start_receiver(receiver_tls.ip)
     https_receiver.redirect_to = target.url
     try:
         services.fire_webhook(EVENT, {"webhook": https_receiver.url})
@@ -82,8 +76,7 @@ def test_redirect_is_not_followed(https_receiver, tls_material):
         target.close()
 
 
-def test_send_time_check_refuses_loopback_even_if_validated_earlier(monkeypatch):
-    monkeypatch.delenv("HOST_WEBHOOK_ALLOW_LOOPBACK", raising=False)
+def test_send_time_check_refuses_loopback_even_if_validated_earlier():
     rec = helpers.start_receiver("127.0.0.1")
     try:
         for url in (rec.url, rec.url.replace("127.0.0.1", "localhost")):
