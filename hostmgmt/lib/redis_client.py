@@ -22,10 +22,11 @@ import threading
 import redis
 import redis.asyncio
 
-# A local server answers in microseconds; these only bound how long a caller hangs on a
-# Redis that is wedged or unreachable. Above the 1 s server-side wait of the blocking pops.
+# A local server answers in microseconds; these only bound how long a caller (an event emit
+# included) hangs on a Redis that is wedged or unreachable. The read timeout stays above the
+# 1 s server-side wait of the blocking pops (streaming.services.wait_report).
 CONNECT_TIMEOUT_S = 1.0
-SOCKET_TIMEOUT_S = 3.0
+SOCKET_TIMEOUT_S = 2.0
 
 _lock = threading.Lock()
 # ((pid, url), client): swapped as one tuple so a reader never pairs one client with another's key
