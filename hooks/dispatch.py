@@ -18,7 +18,6 @@ import time
 import uuid
 
 from hooks import conf, event_kinds, hook_config
-from hostmgmt.lib import redis_client
 
 log = logging.getLogger("hooks.dispatch")
 

@@ -29,7 +29,7 @@ from functools import partial
 
 from hooks import conf, dispatch
 from hooks.event_kinds import KINDS, RESERVED_KEYS, SCHEMA_VERSION
-from hostmgmt.lib import redis_client
+from hostmgmt import redis_client
 
 log = logging.getLogger("hooks.events")
 
@@ -178,7 +178,7 @@ def emit_and_wait(
     except Exception:  # noqa: BLE001 - the caller's work must never fail because of the bus
         log.exception("event bus: emit of %s failed", kind)
         return None, 0, []
-    waited = dispatch.wait_released(permits, timeout_s, _redis.get(), abort=abort)
+    waited = dispatch.wait_released(permits, timeout_s, _bus.get(), abort=abort)
     return event, len(permits), waited
 
 
@@ -260,7 +260,7 @@ def _reserve(client, current: int) -> None:
 def _schedule_hooks(event: dict) -> list[str]:
     """Queue the event's hook firings; returns their permits (see `dispatch.schedule`)."""
     try:
-        return dispatch.schedule(event, _redis.get())
+        return dispatch.schedule(event, _bus.get())
     except Exception:  # noqa: BLE001 - hooks are best-effort observers
         log.exception("event bus: scheduling hooks for seq %s failed", event.get("seq"))
         return []

@@ -8,8 +8,9 @@ import json
 import logging
 from pathlib import Path
 
-from hooks import conf, deliveries, dispatch, events, hook_config, runner, ssrf, webhook_client
+from hooks import conf, deliveries, dispatch, hook_config, runner, ssrf, webhook_client
 from hooks.models import Delivery
+from hostmgmt import redis_client
 
 log = logging.getLogger("hooks")
 
@@ -39,7 +40,7 @@ def fire(event: dict, action: str, entry: dict, permit: str | None) -> None:
             fire_webhook(event, entry)
     finally:
         if permit:
-            dispatch.release_permit(permit, events.redis_client())
+            dispatch.release_permit(permit, redis_client.client())
 
 
 def fire_run(event: dict, entry: dict) -> None:

@@ -22,9 +22,9 @@ from django.http import StreamingHttpResponse
 
 from hooks import conf, event_kinds, events
 from hooks.event_kinds import DROPPED
+from hostmgmt import redis_client
 from hostmgmt.api.errors import json_error
 from hostmgmt.auth import mgmt
-from hostmgmt.lib import redis_client
 
 log = logging.getLogger("hooks.sse")
 

@@ -88,7 +88,7 @@ def tls() -> dict:
 
 
 def redis_and_worker() -> list[dict]:
-    from hostmgmt.lib import redis_client
+    from hostmgmt import redis_client
 
     try:
         redis_client.ping()

@@ -18,7 +18,7 @@ import json
 import logging
 import time
 
-from hostmgmt.lib import redis_client
+from hostmgmt import redis_client
 from streaming import gpus
 
 log = logging.getLogger("streaming.sessions")

@@ -50,8 +50,8 @@ def redis_url():
 @pytest.fixture
 def redis_db(redis_url, settings):
     """The host's Redis accessor pointed at the test server, emptied: the client every product
-    module gets from `hostmgmt.lib.redis_client.client()` during this test."""
-    from hostmgmt.lib import redis_client
+    module gets from `hostmgmt.redis_client.client()` during this test."""
+    from hostmgmt import redis_client
 
     settings.REDIS_URL = redis_url
     client = redis_client.client()

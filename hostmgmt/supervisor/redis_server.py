@@ -33,7 +33,7 @@ def redis_argv(socket_path: Path, data_dir: Path) -> list[str]:
 
 
 def wait_ready(url: str, timeout: float = 10.0) -> None:
-    from hostmgmt.lib import redis_client
+    from hostmgmt import redis_client
 
     deadline = time.monotonic() + timeout
     last: Exception | None = None

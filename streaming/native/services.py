@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from django.db import transaction
 from django.utils import timezone
 
-from hostmgmt.lib import redis_client
+from hostmgmt import redis_client
 from pairing.models import PLANE_NATIVE, PairedClient
 from pairing.services import emit_device
 from streaming.compat.nvhttp.names import sanitize_name

@@ -43,7 +43,7 @@ class SessionError(Exception):
 
 
 def _redis():
-    from hostmgmt.lib.redis_client import client as redis_client
+    from hostmgmt.redis_client import client as redis_client
 
     return redis_client()
 

@@ -16,7 +16,7 @@ from django.shortcuts import render
 from django.views.decorators.csrf import ensure_csrf_cookie
 from django.views.decorators.http import require_GET, require_POST
 
-from hostmgmt.lib import redis_client
+from hostmgmt import redis_client
 from streaming.displays.machine import parse_mode
 from streaming.native import launch, services, sessions
 from streaming.native.ratelimit import Limited, OfferLimiter

@@ -132,7 +132,8 @@ def test_displays_are_outputs_at_the_client_mode_placed_and_retired(state, host_
 
         listed = monitors.monitors(sysfs="/nonexistent", display="", wayland="", pin="")
         managed = {m["connector"]: m for m in listed["monitors"] if m["managed"]}
-        assert managed[a["output"]]["mode"] == "1280x720" and managed[b["output"]]["x"] == 1280 + sway.PARK_GAP
+        assert managed[a["output"]]["mode"] == "1280x720"
+        assert managed[b["output"]]["x"] == 1280 + sway.PARK_GAP
         # the desktop is the compositor's background, not black
         cap = WaylandCapture(a["wayland_display"], a["output"])
         frame = cap(1280, 720)
