@@ -10,6 +10,7 @@ import os
 import secrets
 from pathlib import Path
 
+from hostmgmt.config import startup as _startup
 from hostmgmt.lib.env import env_bool, env_int, env_str
 from hostmgmt.lib.statedir import DB_FILE, LOG_DIR, REDIS_SOCKET, ensure_state_dir
 from hostmgmt.ports import DEFAULT_BASE_PORT, PortMap
@@ -19,8 +20,13 @@ STATE_DIR = ensure_state_dir()
 
 # ---------------------------------------------------------------------------------------------
 # Host network identity
-HOST_PORT = env_int("HOST_PORT", DEFAULT_BASE_PORT)
-HOST_BIND = env_str("HOST_BIND", "127.0.0.1")
+# The environment wins over host.conf (`port`, `bind_address`), which wins over the default;
+# a bad file value stops the start naming the key (hostmgmt/config/startup.py).
+if os.environ.get("HOST_PORT", "").strip():
+    HOST_PORT = env_int("HOST_PORT", DEFAULT_BASE_PORT)
+else:
+    HOST_PORT = _startup.from_file("port")
+HOST_BIND = env_str("HOST_BIND", "") or _startup.from_file("bind_address") or "127.0.0.1"
 PORTS = PortMap(HOST_PORT)
 # `runhost --no-mgmt-token` sets this for its children: v1 then answers without auth.
 HOST_NO_MGMT_TOKEN = env_bool("HOST_NO_MGMT_TOKEN", False)
@@ -202,6 +208,9 @@ SPECTACULAR_SETTINGS = {
 # Logging: every process of the host appends to one file in the state dir and to stderr.
 LOG_FILE = STATE_DIR / LOG_DIR / "host.log"
 LOG_FILE.parent.mkdir(mode=0o700, exist_ok=True)
+# HOST_LOG_LEVEL wins over host.conf's `min_log_level`; on the handlers too, so loggers with
+# a level of their own (django.request) are held to it as well.
+LOG_LEVEL = _startup.log_level(os.environ.get("HOST_LOG_LEVEL"))
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
@@ -215,15 +224,21 @@ LOGGING = {
     # process reopens it on its next line (hostmgmt/console/logfile.py).
     "filters": {"redact": {"()": "hostmgmt.console.logfile.RedactingFilter"}},
     "handlers": {
-        "stderr": {"class": "logging.StreamHandler", "formatter": "line", "filters": ["redact"]},
+        "stderr": {
+            "class": "logging.StreamHandler",
+            "formatter": "line",
+            "filters": ["redact"],
+            "level": LOG_LEVEL,
+        },
         "file": {
             "class": "logging.handlers.WatchedFileHandler",
             "filename": str(LOG_FILE),
             "formatter": "line",
             "filters": ["redact"],
+            "level": LOG_LEVEL,
         },
     },
-    "root": {"handlers": ["stderr", "file"], "level": os.environ.get("HOST_LOG_LEVEL", "INFO")},
+    "root": {"handlers": ["stderr", "file"], "level": LOG_LEVEL},
     "loggers": {
         # Request lines can carry query strings; the host logs its own events instead.
         "django.request": {"level": "ERROR"},

@@ -252,8 +252,22 @@ def normalize(app: dict) -> dict:
     return out
 
 
+def global_prep() -> list[dict]:
+    """The host's `global_prep_cmd` steps (validated by the config schema), run before every
+    app's own `prep-cmd` unless the entry sets `exclude-global-prep-cmd`."""
+    try:
+        from hostmgmt.config import store
+
+        steps = store.get("global_prep_cmd") or []
+    except Exception:  # noqa: BLE001 - a broken config must not hide the catalog
+        log.exception("global_prep_cmd unreadable; no global prep steps")
+        return []
+    return [s for s in steps if isinstance(s, dict)]
+
+
 def build_apps(doc: dict) -> list[App]:
     env = {k: expand(str(v), {}) for k, v in doc.get("env", {}).items()}
+    global_steps = global_prep()
     apps: list[App] = []
     seen: set[str] = set()
     for index, raw in enumerate(doc.get("apps", [])):
@@ -274,7 +288,10 @@ def build_apps(doc: dict) -> list[App]:
                 "undo": expand(p.get("undo", ""), app_env),
                 "elevated": _as_bool(p.get("elevated"), False),
             }
-            for p in raw.get("prep-cmd") or []
+            for p in (
+                ([] if _as_bool(raw.get("exclude-global-prep-cmd"), False) else global_steps)
+                + list(raw.get("prep-cmd") or [])
+            )
             if isinstance(p, dict)
         ]
         apps.append(

@@ -26,6 +26,12 @@ def _clamped_int(value, default: int, lo: int, hi: int) -> int:
     return lo if number < lo else hi if number > hi else number
 
 
+def capped_fps(fps: int) -> int:
+    """The frame rate a client asked for at launch, capped by `max_fps` (unset: no cap)."""
+    cap = _config("max_fps", None)
+    return min(fps, cap) if isinstance(cap, int) and cap > 0 else fps
+
+
 def make_launch(arm: dict) -> Launch:
     ports = settings.PORTS
     return Launch(
@@ -41,6 +47,7 @@ def make_launch(arm: dict) -> Launch:
         codec="h264_nvenc" if _config("encoder", "auto") == "nvenc" else "libx264",
         control_timeout_s=int(_config("ping_timeout", 10000)) / 1000,
         dscp_qos=bool(_config("dscp_qos", True)),
+        big_buffers=bool(_config("enet_4mib_buffer", True)),
         busy_poll_us=int(_config("busy_poll_us", 0)),
         # Share of the client's link speed the video pacer may use (engine.pacing); the
         # schema's 50..95, so a hand-edited file cannot turn pacing off or exceed the link.

@@ -40,13 +40,17 @@ class Key:
     nullable: bool = False  # "unset" is a value of its own (an empty file value)
     secret: bool = False  # never in the env file, never shown in full
     max_len: int = MAX_STR
-    item: str = ""  # list items: "cidr" | "origin" | ""
+    item: str = ""  # list items: "cidr" | "origin" | ""; str keys: "ip" (an IP address)
     aliases: dict = field(default_factory=dict)  # enum spellings folded onto a choice
     fold_case: bool = False  # enum/str values are lower-cased before the check
     https_only: bool = False  # url keys: https, or plain http to a loopback address only
     env: str = ""  # environment variable read when the config file does not set the key
     # enum values the host knows but cannot do here: value -> why (a 400 names the reason)
     refused: dict = field(default_factory=dict)
+    # The host stores this key but cannot act on any value but the default: why (a write of
+    # another value is a 400 naming the reason; a file value other than the default reads as
+    # the default and is reported). Every key either acts or says this (hostmgmt/config/effects).
+    refused_all: str = ""
 
     def parse(self, raw: Any) -> Any:
         """Typed value of `raw` (a file string or a JSON value); ValueError when out of rule."""
@@ -56,7 +60,15 @@ class Key:
                 return None
             raise ValueError("must not be empty")
         parser = getattr(self, f"_parse_{self.type}")
-        return parser(raw)
+        value = parser(raw)
+        if self.refused_all and value is not None and value != self.default:
+            raise ValueError(self.refusal())
+        return value
+
+    def refusal(self) -> str:
+        """The 400 text of a refused_all key: which value is accepted and why no other."""
+        accepted = self.render(self.default) or "unset"
+        return f"not supported on this host: {self.refused_all} (only {accepted} is accepted)"
 
     def check_json(self, value: Any) -> Any:
         """Typed value of a JSON value from the v1 file form, with JSON types enforced."""
@@ -140,6 +152,12 @@ class Key:
             value = value.strip().lower()
         if self.nullable and not value.strip():
             return None
+        if self.item == "ip":
+            value = value.strip()
+            try:
+                ipaddress.ip_address(value)
+            except ValueError:
+                raise ValueError(f"{value!r} is not an IP address") from None
         return value
 
     def _parse_url(self, raw):
@@ -193,8 +211,11 @@ class Key:
             except json.JSONDecodeError:
                 raise ValueError("must be valid JSON") from None
             require_printable(value)  # `\u2028` escapes decode to what the raw text hid
-            return value
-        return raw
+        else:
+            value = raw
+        if self.item == "prep":
+            _check_prep(value)
+        return value
 
     def _check_range(self, value):
         if (self.min is not None and value < self.min) or (
@@ -261,6 +282,23 @@ def require_printable(value: Any) -> None:
     elif isinstance(value, (list, tuple)):
         for item in value:
             require_printable(item)
+
+
+MAX_PREP_STEPS = 16
+
+
+def _check_prep(value: Any) -> None:
+    """A prep-command list: `[{"do": str, "undo": str}, ...]`, as an app's `prep-cmd`."""
+    if not isinstance(value, list) or len(value) > MAX_PREP_STEPS:
+        raise ValueError(f'must be a JSON array of at most {MAX_PREP_STEPS} {{"do", "undo"}}')
+    for i, step in enumerate(value):
+        if not isinstance(step, dict) or set(step) - {"do", "undo"}:
+            raise ValueError(f'[{i}] must be an object with only "do" and "undo"')
+        if not all(isinstance(step.get(k, ""), str) for k in ("do", "undo")):
+            raise ValueError(f'[{i}] "do" and "undo" must be strings')
+        if not (step.get("do") or "").strip():
+            raise ValueError(f'[{i}] needs a "do" command')
+        require_printable(step)
 
 
 def _check_item(kind: str, item: str) -> None:

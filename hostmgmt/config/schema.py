@@ -30,6 +30,14 @@ COMPOSITOR_BACKEND_REFUSED = {
 if shutil.which("sway") is None:
     COMPOSITOR_BACKEND_REFUSED["sway"] = "sway is not installed (Debian package sway)"
 
+# Why a key is stored but only its default accepted (`Key.refused_all`); the guard test
+# (tests/hoststate/test_key_guard.py) fails for a key with neither this nor an effect test
+# registered in hostmgmt/config/effects.py.
+CODECS = "planned: issue 18 (codecs, encoders, encryption, adaptive bitrate)"
+REAL_MACHINE = "planned: issue 15 (real-machine capture and displays)"
+NO_GAMESCOPE = "this build drives no gamescope (sway is its only headless compositor)"
+IN_DATABASE = "the host keeps this in its database (state dir), not in a file of your choosing"
+
 B = partial(Key, type="bool")
 I = partial(Key, type="int")  # noqa: E741 - a table reads better with one-letter makers
 F = partial(Key, type="float")
@@ -37,7 +45,14 @@ E = partial(Key, type="enum")
 S = partial(Key, type="str")
 
 _NETWORK = _keys(
-    I(name="port", default=47989, min=1029, max=65514, group="network", help="base port"),
+    I(
+        name="port",
+        default=47989,
+        min=1029,
+        max=65514,
+        group="network",
+        help="base port, from the next start; HOST_PORT wins",
+    ),
     B(
         name="compat_enabled",
         default=True,
@@ -48,14 +63,33 @@ _NETWORK = _keys(
     ),
     I(name="busy_poll_us", default=50, min=0, max=10000, group="network"),
     I(name="rate_cap_pct", default=80, min=50, max=95, group="network"),
-    B(name="enet_4mib_buffer", default=True, group="network"),
+    B(
+        name="enet_4mib_buffer",
+        default=True,
+        group="network",
+        help="4 MiB send and receive buffers on the video and audio sockets",
+    ),
     B(name="dscp_qos", default=True, group="network"),
     B(name="trusted_subnet_auto_pairing", default=False, group="access", restart=False),
     Key("trusted_subnets", "list", [], group="access", restart=False, item="cidr", nullable=True),
     S(name="webhook_secret", default="", group="access", restart=False, secret=True),
     I(name="nvenc_tuning_preset", default=-1, min=-1, max=2, group="video"),
-    S(name="input_seat", default="", group="input", max_len=64),
-    B(name="headless_virtual_display", default=None, nullable=True, group="headless"),
+    S(
+        name="input_seat",
+        default=None,
+        nullable=True,
+        group="input",
+        max_len=64,
+        refused_all="input goes to the session's own display (XTest or the compositor's "
+        "virtual devices); there is no seat to choose",
+    ),
+    B(
+        name="headless_virtual_display",
+        default=None,
+        nullable=True,
+        group="headless",
+        refused_all=REAL_MACHINE + "; use headless_mode",
+    ),
     B(name="headless_mode", default=False, group="headless"),
     E(
         name="compositor_backend",
@@ -68,7 +102,7 @@ _NETWORK = _keys(
     B(
         name="linux_use_cage_compositor",
         default=False,
-        refused={True: "this build has no cage compositor; use headless_mode with sway"},
+        refused_all="this build has no cage compositor; use headless_mode with sway",
         group="headless",
     ),
     I(name="headless_width", default=0, min=0, max=7680, group="headless"),
@@ -144,11 +178,22 @@ _HOST = _keys(
         restart=False,
         help="host name shown to clients",
     ),
-    B(name="perf", default=False),
-    S(name="gamepad", default=None, nullable=True, group="input"),
-    B(name="input_pen", default=True, group="input"),
-    B(name="hide_host_cursor", default=True, group="input"),
-    B(name="gamescope_grab_cursor", default=False, group="input"),
+    B(name="perf", default=False, refused_all="this host has no performance mode to switch"),
+    S(
+        name="gamepad",
+        default=None,
+        nullable=True,
+        group="input",
+        refused_all="one pad type is emulated (an Xbox 360-style uinput pad)",
+    ),
+    B(
+        name="input_pen",
+        default=True,
+        group="input",
+        refused_all="pen and touch events are not injected on this host",
+    ),
+    B(name="hide_host_cursor", default=True, group="input", refused_all=REAL_MACHINE),
+    B(name="gamescope_grab_cursor", default=False, group="input", refused_all=NO_GAMESCOPE),
     E(
         name="video_source",
         default=None,
@@ -156,6 +201,7 @@ _HOST = _keys(
         choices=("virtual", "portal"),
         fold_case=True,
         group="video",
+        refused_all=REAL_MACHINE + "; the source follows capture_method",
     ),
     Key(
         "capture_method",
@@ -183,35 +229,105 @@ _HOST = _keys(
         nullable=True,
         choices=HEADLESS_COMPOSITORS,
         group="headless",
+        refused_all=REAL_MACHINE + "; the headless compositor is compositor_backend",
     ),
-    I(name="max_fps", default=None, nullable=True, min=15, max=240, group="video"),
-    B(name="ten_bit", default=True, group="video"),
-    B(name="four_four_four", default=True, group="video"),
-    B(name="gamescope_hdr", default=True, group="video"),
-    B(name="gamescope_splash", default=True, group="video"),
-    I(name="pipewire_latency_ms", default=None, nullable=True, min=1, max=40, group="audio"),
-    I(name="capture_max_age_ms", default=None, nullable=True, min=1, max=500, group="video"),
-    B(name="audio_fec", default=True, group="audio"),
-    F(name="audio_gain", default=None, nullable=True, min=0.0, max=4.0, group="audio"),
+    I(
+        name="max_fps",
+        default=None,
+        nullable=True,
+        min=15,
+        max=240,
+        group="video",
+        help="cap on the frame rate a client may ask for at launch",
+    ),
+    B(name="ten_bit", default=True, group="video", refused_all=CODECS),
+    B(name="four_four_four", default=True, group="video", refused_all=CODECS),
+    B(name="gamescope_hdr", default=True, group="video", refused_all=NO_GAMESCOPE),
+    B(name="gamescope_splash", default=True, group="video", refused_all=NO_GAMESCOPE),
+    I(
+        name="pipewire_latency_ms",
+        default=None,
+        nullable=True,
+        min=1,
+        max=40,
+        group="audio",
+        refused_all="audio is captured from PulseAudio (pipewire-pulse), not a PipeWire node",
+    ),
+    I(
+        name="capture_max_age_ms",
+        default=None,
+        nullable=True,
+        min=1,
+        max=500,
+        group="video",
+        refused_all=REAL_MACHINE,
+    ),
+    B(
+        name="audio_fec",
+        default=True,
+        group="audio",
+        refused_all="the Opus FEC switch is host_opus_fec",
+    ),
+    F(
+        name="audio_gain",
+        default=None,
+        nullable=True,
+        min=0.0,
+        max=4.0,
+        group="audio",
+        refused_all="no fixed gain stage; use host_audio_agc",
+    ),
     E(
         name="audio_capture",
         default=None,
         nullable=True,
         choices=("stream-sink", "monitor"),
         group="audio",
+        refused_all="each session captures its own stream sink (virtual_sink)",
     ),
-    I(name="vdisplay_hz_mult", default=1, min=1, max=4, group="video"),
-    I(name="gamescope_sdr_nits", default=None, nullable=True, min=1, max=10000, group="video"),
-    B(name="chacha20", default=True, group="network"),
+    I(name="vdisplay_hz_mult", default=1, min=1, max=4, group="video", refused_all=REAL_MACHINE),
+    I(
+        name="gamescope_sdr_nits",
+        default=None,
+        nullable=True,
+        min=1,
+        max=10000,
+        group="video",
+        refused_all=NO_GAMESCOPE,
+    ),
+    B(name="chacha20", default=True, group="network", refused_all=CODECS),
     B(name="mdns", default=True, group="network"),
     I(name="fec_percentage", default=None, nullable=True, min=0, max=90, group="network"),
     E(name="encoder", default="auto", choices=ENCODERS, fold_case=True, group="video"),
     S(name="adapter_name", default=None, nullable=True, group="video", help="render adapter pin"),
-    B(name="zerocopy", default=None, nullable=True, group="video"),
-    E(name="clipboard", default="off", choices=("off", "text-only", "on"), group="input"),
-    E(name="performance_profile", default="balanced", choices=("balanced", "low_latency")),
-    E(name="latency_profile", default="balanced", choices=("balanced", "low_latency")),
-    E(name="network_policy", default="auto", choices=("auto", "lan", "wan"), group="network"),
+    B(name="zerocopy", default=None, nullable=True, group="video", refused_all=CODECS),
+    E(
+        name="clipboard",
+        default="off",
+        choices=("off", "text-only", "on"),
+        group="input",
+        refused_all="clipboard sharing is not built yet (issue 19)",
+    ),
+    E(
+        name="performance_profile",
+        default="balanced",
+        choices=("balanced", "low_latency"),
+        refused_all="this host has no performance profiles to switch",
+    ),
+    E(
+        name="latency_profile",
+        default="balanced",
+        choices=("balanced", "low_latency"),
+        refused_all="latency modes are not applied yet (the encoder tuning is "
+        "nvenc_tuning_preset)",
+    ),
+    E(
+        name="network_policy",
+        default="auto",
+        choices=("auto", "lan", "wan"),
+        group="network",
+        refused_all=CODECS,
+    ),
 )
 
 _SECURITY = _keys(
@@ -242,8 +358,22 @@ _SECURITY = _keys(
         secret=True,
         help="scoped API tokens, entries `name hash salt scopes`",
     ),
-    S(name="pkey", default=None, nullable=True, group="security"),
-    S(name="cert", default=None, nullable=True, group="security"),
+    S(
+        name="pkey",
+        default=None,
+        nullable=True,
+        group="security",
+        refused_all="the host serves its own generated key pair (state dir); operator "
+        "certificates are not supported yet",
+    ),
+    S(
+        name="cert",
+        default=None,
+        nullable=True,
+        group="security",
+        refused_all="the host serves its own generated key pair (state dir); operator "
+        "certificates are not supported yet",
+    ),
     # Host extension (not in the admin spec's key list): where the updater fetches the signed
     # release manifest. File-only, so no API token can point the host's fetches elsewhere.
     Key(
@@ -264,47 +394,113 @@ _SECURITY = _keys(
 # Inherited option names with a known rule; the rest of the inherited names are free strings.
 _INHERITED = _keys(
     I(name="max_bitrate", default=0, min=0, max=1_000_000, group="video"),
-    I(name="qp", default=28, min=0, max=51, group="video"),
+    I(name="qp", default=28, min=0, max=51, group="video", refused_all=CODECS),
     I(name="hevc_mode", default=0, min=0, max=3, group="video"),
     I(name="av1_mode", default=0, min=0, max=3, group="video"),
-    B(name="adaptive_bitrate_enabled", default=False, group="video"),
-    I(name="adaptive_bitrate_min", default=0, min=0, max=1_000_000, group="video"),
-    I(name="adaptive_bitrate_max", default=0, min=0, max=1_000_000, group="video"),
+    B(name="adaptive_bitrate_enabled", default=False, group="video", refused_all=CODECS),
+    I(
+        name="adaptive_bitrate_min",
+        default=0,
+        min=0,
+        max=1_000_000,
+        group="video",
+        refused_all=CODECS,
+    ),
+    I(
+        name="adaptive_bitrate_max",
+        default=0,
+        min=0,
+        max=1_000_000,
+        group="video",
+        refused_all=CODECS,
+    ),
     B(name="stream_audio", default=True, group="audio"),
-    B(name="upnp", default=False, group="network"),
-    E(name="address_family", default="ipv4", choices=("ipv4", "both"), group="network"),
-    I(name="lan_encryption_mode", default=0, min=0, max=2, group="network"),
-    I(name="wan_encryption_mode", default=1, min=0, max=2, group="network"),
+    B(
+        name="upnp",
+        default=False,
+        group="network",
+        refused_all="no UPnP port mapping in this build; forward the ports on the gateway",
+    ),
+    E(
+        name="address_family",
+        default="ipv4",
+        choices=("ipv4", "both"),
+        group="network",
+        refused_all="IPv4 only (the listeners and the ENet control stream bind IPv4)",
+    ),
+    I(
+        name="lan_encryption_mode",
+        default=0,
+        min=0,
+        max=2,
+        group="network",
+        refused_all=CODECS,
+    ),
+    I(
+        name="wan_encryption_mode",
+        default=1,
+        min=0,
+        max=2,
+        group="network",
+        refused_all=CODECS,
+    ),
     I(name="ping_timeout", default=10000, min=100, max=600_000, group="network"),
-    I(name="packetsize", default=1024, min=256, max=9000, group="network"),
+    I(
+        name="packetsize",
+        default=1024,
+        min=256,
+        max=9000,
+        group="network",
+        refused_all="the client sets the video packet size (RTSP packetSize)",
+    ),
     E(
         name="min_log_level",
         default="info",
         choices=("verbose", "debug", "info", "warning", "error", "fatal", "none"),
         fold_case=True,
-        restart=False,
+        help="lowest level logged, from the next start; HOST_LOG_LEVEL wins",
     ),
     S(name="locale", default="en", max_len=16, restart=False),
 )
-_FREE_STRINGS = (
-    "output_name",
-    "sw_preset",
-    "sw_tune",
-    "audio_sink",
-    "virtual_sink",
-    "bind_address",
-    "external_ip",
-    "controller",
-    "keyboard",
-    "mouse",
-    "keybindings",
-    "file_apps",
-    "file_state",
-    "credentials_file",
-    "log_path",
-    "global_prep_cmd",
-)
+_FREE_STRINGS = ("output_name", "audio_sink", "virtual_sink", "external_ip")
 _INHERITED.update({n: Key(n, "str", None, nullable=True) for n in _FREE_STRINGS})
+_REFUSED_STRINGS = {
+    "sw_preset": CODECS,
+    "sw_tune": CODECS,
+    "keybindings": "no host-side key remapping in this build",
+    "file_apps": IN_DATABASE + " (the app catalog)",
+    "file_state": IN_DATABASE + " (paired clients)",
+    "credentials_file": IN_DATABASE + " (console credentials)",
+    "log_path": "the log is logs/host.log in the state dir, where the console reads and "
+    "rotates it",
+}
+_INHERITED.update(
+    {n: Key(n, "str", None, nullable=True, refused_all=why) for n, why in _REFUSED_STRINGS.items()}
+)
+_INHERITED.update(
+    _keys(
+        S(
+            name="bind_address",
+            default=None,
+            nullable=True,
+            group="network",
+            item="ip",
+            help="address the listeners bind, from the next start; HOST_BIND wins",
+        ),
+        B(name="keyboard", default=True, group="input", help="keyboard (and text) input"),
+        B(name="mouse", default=True, group="input", help="mouse input"),
+        B(name="controller", default=True, group="input", help="gamepad input"),
+        Key(
+            "global_prep_cmd",
+            "json",
+            [],
+            group="general",
+            item="prep",
+            help='[{"do": ..., "undo": ...}] run around every launch (unless the app sets '
+            "exclude-global-prep-cmd)",
+        ),
+    )
+)
 
 KEYS: dict[str, Key] = {**_NETWORK, **_AUDIO, **_HOST, **_SECURITY, **_INHERITED}
 
@@ -315,7 +511,14 @@ _PROFILE_FIELDS = {
     "max_bitrate": Key("", "int", None, 0, 1_000_000, nullable=True),
     "hevc_mode": Key("", "int", None, 0, 3, nullable=True),
     "av1_mode": Key("", "int", None, 0, 3, nullable=True),
-    "latency_mode": Key("", "enum", None, choices=("safe", "aggressive"), nullable=True),
+    "latency_mode": Key(
+        "",
+        "enum",
+        None,
+        choices=("safe", "aggressive"),
+        nullable=True,
+        refused_all="latency modes are not applied yet",
+    ),
 }
 _CLIENT_PROFILE = re.compile(_CLIENT_PROFILE.pattern % "|".join(_PROFILE_FIELDS))
 _VENDOR = re.compile(r"^(nvenc|vaapi|qsv|amd|vt|vk)_[a-z0-9_]{1,48}$")
@@ -335,7 +538,7 @@ def key(name: str) -> Key | None:
         base = _PROFILE_FIELDS[m.group(2)]
         return Key(**{**base.__dict__, "name": name, "group": "client_profile", "file_only": True})
     if _VENDOR.match(name):
-        return Key(name, "str", None, nullable=True, group="video")
+        return Key(name, "str", None, nullable=True, group="video", refused_all=CODECS)
     return None
 
 

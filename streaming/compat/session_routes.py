@@ -110,7 +110,7 @@ def _wait(arm: str, session_id: int | None = None) -> tuple[int, str]:
 
 def launch(req: NvRequest) -> NvResponse:
     from library import catalog
-    from streaming import services, tasks
+    from streaming import launchconfig, services, tasks
 
     q = req.query
     try:
@@ -122,6 +122,7 @@ def launch(req: NvRequest) -> NvResponse:
             raise BadLaunch(400, "appid must be a decimal app id") from None
         keys = parse_keys(q)
         width, height, fps = parse_mode(q.get("mode"))
+        fps = launchconfig.capped_fps(fps)  # the host's `max_fps`
         options = parse_options(q)
         app = catalog.find_app(str(app_id)) if app_id > 0 else None
         if app is None:

@@ -44,6 +44,9 @@ class Launch:
     # Socket options from the host config, applied where Linux supports them.
     dscp_qos: bool = False
     busy_poll_us: int = 0
+    # `enet_4mib_buffer`: 4 MiB send and receive buffers on the video and audio sockets (the
+    # kernel caps them at net.core.wmem_max / rmem_max); off leaves the kernel defaults.
+    big_buffers: bool = True
     # Pacing (engine.pacing): the tighter of max_send_mbps and rate_cap_pct % of the speed of
     # the link that routes to the client; neither (0, or no known link speed) sends each frame
     # as one burst. Paced frames go out in ~1 ms slots (at most 64 datagrams each).

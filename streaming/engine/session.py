@@ -57,6 +57,17 @@ TOS_AUDIO = 0xB8  # DSCP EF
 MAX_DRAIN = 64  # most datagrams read off a media socket between two sends
 
 
+
+BIG_BUFFER = 4 << 20
+
+
+def grow_buffers(sock: socket.socket) -> None:
+    """Ask for 4 MiB send and receive buffers (`enet_4mib_buffer`): a keyframe burst or a
+    stall must not overflow the kernel's default ~200 KiB; the kernel caps what it grants."""
+    for opt in (socket.SO_SNDBUF, socket.SO_RCVBUF):
+        with contextlib.suppress(OSError):
+            sock.setsockopt(socket.SOL_SOCKET, opt, BIG_BUFFER)
+
 class StreamSession:
     def __init__(
         self,
@@ -120,8 +131,8 @@ class StreamSession:
         s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
         s.bind((self.launch.host, port))
         s.settimeout(0.2)
-        with contextlib.suppress(OSError):
-            s.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4 << 20)
+        if self.launch.big_buffers:
+            grow_buffers(s)
         if self.launch.dscp_qos:
             with contextlib.suppress(OSError):
                 s.setsockopt(socket.IPPROTO_IP, socket.IP_TOS, tos)

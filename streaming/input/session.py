@@ -31,6 +31,30 @@ class InputStats:
     malformed: int = 0
     refused: int = 0  # clamped-out or limited events (bad codes, floods, pad 99)
     text_chars: int = 0  # characters typed from text messages
+    disabled: int = 0  # events of a kind the host config turns off (keyboard, mouse, controller)
+
+
+# The host config key that turns each kind of event off.
+SWITCH_OF = {
+    packets.Key: "keyboard",
+    packets.Text: "keyboard",
+    packets.MouseRel: "mouse",
+    packets.MouseAbs: "mouse",
+    packets.Button: "mouse",
+    packets.Scroll: "mouse",
+    packets.Pad: "controller",
+}
+
+
+def input_switches() -> dict[str, bool]:
+    """`keyboard`, `mouse`, `controller` from the host config (read once per session)."""
+    try:
+        from hostmgmt.config import store
+
+        return {name: bool(store.get(name)) for name in ("keyboard", "mouse", "controller")}
+    except Exception:  # noqa: BLE001 - a broken config must not stop a session's input
+        log.exception("input switches unreadable; every input stays on")
+        return {}
 
 
 class SessionInput:
@@ -41,11 +65,13 @@ class SessionInput:
         gamepads: bool = True,
         region: dict | None = None,
         device=None,
+        switches: dict | None = None,
     ):
         """`device`: a keyboard/mouse with XInput's interface made by the caller (a WlrInput
         for wlroots backends, created at session start); else XTest into `display_name`."""
         self.x = device if device is not None else XInput(display_name, region=region)
         self.stats = InputStats()
+        self.switches = switches if switches is not None else input_switches()
         ok, why = availability() if gamepads else (False, "disabled")
         self.gamepads_available, self.gamepad_reason = ok, why
         if gamepads and not ok:
@@ -62,6 +88,9 @@ class SessionInput:
             return False
         if ev is None:
             self.stats.ignored += 1
+            return False
+        if not self.switches.get(SWITCH_OF.get(type(ev), ""), True):
+            self.stats.disabled += 1  # the operator turned this kind of input off
             return False
         ok = self._dispatch(ev)
         if ok:

@@ -20,9 +20,16 @@ log = logging.getLogger("streaming.native")
 class Pads:
     """The session's virtual pads. # GAP: untested end to end here (no /dev/uinput)."""
 
-    def __init__(self):
+    def __init__(self, switches: dict | None = None):
+        from streaming.input.session import input_switches
+
         self._pads: dict = {}
         self.unavailable: str | None = None
+        # The host's `keyboard` / `mouse` / `controller` switches, read once per session.
+        self.switches = input_switches() if switches is None else switches
+
+    def allows(self, kind) -> bool:
+        return self.switches.get(_SWITCH_OF.get(kind, ""), True)
 
     def update(self, ev: dict) -> bool:
         from streaming.input.gamepad import (
@@ -61,9 +68,15 @@ class Pads:
         self._pads.clear()
 
 
+_SWITCH_OF = {"k": "keyboard", "m": "mouse", "r": "mouse", "b": "mouse", "s": "mouse"}
+_SWITCH_OF["p"] = "controller"
+
+
 def inject(x, ev: dict, pads: Pads | None = None) -> bool:
     try:
         kind = ev.get("t")
+        if pads is not None and not pads.allows(kind):
+            return False  # the operator turned this kind of input off
         if kind == "p":
             return pads.update(ev) if pads is not None else False
         if x is None:

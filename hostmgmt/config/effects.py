@@ -1,0 +1,152 @@
+"""Which test proves that each acting configuration key changes what the host does.
+
+Every key of the schema (pattern keys by their pattern) either has an entry here or is
+refused for any value but its default (`Key.refused_all`, with the reason). The guard test
+(tests/hoststate/test_key_guard.py) fails when a key has neither, both, or names a test that
+does not exist, so no key can be added that is stored and ignored. The console's config page
+shows the marker beside each key.
+"""
+
+from __future__ import annotations
+
+from hostmgmt.config.schema import key
+
+_E = "tests/hoststate/test_key_effects.py::"
+_AUDIO = _E + "test_audio_keys_change_the_session_chain_and_opus_settings"
+_LAUNCH = _E + "test_launch_takes_the_stream_keys_from_the_config"
+_PROFILES = "tests/gamelife/test_profiles.py::"
+_HEADLESS = "tests/hoststate/test_headless_machine.py::"
+
+EFFECTS: dict[str, str] = {
+    # network and start-up
+    "port": _E + "test_port_and_bind_address_come_from_host_conf_and_the_environment_wins",
+    "bind_address": _E + "test_port_and_bind_address_come_from_host_conf_and_the_environment_wins",
+    "min_log_level": _E + "test_min_log_level_holds_back_lower_levels_from_the_next_start",
+    "compat_enabled": "tests/pairing/test_e2e.py::test_mdns_announces_while_the_compat_switch_is_on",
+    "mdns": "tests/pairing/test_e2e.py::test_mdns_announces_while_the_compat_switch_is_on",
+    "busy_poll_us": _LAUNCH,
+    "rate_cap_pct": _LAUNCH,
+    "dscp_qos": _LAUNCH,
+    "fec_percentage": _LAUNCH,
+    "ping_timeout": _LAUNCH,
+    "encoder": _LAUNCH,
+    "enet_4mib_buffer": _E + "test_enet_4mib_buffer_grows_both_socket_buffers_or_leaves_them",
+    "max_fps": _E + "test_max_fps_caps_the_frame_rate_a_client_asks_for",
+    "external_ip": _E + "test_external_ip_is_in_the_server_facts",
+    # access and security
+    "trusted_subnet_auto_pairing": (
+        "tests/pairing/test_e2e.py::test_trusted_subnet_auto_pairing_needs_no_pin_entry"
+    ),
+    "trusted_subnets": "tests/pairing/test_e2e.py::test_trusted_subnet_auto_pairing_needs_no_pin_entry",
+    "webhook_secret": "tests/hooks/test_e2e_hooks.py::test_stream_webhooks_signed_and_retried",
+    "webhook_url_N": "tests/hooks/test_e2e_hooks.py::test_stream_webhooks_signed_and_retried",
+    "origin_web_ui_allowed": _E + "test_origin_keys_decide_who_may_reach_the_console",
+    "csrf_allowed_origins": _E + "test_origin_keys_decide_who_may_reach_the_console",
+    "api_tokens": "tests/console/test_tokens_api.py::test_scope_denial",
+    "update_manifest_url": (
+        "tests/console/test_updater_platform.py::test_manifest_url_env_fallback_goes_through_the_schema"
+    ),
+    "sunshine_name": _E + "test_sunshine_name_is_the_host_name_clients_see",
+    "locale": _E + "test_locale_is_what_config_locale_answers",
+    # video, capture, displays
+    "nvenc_tuning_preset": _E + "test_nvenc_tuning_preset_is_the_host_default_preset",
+    "adapter_name": _E + "test_adapter_name_pins_the_selected_gpu",
+    "compositor": _E + "test_compositor_is_the_default_of_the_compositor_list",
+    "capture_method": (
+        "tests/hoststate/test_capture_select.py::test_a_dead_display_falls_back_under_auto_and_"
+        "fails_when_asked_for"
+    ),
+    "capture": "tests/hoststate/test_capture_select.py::test_the_two_names_of_the_setting_must_agree",
+    "output_name": (
+        "tests/hoststate/test_capture_select.py::test_output_name_names_the_display_and_the_monitor"
+    ),
+    "headless_mode": (
+        _HEADLESS + "test_the_native_plane_gets_an_output_of_the_headless_compositor_too"
+    ),
+    "compositor_backend": (
+        _HEADLESS + "test_preflight_says_which_backend_and_why_the_headless_compositor_cannot_run"
+    ),
+    "headless_width": _HEADLESS + "test_headless_defaults_fill_the_mode_a_request_leaves_out",
+    "headless_height": _HEADLESS + "test_headless_defaults_fill_the_mode_a_request_leaves_out",
+    "headless_refresh": _HEADLESS + "test_headless_defaults_fill_the_mode_a_request_leaves_out",
+    "max_bitrate": _PROFILES + "test_profile_applies_to_its_client_only",
+    "hevc_mode": _PROFILES + "test_av1_off_falls_back_through_hevc",
+    "av1_mode": _PROFILES + "test_av1_off_falls_back_through_hevc",
+    "client_profile_<name>_max_bitrate": _PROFILES + "test_profile_applies_to_its_client_only",
+    "client_profile_<name>_hevc_mode": _PROFILES + "test_profile_applies_to_its_client_only",
+    "client_profile_<name>_av1_mode": _PROFILES + "test_av1_off_falls_back_through_hevc",
+    # audio
+    "stream_audio": "tests/playable/test_capture.py::test_stream_audio_false_means_no_audio_at_all",
+    "audio_sink": _E + "test_sink_keys_name_the_session_sink",
+    "virtual_sink": _E + "test_sink_keys_name_the_session_sink",
+    # input and apps
+    "keyboard": _E + "test_input_switches_drop_the_kinds_turned_off",
+    "mouse": _E + "test_input_switches_drop_the_kinds_turned_off",
+    "controller": _E + "test_input_switches_drop_the_kinds_turned_off",
+    "global_prep_cmd": _E + "test_global_prep_cmd_runs_before_every_app_unless_excluded",
+}
+for _name in (
+    "host_audio_agc",
+    "host_audio_agc_target_db",
+    "host_audio_agc_max_gain_db",
+    "host_audio_agc_min_gain_db",
+    "host_audio_agc_attack_ms",
+    "host_audio_agc_hold_ms",
+    "host_audio_agc_release_ms",
+    "host_audio_vad",
+    "host_audio_vad_threshold_db",
+    "host_audio_vad_hysteresis_db",
+    "host_audio_vad_min_speech_ms",
+    "host_audio_vad_min_silence_ms",
+    "host_audio_ducking",
+    "host_audio_ducker_attenuation_db",
+    "host_audio_ducker_attack_ms",
+    "host_audio_ducker_release_ms",
+    "host_audio_noise_gate",
+    "host_audio_noise_gate_db",
+    "host_opus_application",
+    "host_opus_vbr",
+    "host_opus_complexity",
+    "host_opus_fec",
+    "host_opus_expected_loss_pct",
+    "host_opus_bandwidth_extension",
+):
+    EFFECTS[_name] = _AUDIO
+
+# One example name per pattern key, and the label it is registered under.
+PATTERN_SAMPLES: dict[str, str] = {
+    "webhook_url_0": "webhook_url_N",
+    "client_profile_deck_max_bitrate": "client_profile_<name>_max_bitrate",
+    "client_profile_deck_hevc_mode": "client_profile_<name>_hevc_mode",
+    "client_profile_deck_av1_mode": "client_profile_<name>_av1_mode",
+    "client_profile_deck_latency_mode": "client_profile_<name>_latency_mode",
+    "nvenc_preset": "<vendor>_<option> (nvenc_, vaapi_, qsv_, amd_, vt_, vk_)",
+}
+
+
+def label(name: str) -> str:
+    """The registry name of a key: itself, or its pattern's label."""
+    import re
+
+    if re.fullmatch(r"webhook_url_\d+", name):
+        return "webhook_url_N"
+    m = re.fullmatch(r"client_profile_.+_(max_bitrate|hevc_mode|av1_mode|latency_mode)", name)
+    if m:
+        return f"client_profile_<name>_{m.group(1)}"
+    if key(name) is not None and re.fullmatch(r"(nvenc|vaapi|qsv|amd|vt|vk)_.+", name):
+        from hostmgmt.config.schema import KEYS
+
+        if name not in KEYS:
+            return PATTERN_SAMPLES["nvenc_preset"]
+    return name
+
+
+def marker(name: str) -> tuple[str, str]:
+    """("effect", test node id) or ("refused", reason) or ("unclassified", "")."""
+    spec = key(name)
+    if spec is not None and spec.refused_all:
+        return "refused", spec.refused_all
+    test = EFFECTS.get(label(name))
+    if test:
+        return "effect", test
+    return "unclassified", ""
