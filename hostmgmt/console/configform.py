@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from hostmgmt.config import service, store
+from hostmgmt.config import effects, service, store
 from hostmgmt.config.schema import KEYS
 
 SECRET_MASK = "********"
@@ -38,6 +38,8 @@ class Field:
     secret: bool
     value: str = ""
     error: str = ""
+    mark: str = ""  # "effect" (a test proves it acts) or "refused" (only the default)
+    mark_text: str = ""
 
 
 @dataclass
@@ -58,6 +60,15 @@ def _rule(spec) -> str:
     return {"bool": "true or false", "list": "comma-separated list", "url": "http(s) URL"}.get(
         spec.type, ""
     )
+
+
+def _mark_text(mark: str, why: str) -> str:
+    """The one-line marker beside a key: what the host does with it."""
+    if mark == "effect":
+        return "effect: changes what the host does (tested: " + why.split("::")[-1] + ")"
+    if mark == "refused":
+        return "refused: " + why + " (only the default is accepted)"
+    return "unclassified"
 
 
 def _shown(spec, raw: str | None) -> str:
@@ -85,6 +96,7 @@ def groups(submitted: dict[str, str] | None = None, errors: dict[str, str] | Non
             spec.group, Group(spec.group, GROUP_TITLES.get(spec.group, spec.group.title()))
         )
         value = _shown(spec, raw.get(name))
+        mark, why = effects.marker(name)
         if submitted is not None and name in submitted:
             value = submitted[name]
         group.fields.append(
@@ -100,6 +112,8 @@ def groups(submitted: dict[str, str] | None = None, errors: dict[str, str] | Non
                 secret=spec.secret,
                 value=value,
                 error=(errors or {}).get(name, ""),
+                mark=mark,
+                mark_text=_mark_text(mark, why),
             )
         )
     order = list(GROUP_TITLES)
