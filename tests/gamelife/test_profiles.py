@@ -37,8 +37,9 @@ def test_profile_applies_to_its_client_only(conf):
     deck = effective_stream_params("Steam Deck", None, REQ)
     assert deck["bitrate_kbps"] == 20_000
     assert deck["hevc_mode"] == 1 and deck["codec"] == "h264"  # HEVC is off for this device
-    assert deck["latency_mode"] == "aggressive" and deck["profile"] == "Steam_Deck"
-    assert set(deck["applied"]) == {"max_bitrate", "hevc_mode", "codec", "latency_mode"}
+    # latency_mode is refused (not applied yet): a hand-edited value reads as the default.
+    assert deck["latency_mode"] == "safe" and deck["profile"] == "Steam_Deck"
+    assert set(deck["applied"]) == {"max_bitrate", "hevc_mode", "codec"}
     # The next session (another client) starts from the host defaults again.
     tv = effective_stream_params("TV", None, REQ)
     assert tv["bitrate_kbps"] == 50_000 and tv["codec"] == "hevc" and tv["hevc_mode"] == 3

@@ -110,11 +110,11 @@ def test_v1_put_round_trip_and_defaults(v1, state):
             "max_fps": 120,
             "capture_method": "x11",
             "compositor": "KDE",
-            "audio_gain": 1.5,
+            "audio_gain": None,
         },
         "encoders": {"encoder": " NVENC "},
         "network": {"fec_pct": 20, "compat": False},
-        "clipboard": "text-only",
+        "clipboard": "off",
     }
     r = v1.put("/api/v1/host/config", body, format="json")
     assert r.status_code == 200, r.content
@@ -126,7 +126,7 @@ def test_v1_put_round_trip_and_defaults(v1, state):
     assert s["audio_video"]["max_fps"] == 120 and s["audio_video"]["compositor"] == "kwin"
     assert s["encoders"]["encoder"] == "nvenc" and s["network"]["fec_pct"] == 20
     assert s["network"]["compat"] is True  # the broadcast switch is not written here
-    assert s["clipboard"] == "text-only" and s["input"]["pen"] is True
+    assert s["clipboard"] == "off" and s["input"]["pen"] is True
     assert store.get("sunshine_name") == "den-pc"
     # The admin API sees the same store.
     assert store.get("max_fps") == 120
