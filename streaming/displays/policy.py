@@ -26,17 +26,26 @@ LAYOUT_MODES = ("auto-row", "manual")
 GAME_SESSION = ("auto", "dedicated")
 AXES = ("keep_alive", "topology", "mode_conflict", "identity", "layout", "max_displays")
 ORTHOGONAL = ("game_session", "ddc_power_off", "pnp_disable_monitors", "capture_monitor")
+# What the display machine really acts on (streaming/displays/machine.py, streaming/monitors.py).
 ENFORCED = [
     "keep_alive",
     "topology",
     "mode_conflict",
     "identity",
     "layout",
-    "game_session",
-    "ddc_power_off",
-    "pnp_disable_monitors",
+    "max_displays",
     "capture_monitor",
 ]
+# Options of the policy this host cannot act on: a value other than the default is refused
+# with the reason (400), and GET shows them under `unsupported`.
+UNSUPPORTED = {
+    "game_session": "not supported on this host: games share the session's display "
+    "(no dedicated game display); only auto is accepted",
+    "ddc_power_off": "not supported on this host: no DDC/CI monitor control (the host drives "
+    "virtual outputs only); only false is accepted",
+    "pnp_disable_monitors": "not supported on this host: Windows only (PnP monitor "
+    "disabling); only false is accepted",
+}
 POSITION_LIMIT = 1 << 20
 
 
@@ -211,10 +220,14 @@ def validate(body: Any) -> dict:
 
 def _orthogonal(source: dict, errors: dict) -> dict:
     out = {"game_session": _choice(source, "game_session", GAME_SESSION, errors, "auto")}
+    if out["game_session"] != "auto" and "game_session" not in errors:
+        errors["game_session"] = UNSUPPORTED["game_session"]
     for flag in ("ddc_power_off", "pnp_disable_monitors"):
         out[flag] = source.get(flag, False)
         if not isinstance(out[flag], bool):
             errors[flag] = "must be true or false"
+        elif out[flag]:
+            errors[flag] = UNSUPPORTED[flag]
     monitor = source.get("capture_monitor")
     if monitor is not None and (not isinstance(monitor, str) or len(monitor) > 128):
         errors["capture_monitor"] = "must be a string of at most 128 characters or null"

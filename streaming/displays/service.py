@@ -32,6 +32,7 @@ def settings_state() -> dict:
         "presets": policies.presets_info(),
         "custom_presets": [p.as_record() for p in CustomPreset.objects.all()],
         "enforced": list(policies.ENFORCED),
+        "unsupported": dict(policies.UNSUPPORTED),
     }
 
 
@@ -84,6 +85,8 @@ def _preset_input(body: Any) -> tuple[str, dict, str]:
     game_session = fields.get("game_session", body.get("game_session", "auto"))
     if game_session not in policies.GAME_SESSION:
         errors["fields.game_session"] = "must be auto or dedicated"
+    elif game_session != "auto":
+        errors["fields.game_session"] = policies.UNSUPPORTED["game_session"]
     unknown = set(fields) - {*policies.AXES, "game_session"}
     for extra in sorted(unknown):
         errors[f"fields.{extra}"] = "unknown field"

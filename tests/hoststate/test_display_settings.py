@@ -101,7 +101,7 @@ def test_presets_crud_with_stable_ids(v1):
         "/api/v1/display/presets",
         {
             "name": "couch",
-            "fields": {"keep_alive": {"mode": "forever"}, "game_session": "dedicated"},
+            "fields": {"keep_alive": {"mode": "forever"}, "game_session": "auto"},
         },
         format="json",
     )
@@ -109,7 +109,7 @@ def test_presets_crud_with_stable_ids(v1):
     preset = r.json()
     assert len(preset["id"]) == 12 and preset["name"] == "couch"
     assert preset["fields"]["keep_alive"] == {"mode": "forever"}
-    assert preset["fields"]["game_session"] == "dedicated"
+    assert preset["fields"]["game_session"] == "auto"
     # Apply it: a custom policy carrying its fields.
     applied = v1.put(
         "/api/v1/display/settings", {"preset": "custom", "fields": preset["fields"]}, format="json"
@@ -122,7 +122,7 @@ def test_presets_crud_with_stable_ids(v1):
     assert v1.get("/api/v1/display/presets").json() == []
     # Deleting never touches the active policy.
     settings = v1.get("/api/v1/display/settings").json()["settings"]
-    assert settings["keep_alive"] == {"mode": "forever"} and settings["game_session"] == "dedicated"
+    assert settings["keep_alive"] == {"mode": "forever"} and settings["game_session"] == "auto"
 
 
 def test_preset_bad_input(v1):

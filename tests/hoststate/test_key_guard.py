@@ -105,3 +105,32 @@ def test_the_console_marks_each_key_effect_or_refused(state, admin):
     assert 'id="mark-min_log_level" class="mark effect"' in html
     assert html.count('id="mark-') == sum(1 for s in KEYS.values() if not s.file_only)
     assert "mark unclassified" not in html and "tested: test_" in html
+
+
+def test_display_policy_enforced_lists_only_what_acts_and_refuses_the_rest(v1, state):
+    from streaming.displays import policy
+
+    state_ = v1.get("/api/v1/display/settings").json()
+    assert set(state_["enforced"]) == set(policy.ENFORCED)
+    assert not set(state_["enforced"]) & set(state_["unsupported"])
+    assert set(state_["unsupported"]) == {"game_session", "ddc_power_off", "pnp_disable_monitors"}
+    # Every option of the policy is either enforced or reported unsupported.
+    assert set(policy.AXES) | set(policy.ORTHOGONAL) == set(policy.ENFORCED) | set(
+        policy.UNSUPPORTED
+    )
+    for body, field in (
+        ({"ddc_power_off": True}, "ddc_power_off"),
+        ({"pnp_disable_monitors": True}, "pnp_disable_monitors"),
+        ({"game_session": "dedicated"}, "game_session"),
+    ):
+        r = v1.put("/api/v1/display/settings", body, format="json")
+        assert r.status_code == 400, r.content
+        assert "not supported on this host" in r.content.decode() and field in r.content.decode()
+    r = v1.post(
+        "/api/v1/display/presets",
+        {"name": "couch", "fields": {"game_session": "dedicated"}},
+        format="json",
+    )
+    assert r.status_code == 400 and "not supported on this host" in r.content.decode()
+    ok = v1.put("/api/v1/display/settings", {"ddc_power_off": False}, format="json")
+    assert ok.status_code == 200, ok.content
