@@ -24,12 +24,57 @@ from hostmgmt.lib.statedir import IDENTITY_FILE, TLS_CERT_FILE, TLS_KEY_FILE, st
 CERT_DAYS = 20 * 365
 
 
+class TlsConfigError(ValueError):
+    """The operator's `cert` / `pkey` cannot be served; the message names the key."""
+
+
+def operator_pair() -> tuple[Path, Path] | None:
+    """The configured `cert` and `pkey` paths (host.conf), or None when neither is set."""
+    from hostmgmt.config import store
+
+    cert, key = store.get("cert"), store.get("pkey")
+    if not cert and not key:
+        return None
+    return Path(cert) if cert else None, Path(key) if key else None
+
+
 def cert_path() -> Path:
-    return state_dir() / TLS_CERT_FILE
+    """The certificate every TLS listener serves: the operator's `cert`, else the generated one."""
+    pair = operator_pair()
+    return pair[0] if pair and pair[0] else state_dir() / TLS_CERT_FILE
 
 
 def key_path() -> Path:
-    return state_dir() / TLS_KEY_FILE
+    pair = operator_pair()
+    return pair[1] if pair and pair[1] else state_dir() / TLS_KEY_FILE
+
+
+def check_pair(cert_file: str | Path | None, key_file: str | Path | None) -> None:
+    """TlsConfigError naming the key unless the two files are a usable pair: a PEM certificate
+    valid now, an unencrypted PEM RSA key of at least 2048 bits (GameStream clients pin
+    RSA/SHA-256 during pairing), and the key that matches the certificate."""
+    if not cert_file or not key_file:
+        missing = "pkey" if cert_file else "cert"
+        raise TlsConfigError(f"{missing}: cert and pkey must be set together")
+    try:
+        cert = x509.load_pem_x509_certificate(Path(cert_file).read_bytes())
+    except OSError as exc:
+        raise TlsConfigError(f"cert: {cert_file} cannot be read ({exc.strerror})") from None
+    except ValueError:
+        raise TlsConfigError(f"cert: {cert_file} is not a PEM certificate") from None
+    try:
+        key = serialization.load_pem_private_key(Path(key_file).read_bytes(), password=None)
+    except OSError as exc:
+        raise TlsConfigError(f"pkey: {key_file} cannot be read ({exc.strerror})") from None
+    except (ValueError, TypeError):
+        raise TlsConfigError(f"pkey: {key_file} is not an unencrypted PEM private key") from None
+    if not isinstance(key, rsa.RSAPrivateKey) or key.key_size < 2048:
+        raise TlsConfigError("pkey: must be an RSA key of at least 2048 bits")
+    now = dt.datetime.now(dt.UTC)
+    if not cert.not_valid_before_utc <= now <= cert.not_valid_after_utc:
+        raise TlsConfigError(f"cert: {cert_file} is not valid now (expired or not yet valid)")
+    if cert.public_key().public_numbers() != key.public_key().public_numbers():
+        raise TlsConfigError("cert: does not match the key in pkey")
 
 
 def ensure_identity() -> dict:
@@ -76,7 +121,13 @@ def tls_material_valid() -> bool:
 
 
 def ensure_tls() -> tuple[Path, Path]:
-    """Create the self-signed certificate and key unless a valid pair is already there."""
+    """The operator's pair (`cert`, `pkey`) checked, else the self-signed certificate and key,
+    created unless a valid pair is already there. TlsConfigError stops the start before any
+    listener opens when the operator's pair cannot be served."""
+    pair = operator_pair()
+    if pair is not None:
+        check_pair(*pair)
+        return pair[0], pair[1]
     if tls_material_valid():
         return cert_path(), key_path()
     key = rsa.generate_private_key(public_exponent=65537, key_size=2048)

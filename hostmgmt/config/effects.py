@@ -16,14 +16,16 @@ _AUDIO = _E + "test_audio_keys_change_the_session_chain_and_opus_settings"
 _LAUNCH = _E + "test_launch_takes_the_stream_keys_from_the_config"
 _PROFILES = "tests/gamelife/test_profiles.py::"
 _HEADLESS = "tests/hoststate/test_headless_machine.py::"
+_PAIRING = "tests/pairing/test_e2e.py::"
+_CAPTURE = "tests/hoststate/test_capture_select.py::"
 
 EFFECTS: dict[str, str] = {
     # network and start-up
     "port": _E + "test_port_and_bind_address_come_from_host_conf_and_the_environment_wins",
     "bind_address": _E + "test_port_and_bind_address_come_from_host_conf_and_the_environment_wins",
     "min_log_level": _E + "test_min_log_level_holds_back_lower_levels_from_the_next_start",
-    "compat_enabled": "tests/pairing/test_e2e.py::test_mdns_announces_while_the_compat_switch_is_on",
-    "mdns": "tests/pairing/test_e2e.py::test_mdns_announces_while_the_compat_switch_is_on",
+    "compat_enabled": _PAIRING + "test_mdns_announces_while_the_compat_switch_is_on",
+    "mdns": _PAIRING + "test_mdns_announces_while_the_compat_switch_is_on",
     "busy_poll_us": _LAUNCH,
     "rate_cap_pct": _LAUNCH,
     "dscp_qos": _LAUNCH,
@@ -34,10 +36,8 @@ EFFECTS: dict[str, str] = {
     "max_fps": _E + "test_max_fps_caps_the_frame_rate_a_client_asks_for",
     "external_ip": _E + "test_external_ip_is_in_the_server_facts",
     # access and security
-    "trusted_subnet_auto_pairing": (
-        "tests/pairing/test_e2e.py::test_trusted_subnet_auto_pairing_needs_no_pin_entry"
-    ),
-    "trusted_subnets": "tests/pairing/test_e2e.py::test_trusted_subnet_auto_pairing_needs_no_pin_entry",
+    "trusted_subnet_auto_pairing": _PAIRING + "test_trusted_subnet_auto_pairing_needs_no_pin_entry",
+    "trusted_subnets": _PAIRING + "test_trusted_subnet_auto_pairing_needs_no_pin_entry",
     "webhook_secret": "tests/hooks/test_e2e_hooks.py::test_stream_webhooks_signed_and_retried",
     "webhook_url_N": "tests/hooks/test_e2e_hooks.py::test_stream_webhooks_signed_and_retried",
     "origin_web_ui_allowed": _E + "test_origin_keys_decide_who_may_reach_the_console",
@@ -46,6 +46,8 @@ EFFECTS: dict[str, str] = {
     "update_manifest_url": (
         "tests/console/test_updater_platform.py::test_manifest_url_env_fallback_goes_through_the_schema"
     ),
+    "cert": _E + "test_cert_and_pkey_are_served_instead_of_the_generated_pair",
+    "pkey": _E + "test_cert_and_pkey_are_served_instead_of_the_generated_pair",
     "sunshine_name": _E + "test_sunshine_name_is_the_host_name_clients_see",
     "locale": _E + "test_locale_is_what_config_locale_answers",
     # video, capture, displays
@@ -56,7 +58,7 @@ EFFECTS: dict[str, str] = {
         "tests/hoststate/test_capture_select.py::test_a_dead_display_falls_back_under_auto_and_"
         "fails_when_asked_for"
     ),
-    "capture": "tests/hoststate/test_capture_select.py::test_the_two_names_of_the_setting_must_agree",
+    "capture": _CAPTURE + "test_the_two_names_of_the_setting_must_agree",
     "output_name": (
         "tests/hoststate/test_capture_select.py::test_output_name_names_the_display_and_the_monitor"
     ),

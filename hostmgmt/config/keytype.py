@@ -40,7 +40,7 @@ class Key:
     nullable: bool = False  # "unset" is a value of its own (an empty file value)
     secret: bool = False  # never in the env file, never shown in full
     max_len: int = MAX_STR
-    item: str = ""  # list items: "cidr" | "origin" | ""; str keys: "ip" (an IP address)
+    item: str = ""  # list items: "cidr" | "origin" | ""; str keys: "ip" | "abspath"
     aliases: dict = field(default_factory=dict)  # enum spellings folded onto a choice
     fold_case: bool = False  # enum/str values are lower-cased before the check
     https_only: bool = False  # url keys: https, or plain http to a loopback address only
@@ -152,6 +152,8 @@ class Key:
             value = value.strip().lower()
         if self.nullable and not value.strip():
             return None
+        if self.item == "abspath" and not value.strip().startswith("/"):
+            raise ValueError("must be an absolute path")
         if self.item == "ip":
             value = value.strip()
             try:

@@ -318,8 +318,7 @@ _HOST = _keys(
         name="latency_profile",
         default="balanced",
         choices=("balanced", "low_latency"),
-        refused_all="latency modes are not applied yet (the encoder tuning is "
-        "nvenc_tuning_preset)",
+        refused_all="latency modes are not applied yet (the encoder tuning is nvenc_tuning_preset)",
     ),
     E(
         name="network_policy",
@@ -363,16 +362,16 @@ _SECURITY = _keys(
         default=None,
         nullable=True,
         group="security",
-        refused_all="the host serves its own generated key pair (state dir); operator "
-        "certificates are not supported yet",
+        item="abspath",
+        help="PEM RSA key served instead of the generated one (set with cert)",
     ),
     S(
         name="cert",
         default=None,
         nullable=True,
         group="security",
-        refused_all="the host serves its own generated key pair (state dir); operator "
-        "certificates are not supported yet",
+        item="abspath",
+        help="PEM certificate served instead of the generated one (set with pkey)",
     ),
     # Host extension (not in the admin spec's key list): where the updater fetches the signed
     # release manifest. File-only, so no API token can point the host's fetches elsewhere.
@@ -471,8 +470,7 @@ _REFUSED_STRINGS = {
     "file_apps": IN_DATABASE + " (the app catalog)",
     "file_state": IN_DATABASE + " (paired clients)",
     "credentials_file": IN_DATABASE + " (console credentials)",
-    "log_path": "the log is logs/host.log in the state dir, where the console reads and "
-    "rotates it",
+    "log_path": "the log is logs/host.log in the state dir, where the console reads and rotates it",
 }
 _INHERITED.update(
     {n: Key(n, "str", None, nullable=True, refused_all=why) for n, why in _REFUSED_STRINGS.items()}

@@ -10,7 +10,7 @@ import logging
 from typing import Any
 
 from hostmgmt.api.errors import ApiError, FieldErrors
-from hostmgmt.config import store, v1form
+from hostmgmt.config import checks, store, v1form
 from hostmgmt.config.schema import KEYS, key
 from hostmgmt.version import VERSION
 
@@ -104,7 +104,7 @@ def admin_post(body: Any) -> dict:
     # A secret shown redacted by GET and posted back unchanged is not a change.
     body = {k: v for k, v in body.items() if not (k == "webhook_secret" and v == "********")}
     try:
-        typed = store.validate(body)
+        typed = checks.at_write(store.validate(body))
     except store.ConfigError as exc:
         raise ApiError(400, f"invalid configuration: {exc}") from None
     if typed:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from hostmgmt.config import effects, service, store
+from hostmgmt.config import checks, effects, service, store
 from hostmgmt.config.schema import KEYS
 
 SECRET_MASK = "********"
@@ -140,6 +140,6 @@ def save(changed: dict[str, str]) -> dict:
     updates = {k: v for k, v in updates.items() if not (KEYS[k].secret and v == SECRET_MASK)}
     if not updates:
         return {"restart_required": False, "saved": 0}
-    store.validate(updates)  # per-key errors for the form
+    checks.at_write(store.validate(updates))  # per-key errors for the form
     result = service.admin_post(updates)
     return {"restart_required": result.get("restart_required", False), "saved": len(updates)}

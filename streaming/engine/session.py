@@ -57,7 +57,6 @@ TOS_AUDIO = 0xB8  # DSCP EF
 MAX_DRAIN = 64  # most datagrams read off a media socket between two sends
 
 
-
 BIG_BUFFER = 4 << 20
 
 
@@ -67,6 +66,7 @@ def grow_buffers(sock: socket.socket) -> None:
     for opt in (socket.SO_SNDBUF, socket.SO_RCVBUF):
         with contextlib.suppress(OSError):
             sock.setsockopt(socket.SOL_SOCKET, opt, BIG_BUFFER)
+
 
 class StreamSession:
     def __init__(

@@ -226,9 +226,7 @@ def _stages(chain) -> str:
                  chain.vad, chain.ducker)])  # fmt: skip
 
 
-@pytest.mark.parametrize(
-    "name", [n for n in KEYS if n.startswith(("host_audio_", "host_opus_"))]
-)
+@pytest.mark.parametrize("name", [n for n in KEYS if n.startswith(("host_audio_", "host_opus_"))])
 def test_audio_keys_change_the_session_chain_and_opus_settings(state, name):
     from streaming.audio.chain import Chain
     from streaming.audio.opus import OpusSettings
@@ -300,3 +298,85 @@ def test_global_prep_cmd_runs_before_every_app_unless_excluded(state, admin):
     for bad in ('[{"undo": "x"}]', '{"do": "x"}', '[{"do": "x", "as": "root"}]', "[1]"):
         r = admin.post("/api/config", {"global_prep_cmd": bad}, format="json")
         assert r.status_code == 400 and "global_prep_cmd" in r.json()["error"], bad
+
+
+def _pair(tmp_path: Path, name: str, bits: int = 2048) -> tuple[Path, Path]:
+    """A self-signed RSA certificate and its key, as an operator would bring them."""
+    import datetime as dt
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import rsa
+    from cryptography.x509.oid import NameOID
+
+    key = rsa.generate_private_key(public_exponent=65537, key_size=bits)
+    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)])
+    now = dt.datetime.now(dt.UTC)
+    cert = (
+        x509.CertificateBuilder().subject_name(subject).issuer_name(subject)
+        .public_key(key.public_key()).serial_number(x509.random_serial_number())
+        .not_valid_before(now - dt.timedelta(days=1)).not_valid_after(now + dt.timedelta(days=9))
+        .sign(key, hashes.SHA256())
+    )  # fmt: skip
+    cert_file, key_file = tmp_path / f"{name}.crt", tmp_path / f"{name}.key"
+    cert_file.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    key_file.write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+    )
+    return cert_file, key_file
+
+
+def test_cert_and_pkey_are_served_instead_of_the_generated_pair(state, admin, tmp_path):
+    from cryptography import x509
+
+    from hostmgmt import identity
+    from hostmgmt.supervisor.main import Supervisor
+    from pairing.nvhttp_backend import NvhttpBackend
+
+    cert, key = _pair(tmp_path, "operator")
+    other_cert, other_key = _pair(tmp_path, "other")
+    r = admin.post("/api/config", {"cert": str(cert), "pkey": str(key)}, format="json")
+    assert r.status_code == 200, r.content
+    assert identity.ensure_tls() == (cert, key)
+    assert not (state / "tls-cert.pem").exists()  # nothing generated
+    daphne = " ".join(" ".join(c.argv) for c in Supervisor().child_specs())
+    assert f"certKey={cert}" in daphne and f"privateKey={key}" in daphne
+    served = x509.load_pem_x509_certificate(NvhttpBackend().host_identity().cert_pem)
+    assert served.subject.rfc4514_string() == "CN=operator"  # what pairing clients pin
+    # Bad input is a 400 naming the key, and nothing is written.
+    for body, words in (
+        ({"cert": str(other_cert)}, "cert: does not match the key in pkey"),
+        ({"pkey": "relative/key.pem"}, "pkey: must be an absolute path"),
+        ({"cert": str(tmp_path / "missing.crt")}, "cert: "),
+        ({"pkey": str(cert)}, "pkey: "),
+        ({"pkey": None}, "cert and pkey must be set together"),
+    ):
+        r = admin.post("/api/config", body, format="json")
+        assert r.status_code == 400 and words in r.json()["error"], (body, r.content)
+    assert store.get("cert") == str(cert)
+    # A pair broken after the write stops the next start with the key named.
+    (state / "host.conf").write_text(f"cert = {other_cert}\npkey = {key}\n")
+    with pytest.raises(identity.TlsConfigError, match="cert: does not match"):
+        identity.ensure_tls()
+    (state / "host.conf").write_text("")
+    identity.ensure_tls()
+    assert identity.cert_path() == state / "tls-cert.pem" and identity.tls_material_valid()
+
+
+def test_a_busy_port_and_a_foreign_bind_address_are_refused_at_write(admin, state):
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        held.listen()
+        base = held.getsockname()[1]
+        if not 1029 <= base <= 65514:
+            pytest.skip("the kernel gave a port outside the base port range")
+        r = admin.post("/api/config", {"port": base, "bind_address": "127.0.0.1"}, format="json")
+        assert r.status_code == 400 and f"port: ports {base}" in r.json()["error"], r.content
+    r = admin.post("/api/config", {"bind_address": "192.0.2.1"}, format="json")
+    assert r.status_code == 400
+    assert "bind_address: no interface of this host has the address" in r.json()["error"]
+    assert "port" not in store.read_raw() and "bind_address" not in store.read_raw()

@@ -134,3 +134,13 @@ def test_display_policy_enforced_lists_only_what_acts_and_refuses_the_rest(v1, s
     assert r.status_code == 400 and "not supported on this host" in r.content.decode()
     ok = v1.put("/api/v1/display/settings", {"ddc_power_off": False}, format="json")
     assert ok.status_code == 200, ok.content
+
+
+def test_the_docs_table_says_the_same_for_every_key():
+    text = (ROOT / "docs/host-state.md").read_text()
+    for name in ALL_NAMES:
+        mark, _ = effects.marker(name)
+        row = next(
+            (ln for ln in text.splitlines() if ln.startswith(f"| `{effects.label(name)}` |")), ""
+        )
+        assert row and f"| {mark}: " in row, f"{name}: no docs/host-state.md row saying {mark}"

@@ -1,0 +1,65 @@
+"""Write-time checks that need the machine, not just the value: a 400 naming the key when an
+update could only fail at the next start (a base port another program holds, an address no
+interface has, a certificate that does not match its key). Values the machine cannot judge
+now are checked again at start (settings, identity.ensure_tls)."""
+
+from __future__ import annotations
+
+import socket
+from typing import Any
+
+from hostmgmt.config import store
+
+
+def at_write(typed: dict[str, Any]) -> dict[str, Any]:
+    """`typed` unchanged, or store.ConfigError naming every key that cannot work here."""
+    errors: dict[str, str] = {}
+    if "cert" in typed or "pkey" in typed:
+        _tls(typed, errors)
+    if typed.get("bind_address"):
+        _bindable(typed["bind_address"], errors)
+    if typed.get("port") is not None:
+        _port(typed["port"], typed.get("bind_address"), errors)
+    if errors:
+        raise store.ConfigError(errors)
+    return typed
+
+
+def _tls(typed: dict, errors: dict) -> None:
+    from hostmgmt import identity
+
+    cert = typed["cert"] if "cert" in typed else store.get("cert")
+    key = typed["pkey"] if "pkey" in typed else store.get("pkey")
+    if not cert and not key:
+        return  # back to the generated pair
+    try:
+        identity.check_pair(cert, key)
+    except identity.TlsConfigError as exc:
+        name, _, why = str(exc).partition(": ")
+        errors[name] = why
+
+
+def _bindable(address: str, errors: dict) -> None:
+    family = socket.AF_INET6 if ":" in address else socket.AF_INET
+    with socket.socket(family, socket.SOCK_DGRAM) as sock:
+        try:
+            sock.bind((address, 0))
+        except OSError:
+            errors["bind_address"] = f"no interface of this host has the address {address}"
+
+
+def _port(base: int, bind: str | None, errors: dict) -> None:
+    from django.conf import settings
+
+    from hostmgmt.ports import PortMap, busy_ports
+
+    if base == settings.PORTS.base:
+        return  # the running host holds its own ports
+    bind = bind or settings.HOST_BIND
+    try:
+        busy = busy_ports(bind, PortMap(base))
+    except (OSError, ValueError):
+        return  # the start checks again
+    if busy:
+        numbers = ", ".join(str(n) for n, _ in busy)
+        errors["port"] = f"ports {numbers} of base port {base} are in use on {bind}"
