@@ -43,12 +43,8 @@ class HostConfigView(MgmtAPIView):
         ),
         examples=[
             OpenApiExample(
-                "low-latency",
-                value={
-                    "version": 1,
-                    "audio_video": {"max_fps": 120},
-                    "latency_profile": "low_latency",
-                },
+                "frame-rate cap",
+                value={"version": 1, "audio_video": {"max_fps": 120}},
             )
         ],
     )
