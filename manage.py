@@ -7,9 +7,16 @@ import sys
 
 def main() -> None:
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "hostmgmt.settings")
+    from django.core.exceptions import ImproperlyConfigured
     from django.core.management import execute_from_command_line
 
-    execute_from_command_line(sys.argv)
+    try:
+        execute_from_command_line(sys.argv)
+    except ImproperlyConfigured as exc:
+        if not str(exc).startswith("host config key"):
+            raise
+        # A bad host.conf value read at start: one line naming the key, nothing started.
+        sys.exit(f"error: {exc}")
 
 
 if __name__ == "__main__":

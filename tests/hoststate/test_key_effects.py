@@ -56,6 +56,17 @@ def test_port_and_bind_address_come_from_host_conf_and_the_environment_wins(tmp_
         (tmp_path / "host.conf").write_text(bad + "\n")
         r = _start(tmp_path)
         assert r.returncode != 0 and rule in r.stderr, r.stderr[-2000:]
+    # Through manage.py (runhost and every child): one line naming the key, nothing started.
+    clean = {k: v for k, v in os.environ.items() if k not in ("HOST_PORT", "HOST_BIND")}
+    clean["HOST_STATE_DIR"] = str(tmp_path)
+    r = subprocess.run(
+        [sys.executable, "manage.py", "check"], cwd=ROOT, env=clean, capture_output=True,
+        text=True, timeout=60,
+    )  # fmt: skip
+    assert r.returncode == 1, r.stderr[-2000:]
+    assert r.stderr.strip() == (
+        "error: host config key bind_address: 'nope' is not an IP address (value from host.conf)"
+    )
 
 
 def test_min_log_level_holds_back_lower_levels_from_the_next_start(tmp_path):
