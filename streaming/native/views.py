@@ -18,6 +18,7 @@ from django.views.decorators.http import require_GET, require_POST
 
 from hostmgmt import redis_client
 from streaming.displays.machine import parse_mode
+from streaming.launchconfig import capped_fps
 from streaming.native import launch, services, sessions
 from streaming.native.ratelimit import Limited, OfferLimiter
 from streaming.native.web import csrf_json, json_error
@@ -78,6 +79,7 @@ def offer(request):
         return _error(400, f"malformed offer: {exc}")
     except Exception as exc:  # noqa: BLE001 - DisplayError from parse_mode
         return _error(400, str(exc))
+    fps = capped_fps(fps)  # the host's `max_fps`
     if "m=video" not in sdp:
         return _error(400, "the offer has no video to receive")
     transport = body.get("transport", "webrtc")
