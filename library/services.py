@@ -22,7 +22,7 @@ import time
 from django.db import transaction
 from django.utils import timezone
 
-from hostmgmt.api.errors import ApiError, FieldErrors
+from hostmgmt.lib.errors import Conflict, Invalid, NotFound
 from library.models import CustomEntry, InstalledTitle, ScannerState
 from library.scanners import SCANNERS
 
@@ -229,7 +229,7 @@ def list_scanners() -> list[dict]:
 
 def set_scanner(store: str, enabled: bool) -> list[dict]:
     if store not in SCANNERS:
-        raise ApiError(404, "no such scanner")
+        raise NotFound("no such scanner")
     state, _ = ScannerState.objects.get_or_create(pk=store)
     if state.enabled != enabled:
         state.enabled = enabled
@@ -282,9 +282,9 @@ def _apply(row: CustomEntry, data: dict) -> None:
 def _manual_row(entry_id: str) -> CustomEntry:
     row = CustomEntry.objects.filter(pk=entry_id).first() if CUSTOM_ID.match(entry_id) else None
     if row is None:
-        raise ApiError(404, "no custom entry with that id")
+        raise NotFound("no custom entry with that id")
     if row.provider:
-        raise ApiError(409, f"entry is owned by provider {row.provider}; edit it through its sync")
+        raise Conflict(f"entry is owned by provider {row.provider}; edit it through its sync")
     return row
 
 
@@ -319,7 +319,7 @@ def delete_custom(entry_id: str) -> None:
 # -- provider entries ------------------------------------------------------------------------
 def check_provider(provider: str) -> None:
     if not PROVIDER_ID.match(provider) or provider == "manual":
-        raise ApiError(400, "provider id must be 1-64 of [a-z0-9._-], not 'manual'")
+        raise Invalid("provider id must be 1-64 of [a-z0-9._-], not 'manual'")
 
 
 def reconcile(provider: str, items: list[dict]) -> list[dict]:
@@ -333,7 +333,7 @@ def reconcile(provider: str, items: list[dict]) -> list[dict]:
             errors[f"[{i}].external_id"] = f"duplicate of entry {seen[ext]}"
         seen[ext] = i
     if errors:
-        raise FieldErrors("invalid provider entries", errors)
+        raise Invalid("invalid provider entries", fields=errors)
     with transaction.atomic():
         existing = {r.external_id: r for r in CustomEntry.objects.filter(provider=provider)}
         out = []

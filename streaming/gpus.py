@@ -14,6 +14,7 @@ import logging
 import os
 from pathlib import Path
 
+from hostmgmt.lib.errors import DomainError
 from hostmgmt.lib.files import atomic_write
 from hostmgmt.lib.statedir import state_dir
 
@@ -179,10 +180,9 @@ def load_preference() -> dict:
     return {"mode": "auto", "preferred_id": None, "preferred_name": None}
 
 
-class PreferenceError(ValueError):
+class PreferenceError(DomainError, ValueError):
     def __init__(self, status: int, message: str, fields: dict[str, str] | None = None):
-        super().__init__(message)
-        self.status, self.message, self.fields = status, message, fields
+        super().__init__(message, status=status, fields=fields)
 
 
 def set_preference(body, gpus: list[dict] | None = None) -> dict:

@@ -2,6 +2,10 @@
 
 - Management API (`/api/v1`): `{"error": str, "fields": [{"field", "message"}]?}`.
 - Admin API (`/api`): `{"status": false, "status_code": int, "error": str}`.
+
+Services raise `hostmgmt.lib.errors.DomainError` (no DRF there); views may raise it or
+`ApiError`; `exception_handler` maps both. A view outside both prefixes (the native player's
+`/native/offer`) picks a shape with `error_shape = "v1"`.
 """
 
 from __future__ import annotations
@@ -12,13 +16,16 @@ from django.http import Http404, JsonResponse
 from rest_framework import exceptions, status
 from rest_framework.response import Response
 
+from hostmgmt.lib.errors import DomainError
+
 log = logging.getLogger(__name__)
 
 V1_PREFIX = "/api/v1/"
 
 
 class ApiError(exceptions.APIException):
-    """Raise from any view or service with the status and message the caller should see."""
+    """Raise from a view with the status and message the caller should see (services raise
+    `hostmgmt.lib.errors.DomainError` instead)."""
 
     def __init__(self, status_code: int, message: str, fields: list[dict] | None = None):
         self.status_code = status_code
@@ -31,12 +38,18 @@ class FieldErrors(ApiError):
     """400 with per-field messages; `fields` maps a dotted path to its message."""
 
     def __init__(self, message: str, fields: dict[str, str]):
-        items = [{"field": k, "message": v} for k, v in fields.items()]
-        super().__init__(400, message, items)
+        super().__init__(400, message, field_items(fields))
 
 
 def is_v1_path(path: str) -> bool:
     return path == V1_PREFIX.rstrip("/") or path.startswith(V1_PREFIX)
+
+
+def field_items(fields: dict[str, str] | None) -> list[dict] | None:
+    """`{"a.b": msg}` -> `[{"field": "a.b", "message": msg}]` (None when there are none)."""
+    if not fields:
+        return None
+    return [{"field": k, "message": v} for k, v in fields.items()]
 
 
 def v1_body(message: str, fields: list[dict] | None = None) -> dict:
@@ -94,12 +107,17 @@ def exception_handler(exc, context):
     """DRF exception handler: every failure in the shape of the API it happened in."""
     request = context.get("request")
     path = request.path if request is not None else ""
-    v1 = is_v1_path(path)
+    v1 = getattr(context.get("view"), "error_shape", None) == "v1" or is_v1_path(path)
     headers: dict[str, str] = {}
 
     if isinstance(exc, Http404):
         exc = exceptions.NotFound()
-    if isinstance(exc, ApiError):
+    if isinstance(exc, DomainError):
+        code, message = exc.status, exc.message
+        fields = field_items(exc.fields) if code == 400 else None
+        if exc.retry_after is not None:
+            headers["Retry-After"] = str(int(exc.retry_after))
+    elif isinstance(exc, ApiError):
         code, message, fields = exc.status_code, exc.message, exc.fields
     elif isinstance(exc, exceptions.ValidationError):
         code = 400

@@ -9,9 +9,9 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from hostmgmt.api.errors import ApiError, FieldErrors
 from hostmgmt.config import checks, store, v1form
 from hostmgmt.config.schema import KEYS, key
+from hostmgmt.lib.errors import Failed, Invalid
 from hostmgmt.version import VERSION
 
 log = logging.getLogger(__name__)
@@ -24,7 +24,7 @@ def _persist(typed: dict[str, Any], what: str = "host config") -> None:
         store.update(typed)
     except OSError as exc:
         log.error("%s could not be persisted: %s", what, exc.strerror or exc)
-        raise ApiError(500, f"{what} could not be persisted: {exc.strerror or 'write failed'}")
+        raise Failed(f"{what} could not be persisted: {exc.strerror or 'write failed'}") from None
 
 
 # -- management API (/api/v1/host/...) ------------------------------------------------------------
@@ -37,7 +37,7 @@ def v1_replace(body: Any) -> dict:
     try:
         typed = v1form.parse(body)
     except store.ConfigError as exc:
-        raise FieldErrors("invalid host configuration", exc.fields) from None
+        raise Invalid("invalid host configuration", fields=exc.fields) from None
     _persist(typed)
     return v1form.state()
 
@@ -45,12 +45,12 @@ def v1_replace(body: Any) -> dict:
 def set_compat(body: Any) -> dict:
     """PUT /host/compat: the only writer of the broadcast switch; on forces mDNS on too."""
     if not isinstance(body, dict):
-        raise FieldErrors("invalid broadcast request", {"body": "must be a JSON object"})
+        raise Invalid("invalid broadcast request", fields={"body": "must be a JSON object"})
     errors = {str(k): "unknown field" for k in body if k != "enabled"}
     if not isinstance(body.get("enabled"), bool):
         errors["enabled"] = "required; must be true or false"
     if errors:
-        raise FieldErrors("invalid broadcast request", errors)
+        raise Invalid("invalid broadcast request", fields=errors)
     typed: dict[str, Any] = {"compat_enabled": body["enabled"]}
     if body["enabled"]:
         typed["mdns"] = True
@@ -96,17 +96,17 @@ def admin_get(platform: str = "linux") -> dict:
 def admin_post(body: Any) -> dict:
     """POST /api/config: a flat object of key/value pairs, merged into the file."""
     if not isinstance(body, dict):
-        raise ApiError(400, "body must be a JSON object of key/value pairs")
+        raise Invalid("body must be a JSON object of key/value pairs")
     if not body:
-        raise ApiError(400, "body must name at least one key")
+        raise Invalid("body must name at least one key")
     if len(body) > MAX_KEYS_PER_POST:
-        raise ApiError(400, "too many keys")
+        raise Invalid("too many keys")
     # A secret shown redacted by GET and posted back unchanged is not a change.
     body = {k: v for k, v in body.items() if not (k == "webhook_secret" and v == "********")}
     try:
         typed = checks.at_write(store.validate(body))
     except store.ConfigError as exc:
-        raise ApiError(400, f"invalid configuration: {exc}") from None
+        raise Invalid(f"invalid configuration: {exc}") from None
     if typed:
         _persist(typed)
     restart = any(key(n).restart for n in typed)

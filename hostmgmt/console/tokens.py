@@ -15,17 +15,17 @@ from contextlib import contextmanager
 
 from hostmgmt.auth import api_tokens
 from hostmgmt.auth.scopes import ADMIN
+from hostmgmt.lib.errors import DomainError
 from hostmgmt.lib.statedir import state_path
 
 LOCK_FILE = ".api-tokens.lock"
 
 
-class TokenError(ValueError):
+class TokenError(DomainError, ValueError):
     """The request is invalid (400); `status` says otherwise where needed."""
 
     def __init__(self, message: str, status: int = 400):
-        super().__init__(message)
-        self.status = status
+        super().__init__(message, status=status)
 
 
 @contextmanager

@@ -44,6 +44,7 @@ from datetime import datetime
 
 from django.conf import settings
 
+from hostmgmt.lib.errors import DomainError
 from hostmgmt.lib.files import atomic_write
 from hostmgmt.lib.statedir import state_path
 from hostmgmt.version import VERSION
@@ -65,10 +66,9 @@ class ManifestError(ValueError):
     pass
 
 
-class CheckRefused(Exception):
+class CheckRefused(DomainError):
     def __init__(self, status: int, message: str):
-        super().__init__(message)
-        self.status = status
+        super().__init__(message, status=status)
 
 
 def version_key(version: str) -> tuple[int, int, int] | None:

@@ -24,13 +24,6 @@ def json_body(request):
     return data
 
 
-def _raise(exc) -> None:
-    fields = getattr(exc, "fields", None)
-    if exc.status == 400 and fields:
-        raise FieldErrors(exc.message, fields) from None
-    raise ApiError(exc.status, exc.message) from None
-
-
 class CaptureMethodsView(MgmtAPIView):
     @extend_schema(responses=OBJ, description="`[{id, label, available}]`, `auto` first.")
     def get(self, request):
@@ -76,10 +69,7 @@ class GpuPreferenceView(MgmtAPIView):
         examples=[OpenApiExample("manual", value={"mode": "manual", "gpu_id": "10de-2c05-0"})],
     )
     def put(self, request):
-        try:
-            gpus.set_preference(json_body(request))
-        except gpus.PreferenceError as exc:
-            _raise(exc)
+        gpus.set_preference(json_body(request))
         return Response(gpus.gpu_state(services.live_encoders()))
 
 
@@ -96,10 +86,7 @@ class DisplaySettingsView(MgmtAPIView):
         ],
     )
     def put(self, request):
-        try:
-            return Response(displays.put_settings(json_body(request)))
-        except displays.ServiceError as exc:
-            _raise(exc)
+        return Response(displays.put_settings(json_body(request)))
 
 
 class DisplayLayoutView(MgmtAPIView):
@@ -113,10 +100,7 @@ class DisplayLayoutView(MgmtAPIView):
         ],
     )
     def put(self, request):
-        try:
-            return Response(displays.put_layout(json_body(request)))
-        except displays.ServiceError as exc:
-            _raise(exc)
+        return Response(displays.put_layout(json_body(request)))
 
 
 class PresetsView(MgmtAPIView):
@@ -126,26 +110,17 @@ class PresetsView(MgmtAPIView):
 
     @extend_schema(request=OpenApiTypes.OBJECT, responses={201: OpenApiTypes.OBJECT})
     def post(self, request):
-        try:
-            return Response(displays.create_preset(json_body(request)), status=201)
-        except displays.ServiceError as exc:
-            _raise(exc)
+        return Response(displays.create_preset(json_body(request)), status=201)
 
 
 class PresetView(MgmtAPIView):
     @extend_schema(request=OpenApiTypes.OBJECT, responses=OBJ)
     def put(self, request, preset_id: str):
-        try:
-            return Response(displays.update_preset(preset_id, json_body(request)))
-        except displays.ServiceError as exc:
-            _raise(exc)
+        return Response(displays.update_preset(preset_id, json_body(request)))
 
     @extend_schema(responses={204: None})
     def delete(self, request, preset_id: str):
-        try:
-            displays.delete_preset(preset_id)
-        except displays.ServiceError as exc:
-            _raise(exc)
+        displays.delete_preset(preset_id)
         return Response(status=204)
 
 

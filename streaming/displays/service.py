@@ -9,6 +9,7 @@ from typing import Any
 
 from django.db import DatabaseError
 
+from hostmgmt.lib.errors import DomainError
 from streaming.displays import policy as policies
 from streaming.models import CustomPreset
 
@@ -17,10 +18,9 @@ log = logging.getLogger(__name__)
 MAX_PRESETS = 256
 
 
-class ServiceError(Exception):
+class ServiceError(DomainError):
     def __init__(self, status: int, message: str, fields: dict[str, str] | None = None):
-        super().__init__(message)
-        self.status, self.message, self.fields = status, message, fields
+        super().__init__(message, status=status, fields=fields)
 
 
 def settings_state() -> dict:

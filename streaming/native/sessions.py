@@ -23,6 +23,8 @@ from pathlib import Path
 
 from django.conf import settings
 
+from hostmgmt.lib.errors import DomainError
+
 log = logging.getLogger("streaming.native")
 
 REGISTRY = "native:sessions"  # hash: fingerprint -> JSON record
@@ -36,10 +38,9 @@ ANSWER_TIMEOUT_S = 20
 ROOT = Path(__file__).resolve().parents[2]
 
 
-class SessionError(Exception):
+class SessionError(DomainError):
     def __init__(self, status: int, message: str):
-        super().__init__(message)
-        self.status = status
+        super().__init__(message, status=status)
 
 
 def _redis():
