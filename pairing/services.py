@@ -14,6 +14,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from pairing.models import PLANE_COMPAT, PLANE_NATIVE, PairedClient, PinRequest
+from pairing.signals import announce_revocation
 from streaming.compat.nvhttp import crypto
 from streaming.compat.nvhttp.names import sanitize_name
 
@@ -100,7 +101,7 @@ def unpair_fingerprint(fingerprint: str) -> bool:
     deleted, _ = PairedClient.objects.filter(fingerprint=fp).delete()
     if deleted:
         log.info("unpaired client %s", fp[:12])
-        end_client_sessions([fp])
+        announce_revocation([fp])
     return bool(deleted)
 
 
@@ -115,7 +116,7 @@ def unpair_all() -> int:
     with transaction.atomic():
         count, _ = PairedClient.objects.all().delete()
     log.info("unpaired all %d clients", count)
-    end_client_sessions(None)
+    announce_revocation(None)
     return count
 
 
@@ -126,18 +127,8 @@ def set_enabled(uuid: str, enabled: bool) -> bool:
     PairedClient.objects.filter(pk=client.pk).update(enabled=enabled)
     log.info("client %s %s", client.fingerprint[:12], "enabled" if enabled else "disabled")
     if not enabled:
-        end_client_sessions([client.fingerprint])
+        announce_revocation([client.fingerprint])
     return True
-
-
-def end_client_sessions(fingerprints: list[str] | None) -> None:
-    """Stop the streaming sessions of these clients (None: every session), on both planes."""
-    from streaming import services as streaming_services
-
-    try:
-        streaming_services.end_client_sessions(fingerprints)
-    except Exception:  # noqa: BLE001 - the unpair itself has happened; report, don't undo
-        log.exception("ending the sessions of unpaired clients failed")
 
 
 # -- the compat plane's view -----------------------------------------------------------------------

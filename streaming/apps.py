@@ -4,3 +4,8 @@ from django.apps import AppConfig
 class StreamingConfig(AppConfig):
     name = "streaming"
     default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        from streaming import revocations
+
+        revocations.subscribe()

@@ -13,7 +13,11 @@ from hostmgmt.api.errors import ApiError
 from hostmgmt.auth import credentials
 from hostmgmt.auth import csrf as csrf_rules
 from hostmgmt.auth.admin import AdminAuthentication, AdminPrincipal, ScopePermission
-from hostmgmt.auth.mgmt import MgmtPermission, MgmtTokenAuthentication
+from hostmgmt.auth.mgmt import (
+    ConsoleSessionAuthentication,
+    MgmtPermission,
+    MgmtTokenAuthentication,
+)
 
 UNSAFE_METHODS = {"POST", "PUT", "PATCH", "DELETE"}
 
@@ -23,6 +27,19 @@ class MgmtAPIView(APIView):
 
     authentication_classes = [MgmtTokenAuthentication]
     permission_classes = [MgmtPermission]
+
+
+class ConsoleMgmtAPIView(MgmtAPIView):
+    """A management route the web console calls too: the bearer token as on every route,
+    else the operator's console session with Django's CSRF check on writes. Answers are
+    never cached (they carry fingerprints and the armed PIN)."""
+
+    authentication_classes = [MgmtTokenAuthentication, ConsoleSessionAuthentication]
+
+    def finalize_response(self, request, response, *args, **kwargs):
+        response = super().finalize_response(request, response, *args, **kwargs)
+        response["Cache-Control"] = "no-store"
+        return response
 
 
 class OpenMgmtAPIView(APIView):

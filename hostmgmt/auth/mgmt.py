@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from django.conf import settings
+from django.middleware.csrf import CsrfViewMiddleware
 from rest_framework.authentication import BaseAuthentication, get_authorization_header
 from rest_framework.exceptions import AuthenticationFailed, PermissionDenied
 from rest_framework.permissions import BasePermission
@@ -228,3 +229,37 @@ class MgmtPermission(BasePermission):
                 raise PermissionDenied(reason)
             return True
         return not (principal.role == "plugin" and plugin_denied(request))
+
+
+# --- the web console's session ---------------------------------------------------------------
+
+CONSOLE_ADMIN = MgmtPrincipal("admin")
+
+
+class _CsrfCheck(CsrfViewMiddleware):
+    def _reject(self, request, reason):
+        return reason
+
+
+def csrf_failure(request) -> str | None:
+    """Django's CSRF verdict on a request (cookie + `X-CSRFToken`, Origin/Referer against the
+    host): None when it passes, else the reason. Safe methods always pass."""
+    check = _CsrfCheck(lambda _request: None)
+    check.process_request(request)  # reads the CSRF cookie into request.META
+    return check.process_view(request, None, (), {})
+
+
+class ConsoleSessionAuthentication(BaseAuthentication):
+    """The operator's console session (a Django superuser login) on a management route that
+    opts in (`hostmgmt.api.base.ConsoleMgmtAPIView`), so the browser never holds the
+    management token. Writes must pass Django's CSRF check: a session cookie rides along on
+    any request the browser sends, a cross-site one included."""
+
+    def authenticate(self, request):
+        user = getattr(request._request, "user", None)
+        if user is None or not user.is_authenticated or not user.is_superuser:
+            return None
+        reason = csrf_failure(request._request)
+        if reason:
+            raise PermissionDenied(f"CSRF check failed: {reason}")
+        return (CONSOLE_ADMIN, None)

@@ -1,5 +1,6 @@
 // Native (browser) devices on the clients page: approve or deny a waiting browser, arm a PIN.
-// Calls /console/native/* with the operator's session and CSRF token (never the API token).
+// Calls the /api/v1/native routes with the operator's session and CSRF token (never the API
+// token: those routes accept the console session, see hostmgmt/api/base.py).
 "use strict";
 
 (() => {
@@ -16,7 +17,7 @@
   async function loadPending() {
     let list;
     try {
-      list = await Console.api("GET", "/console/native/pending");
+      list = await Console.api("GET", "/api/v1/native/pending");
     } catch (err) {
       Console.flash("Could not load waiting browsers: " + err.message, true);
       return;
@@ -47,7 +48,7 @@
 
   async function decide(p, verb) {
     try {
-      await Console.api("POST", `/console/native/pending/${p.id}/${verb}`, {});
+      await Console.api("POST", `/api/v1/native/pending/${p.id}/${verb}`, {});
       Console.flash(`${verb === "approve" ? "Approved" : "Denied"} ${p.name}.`);
       if (verb === "approve") document.dispatchEvent(new Event("native:paired"));
     } catch (err) {
@@ -72,21 +73,22 @@
 
   async function loadPin() {
     try {
-      showPin(await Console.api("GET", "/console/native/pair"));
+      showPin(await Console.api("GET", "/api/v1/native/pair"));
     } catch (err) { /* the pending list already reports an unreachable host */ }
   }
 
   document.getElementById("native-arm").addEventListener("click", async () => {
     const ttl = Number(document.getElementById("native-pin-ttl").value);
     try {
-      showPin(await Console.api("POST", "/console/native/pair/arm", { ttl_secs: ttl }));
+      showPin(await Console.api("POST", "/api/v1/native/pair/arm", { ttl_secs: ttl }));
     } catch (err) {
       Console.flash(err.message, true);
     }
   });
   disarm.addEventListener("click", async () => {
     try {
-      showPin(await Console.api("DELETE", "/console/native/pair"));
+      await Console.api("DELETE", "/api/v1/native/pair");  // 204: read the state again
+      showPin(await Console.api("GET", "/api/v1/native/pair"));
     } catch (err) {
       Console.flash(err.message, true);
     }

@@ -13,16 +13,19 @@ import time
 
 import redis
 
+from hostmgmt.lib.errors import TooMany
+
 PREFIX = "native:rate:"
 WINDOW_S = 10
 PER_IP = 60  # offers per address per window (several browsers behind one NAT)
 PER_DEVICE = 20  # offers per fingerprint per window
 
 
-class Limited(Exception):
+class Limited(TooMany):
+    """429 with `Retry-After`: a domain error, so the offer route answers it as it is."""
+
     def __init__(self, message: str, retry_after: int):
-        super().__init__(message)
-        self.retry_after = retry_after
+        super().__init__(message, retry_after=retry_after)
 
 
 class OfferLimiter:

@@ -8,22 +8,21 @@ can show), accepts JSON only and is rate-limited per address and per device (429
 
 from __future__ import annotations
 
-import json
-import logging
-
-from django.http import JsonResponse
 from django.shortcuts import render
 from django.views.decorators.csrf import ensure_csrf_cookie
-from django.views.decorators.http import require_GET, require_POST
+from django.views.decorators.http import require_GET
+from drf_spectacular.utils import extend_schema
+from rest_framework.authentication import BaseAuthentication
+from rest_framework.exceptions import PermissionDenied
+from rest_framework.response import Response
+from rest_framework.throttling import BaseThrottle
+from rest_framework.views import APIView
 
-from hostmgmt import redis_client
-from streaming.displays.machine import parse_mode
-from streaming.launchconfig import capped_fps
-from streaming.native import launch, services, sessions
-from streaming.native.ratelimit import Limited, OfferLimiter
-from streaming.native.web import csrf_json, json_error
-
-log = logging.getLogger("streaming.native")
+from hostmgmt.auth.admin import client_ip
+from hostmgmt.auth.mgmt import csrf_failure
+from hostmgmt.lib.errors import Invalid, TooLarge
+from streaming.native import launch, services
+from streaming.native.serializers import OfferSerializer
 
 MAX_OFFER_BYTES = 64 * 1024
 CSP = (
@@ -45,97 +44,48 @@ def play(request):
     return response
 
 
-_error = json_error
+class SamePageOnly(BaseAuthentication):
+    """No login (the device is the credential), but Django's CSRF check: only the host's own
+    page may post an offer. Refused as a JSON 403, before the offer is counted."""
+
+    def authenticate(self, request):
+        reason = csrf_failure(request._request)
+        if reason:
+            raise PermissionDenied(f"CSRF check failed: {reason}")
+        return None
 
 
-def _limit(kind: str, who: str) -> JsonResponse | None:
-    try:
-        OfferLimiter(redis_client.client()).hit(kind, who)
-    except Limited as exc:
-        return json_error(429, str(exc), Retry_After=str(exc.retry_after))
-    return None
+class AddressLimit(BaseThrottle):
+    """Every offer counts against its source address, before any parsing (429 past it)."""
+
+    def allow_request(self, request, view) -> bool:
+        services.limit("ip", client_ip(request))
+        return True
 
 
-@require_POST
-@csrf_json
-def offer(request):
-    """`{sdp, name, app, width, height, fps, pin?}` -> 200 answer | 202 pending | 4xx."""
-    ip = request.META.get("REMOTE_ADDR", "") or "unknown"
-    limited = _limit("ip", ip)
-    if limited is not None:
-        return limited
-    if request.content_type != "application/json":
-        return _error(415, "send JSON")
-    if len(request.body) > MAX_OFFER_BYTES:
-        return _error(413, "offer too large")
-    try:
-        body = json.loads(request.body)
-        sdp = body["sdp"]
-        width, height, fps = int(body["width"]), int(body["height"]), int(body["fps"])
-        parse_mode(f"{width}x{height}@{fps}")
-        if not isinstance(sdp, str) or not sdp.startswith("v=0"):
-            raise ValueError("sdp must be an SDP offer")
-    except (ValueError, KeyError, TypeError) as exc:
-        return _error(400, f"malformed offer: {exc}")
-    except Exception as exc:  # noqa: BLE001 - DisplayError from parse_mode
-        return _error(400, str(exc))
-    fps = capped_fps(fps)  # the host's `max_fps`
-    if "m=video" not in sdp:
-        return _error(400, "the offer has no video to receive")
-    transport = body.get("transport", "webrtc")
-    if transport not in ("webrtc", "webcodecs"):
-        return _error(400, "transport must be webrtc or webcodecs")
-    try:
-        fp = services.sdp_fingerprint(sdp)
-    except services.Refused as exc:
-        return _error(exc.status, str(exc))
-    limited = _limit("dev", fp)
-    if limited is not None:
-        return limited
-    app = body.get("app") if isinstance(body.get("app"), str) else "desktop"
-    chosen = launch.resolve(app)
-    if chosen is None:
-        return _error(404, f"no app {app[:64]!r} in the catalog or library")
-    try:
-        name = services.clean_name(body.get("name"), fp)
-        pin = services.clean_pin(body.get("pin"))
-        decision = services.knock(fp, name, ip, pin)
-    except services.Refused as exc:
-        return _error(exc.status, str(exc))
-    if decision.state == "pending":
-        return JsonResponse(
-            {
-                "status": "pending",
-                "id": decision.pending_id,
-                "fingerprint": fp,
-                "message": "waiting for the operator to approve this device",
-            },
-            status=202,
-        )
-    record = {
-        "sdp": sdp,
-        "fingerprint": fp,
-        "name": decision.client.name or name,
-        "app": chosen.key,
-        "app_title": chosen.title,
-        "width": width,
-        "height": height,
-        "fps": fps,
-        "transport": transport,
-        "remote": ip,
-        "loopback": ip.startswith("127.") or ip == "::1",
+def _invalid(errors: dict) -> Invalid:
+    """The first message is what the player shows; every field's is in `fields`."""
+    flat = {
+        str(field): "; ".join(str(m) for m in (msgs if isinstance(msgs, list) else [msgs]))
+        for field, msgs in errors.items()
     }
-    try:
-        answer = sessions.start(record)
-    except sessions.SessionError as exc:
-        return _error(exc.status, str(exc))
-    return JsonResponse(
-        {
-            "status": "paired",
-            "fingerprint": fp,
-            "sdp": answer["sdp"],
-            "type": "answer",
-            "mode": answer["mode"],
-            "transport": transport,
-        }
-    )
+    return Invalid(next(iter(flat.values())), fields=flat)
+
+
+class OfferView(APIView):
+    """`{sdp, name, app, width, height, fps, pin?, transport?}` -> 200 answer | 202 pending."""
+
+    authentication_classes = [SamePageOnly]
+    permission_classes: list = []
+    throttle_classes = [AddressLimit]
+    error_shape = "v1"  # `{"error", "fields"?}`, as the player reads it
+
+    @extend_schema(exclude=True)
+    def post(self, request):
+        if len(request.body) > MAX_OFFER_BYTES:
+            raise TooLarge("offer too large")
+        offer = OfferSerializer(data=request.data)  # 415 unless JSON, 400 when malformed
+        if not offer.is_valid():
+            raise _invalid(offer.errors)
+        result = services.offer(offer.validated_data, client_ip(request))
+        return Response(result, status=202 if result["status"] == "pending" else 200)

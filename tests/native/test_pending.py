@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from streaming.native.pending import (
+from pairing.native_pending import (
     MAX_PENDING,
     MAX_WRONG_PINS,
     TTL_S,
