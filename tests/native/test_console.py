@@ -2,8 +2,9 @@
 
 A new browser on /play waits; the operator, logged in to the console, sees it on the clients
 page and approves it there, and the player plays; another browser is denied from the same
-page and told so; the PIN control arms and disarms a self-pairing PIN. The relay itself
-refuses a browser without the console session (401) or without the CSRF token (403, JSON).
+page and told so; the PIN control arms and disarms a self-pairing PIN. The page calls the
+`/api/v1/native` routes with its session: they refuse a browser without the console session
+(401) or without the CSRF token (403, JSON).
 """
 
 from __future__ import annotations
@@ -98,22 +99,25 @@ def test_console_approves_and_denies_browsers(live_host, browser):
         expect(op.locator("#native-pin-state")).to_have_text("No PIN armed.")
         assert api.get("/api/v1/native/pair").json()["armed"] is False
 
-        # 4. The relay needs the console session, and CSRF for writes (JSON either way).
+        # 4. The API routes take the console session instead of the token, and Django's CSRF
+        #    token for writes (JSON either way); the console has no copy of them.
         with live_host.client() as anon:
-            r = anon.get("/console/native/pending")
-            assert r.status_code == 401 and "log in" in r.json()["error"]
+            r = anon.get("/api/v1/native/pending")
+            assert r.status_code == 401 and r.json()["error"]
+            assert anon.get("/console/native/pending").status_code == 404
         session = {c["name"]: c["value"] for c in op_ctx.cookies()}
         with live_host.client(cookies={"sessionid": session["sessionid"]}) as stolen:
-            assert stolen.get("/console/native/pending").status_code == 200
+            r = stolen.get("/api/v1/native/pending")
+            assert r.status_code == 200 and r.headers["Cache-Control"] == "no-store"
             r = stolen.post(
-                "/console/native/pair/arm",
+                "/api/v1/native/pair/arm",
                 json={"ttl_secs": 60},
                 headers={"Origin": "https://evil.example"},
             )
             assert r.status_code == 403 and "CSRF" in r.json()["error"]
         assert api.get("/api/v1/native/pair").json()["armed"] is False
         r = op.evaluate(
-            "async () => (await fetch('/console/native/pending/999999/approve', {method: 'POST',"
+            "async () => (await fetch('/api/v1/native/pending/999999/approve', {method: 'POST',"
             " headers: {'X-CSRFToken': document.cookie.match(/csrftoken=([^;]+)/)[1]}})).status"
         )
         assert r == 404

