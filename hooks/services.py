@@ -11,6 +11,7 @@ from pathlib import Path
 from hooks import conf, deliveries, dispatch, hook_config, runner, ssrf, webhook_client
 from hooks.models import Delivery
 from hostmgmt import redis_client
+from hostmgmt.lib.errors import Failed, Invalid
 
 log = logging.getLogger("hooks")
 
@@ -24,10 +25,17 @@ def get_document() -> dict:
 
 
 def replace_document(doc) -> dict:
-    """Validate the whole document, then write it: raises InvalidHooks (nothing written) or
-    OSError (the previous file stays)."""
-    entries = hook_config.validate(doc)
-    hook_config.save(entries)
+    """Validate the whole document, then write it: Invalid naming every mistake (nothing
+    written) or Failed (the previous file stays)."""
+    try:
+        entries = hook_config.validate(doc)
+    except hook_config.InvalidHooks as exc:
+        raise Invalid("invalid hook configuration", fields=exc.fields) from None
+    try:
+        hook_config.save(entries)
+    except OSError as exc:
+        log.error("hooks.json could not be written: %s", exc.strerror)
+        raise Failed("hook configuration could not be persisted") from None
     return {"hooks": entries}
 
 

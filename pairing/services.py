@@ -13,6 +13,7 @@ from cryptography import x509
 from django.db import transaction
 from django.utils import timezone
 
+from hostmgmt.lib.errors import Invalid
 from pairing.models import PLANE_COMPAT, PLANE_NATIVE, PairedClient, PinRequest
 from pairing.signals import announce_revocation
 from streaming.compat.nvhttp import crypto
@@ -24,7 +25,7 @@ FINGERPRINT_RE = re.compile(r"^[0-9a-fA-F]{64}$")
 LAST_SEEN_EVERY = dt.timedelta(seconds=60)
 
 
-class PinError(ValueError):
+class PinError(Invalid, ValueError):
     """The PIN or name an operator typed is not acceptable."""
 
 

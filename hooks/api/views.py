@@ -2,17 +2,13 @@
 
 from __future__ import annotations
 
-import logging
-
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import serializers
 from rest_framework.response import Response
 
-from hooks import conf, hook_config, services
+from hooks import conf, services
 from hostmgmt.api.base import MgmtAPIView
-from hostmgmt.api.errors import ApiError, FieldErrors
-
-log = logging.getLogger("hooks")
+from hostmgmt.api.errors import FieldErrors
 
 
 class HookFilterSerializer(serializers.Serializer):
@@ -63,10 +59,4 @@ class HooksView(MgmtAPIView):
                 "invalid hook configuration",
                 {"body": f"must be at most {conf.HOOKS_DOC_MAX_BYTES} bytes"},
             )
-        try:
-            return Response(services.replace_document(request.data))
-        except hook_config.InvalidHooks as exc:
-            raise FieldErrors("invalid hook configuration", exc.fields) from None
-        except OSError as exc:
-            log.error("hooks.json could not be written: %s", exc.strerror)
-            raise ApiError(500, "hook configuration could not be persisted") from None
+        return Response(services.replace_document(request.data))

@@ -98,8 +98,5 @@ class AdminPinView(AdminAPIView):
     def post(self, request):
         """Complete the handshake of the device waiting for a PIN; status false if none waits."""
         body = json_object(request)
-        try:
-            ok = services.submit_pin(body.get("pin"), body.get("name"))
-        except services.PinError as exc:
-            raise ApiError(400, str(exc)) from None
+        ok = services.submit_pin(body.get("pin"), body.get("name"))  # PinError: 400
         return _status(ok, "no device is waiting for a PIN")

@@ -21,10 +21,7 @@ class SessionSettingsView(MgmtAPIView):
         return Response(game_settings.state())
 
     def put(self, request):
-        try:
-            new = game_settings.validate(request.data)
-        except game_settings.SettingsError as exc:
-            raise FieldErrors("invalid session settings", exc.fields) from None
+        new = game_settings.validate(request.data)  # SettingsError: 400 naming every field
         try:
             game_settings.save(new)
         except OSError as exc:

@@ -12,6 +12,7 @@ import json
 import logging
 from dataclasses import asdict, dataclass
 
+from hostmgmt.lib.errors import Invalid
 from hostmgmt.lib.files import atomic_write
 from hostmgmt.lib.statedir import ensure_state_dir, state_path
 
@@ -36,10 +37,9 @@ class SessionSettings:
         return asdict(self)
 
 
-class SettingsError(ValueError):
+class SettingsError(Invalid, ValueError):
     def __init__(self, fields: dict[str, str]):
-        super().__init__("invalid session settings")
-        self.fields = fields
+        super().__init__("invalid session settings", fields=fields)
 
 
 def _is_int(v) -> bool:
