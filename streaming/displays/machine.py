@@ -29,6 +29,7 @@ import re
 from django.db import transaction
 from django.utils import timezone
 
+from hostmgmt.lib.errors import DomainError
 from streaming.displays import policy as policies
 from streaming.displays import xvfb
 from streaming.models import VirtualDisplay
@@ -39,13 +40,11 @@ MODE_RE = re.compile(r"^(\d{2,5})x(\d{2,5})(?:@(\d{1,3}))?$")
 MIN_W, MAX_W, MIN_H, MAX_H, MAX_HZ = 320, 7680, 200, 4320, 240
 
 
-class DisplayError(Exception):
+class DisplayError(DomainError):
     """A request the machine refuses; `status` is the HTTP status an API would answer."""
 
     def __init__(self, status: int, message: str):
-        super().__init__(message)
-        self.status = status
-        self.message = message
+        super().__init__(message, status=status)
 
 
 def parse_mode(mode: str) -> tuple[int, int, int]:

@@ -11,6 +11,7 @@ from rest_framework.views import APIView
 from hostmgmt.console.tokens import TokenError
 from hostmgmt.console.updater import CheckRefused
 from hostmgmt.lib import errors
+from streaming.displays.machine import DisplayError
 from streaming.displays.service import ServiceError
 from streaming.gpus import PreferenceError
 from streaming.native.ratelimit import Limited
@@ -34,6 +35,7 @@ CASES = [
     (CheckRefused(409, "update checks are disabled"), 409),
     (SessionError(503, "no display"), 503),
     (Limited("too many offers", 7), 429),
+    (DisplayError(409, "display busy"), 409),
 ]
 
 
