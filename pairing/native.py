@@ -35,9 +35,9 @@ CLOSED_BY_WRONG_PINS = (
 
 
 def queue() -> PendingQueue:
-    from hooks.events import redis_client  # the host's shared client (one per process)
+    from hostmgmt import redis_client  # the host's one accessor
 
-    return PendingQueue(redis_client())
+    return PendingQueue(redis_client.client())
 
 
 @dataclass
