@@ -190,9 +190,9 @@ def test_adapter_name_pins_the_selected_gpu(state, tmp_path):
         "0000:01:00.0": {"name": "NVIDIA Small", "vram_mb": 8000, "device": 0x2C05},
         "0000:02:00.0": {"name": "NVIDIA Big", "vram_mb": 24000, "device": 0x2684},
     }
-    assert gpus.gpu_state(root, nvml)["selected"]["name"] == "NVIDIA Big"
+    assert gpus.gpu_state([], root, nvml)["selected"]["name"] == "NVIDIA Big"
     store.write({"adapter_name": "small"})
-    assert gpus.gpu_state(root, nvml)["selected"]["name"] == "NVIDIA Small"
+    assert gpus.gpu_state([], root, nvml)["selected"]["name"] == "NVIDIA Small"
 
 
 def test_compositor_is_the_default_of_the_compositor_list(state, monkeypatch):

