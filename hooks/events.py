@@ -12,8 +12,7 @@ Design (why it looks like this):
   block ahead and raises the mark. After a restart the counter resumes at the persisted mark, so
   seq may jump forward but never goes back. One fsync per SEQ_BLOCK events.
 - `emit` never raises into its caller and never waits on a consumer: a missing Redis is logged
-  once per outage and the event is dropped (it still lands in this process's local ring, which
-  in-process tests read through `local_events()`).
+  once per outage and the event is dropped.
 - Inside a database transaction the event is stamped and published only after commit.
 """
 
@@ -24,7 +23,6 @@ import json
 import logging
 import threading
 import time
-from collections import deque
 from functools import partial
 
 from hooks import conf, dispatch
@@ -123,11 +121,6 @@ class _Bus:
 
 
 _bus = _Bus()
-# GAP: this per-process copy of every emit exists for in-process tests (`local_events()`);
-# moving those tests (gamelife, hoststate, pairing, console, hooks) onto the tests' Redis and
-# `ring_events()` would let it go.
-_local: deque[dict] = deque(maxlen=conf.RING_SIZE)
-_local_lock = threading.Lock()
 
 
 def emit(kind: str, payload: dict | None = None) -> None:
@@ -199,8 +192,6 @@ def _emit_now(kind: str, payload_json: str) -> tuple[dict, list[str]]:
             _bus.failed(exc)
     if event is None:
         event = json.loads('{"seq":null' + suffix)
-    with _local_lock:
-        _local.append(event)
     permits: list[str] = []
     if event.get("seq") is not None:
         permits = _schedule_hooks(event)
@@ -270,18 +261,6 @@ def _schedule_hooks(event: dict) -> list[str]:
 
 
 def ring_events(client=None) -> list[dict]:
-    """The replay ring, oldest first (empty when Redis is unavailable)."""
+    """The replay ring, oldest first. Raises the redis error when Redis is unavailable."""
     client = client or _bus.get()
     return [json.loads(raw) for raw in client.lrange(keys()["ring"], 0, -1)]
-
-
-def local_events(kind: str | None = None) -> list[dict]:
-    """Events emitted by this process (newest last); lets in-process tests assert on emits."""
-    with _local_lock:
-        events = list(_local)
-    return [e for e in events if kind is None or e["kind"] == kind]
-
-
-def clear_local_events() -> None:
-    with _local_lock:
-        _local.clear()

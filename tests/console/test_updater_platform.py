@@ -14,10 +14,10 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from django.test import Client
 
-from hooks import events
 from hostmgmt.config import store
 from hostmgmt.console import platform, updater
 from hostmgmt.lib.statedir import state_path
+from tests.events import emitted
 
 NEWER = "v2099.101.0-stable"
 
@@ -33,8 +33,9 @@ def signed(payload: dict, key: Ed25519PrivateKey) -> bytes:
 
 
 @pytest.fixture
-def release(settings):
-    """A release server on loopback, a pinned key, and a clean update state."""
+def release(settings, redis_db):
+    """A release server on loopback, a pinned key, a clean update state, and the tests' Redis
+    emptied so the bus's ring holds only what this test announced (`emitted`)."""
     key = Ed25519PrivateKey.generate()
     raw_pub = key.public_key().public_bytes(
         serialization.Encoding.Raw, serialization.PublicFormat.Raw
@@ -55,7 +56,6 @@ def release(settings):
     threading.Thread(target=server.serve_forever, args=(0.02,), daemon=True).start()
     store.write({"update_manifest_url": f"http://127.0.0.1:{server.server_port}/m.json"})
     state_path(updater.STATE_FILE).unlink(missing_ok=True)
-    events.clear_local_events()
     yield key, served
     server.shutdown()
     state_path(updater.STATE_FILE).unlink(missing_ok=True)
@@ -86,7 +86,7 @@ def test_newer_release_is_reported_and_announced_once(release):
     assert status["manifest"]["version"] == NEWER and status["manifest"]["stale"] is False
     assert status["last_error"] is None and status["apply"] == "notify"
     updater.check()
-    announced = events.local_events("update.available")
+    announced = emitted("update.available")
     assert len(announced) == 1
     assert announced[0]["version"] == NEWER and announced[0]["install_kind"] == "source"
 
@@ -97,7 +97,7 @@ def test_bad_signature_is_never_believed(release):
     status = updater.check()
     assert status["available"] is False and status["manifest"] is None
     assert "signature" in status["last_error"]
-    assert events.local_events("update.available") == []
+    assert emitted("update.available") == []
 
 
 @pytest.mark.parametrize("body", [b"", b"{}", b"[1]", b'{"payload": "!!", "signature": "x"}'])
@@ -163,7 +163,7 @@ def test_the_same_manifest_again_and_a_newer_one_are_accepted(release):
     assert status["last_error"] is None and status["manifest"]["version"] == NEWEST
     served["body"] = signed(manifest(NEWER, 10), key)  # the first one, replayed
     assert "rollback" in updater.check()["last_error"]
-    announced = [e["version"] for e in events.local_events("update.available")]
+    announced = [e["version"] for e in emitted("update.available")]
     assert announced == [NEWER, NEWEST]
 
 
@@ -289,7 +289,9 @@ def test_manifest_url_env_fallback_goes_through_the_schema(settings, monkeypatch
 
 
 @pytest.mark.django_db
-def test_without_a_pinned_key_updates_are_refused_and_the_console_says_why(release, admin):
+def test_without_a_pinned_key_updates_are_refused_and_the_console_says_why(
+    release, admin, django_capture_on_commit_callbacks
+):
     from django.conf import settings
 
     from hostmgmt.auth import credentials
@@ -297,11 +299,13 @@ def test_without_a_pinned_key_updates_are_refused_and_the_console_says_why(relea
     key, served = release
     served["body"] = signed(manifest(), key)  # a good manifest, but no key to believe it by
     settings.UPDATE_PUBLIC_KEY = ""
-    status = updater.check()
+    # The test runs in a transaction; commit hooks run here, so an emit would reach the ring.
+    with django_capture_on_commit_callbacks(execute=True):
+        status = updater.check()
     assert status["available"] is False and status["manifest"] is None
     assert "no release signing key is pinned" in status["last_error"]
     assert status["refused"] == updater.NO_KEY_REASON
-    assert events.local_events("update.available") == []
+    assert emitted("update.available") == []
     v1 = Client().get("/api/update", **admin).json()
     assert v1["refused"] == updater.NO_KEY_REASON
     credentials.set_credentials("admin", "s3cret")

@@ -11,8 +11,8 @@ import time
 
 import pytest
 
-from hooks import events
 from streaming.game import lifecycle, registry
+from tests.events import emitted
 
 # A store-style launcher: it starts the game in the background under its own name, writes the
 # game's pid down and leaves, so the game is an orphan like a real one.
@@ -32,11 +32,12 @@ STUBBORN = (
 
 
 @pytest.fixture
-def state(tmp_path, monkeypatch):
+def state(tmp_path, monkeypatch, redis_db):
+    """A throwaway state dir, and the tests' Redis emptied: the bus's ring then holds only the
+    events this test's process emitted (read with `game_events`)."""
     home = tmp_path / "state"
     home.mkdir()
     monkeypatch.setenv("HOST_STATE_DIR", str(home))
-    events.clear_local_events()
     yield home
     lifecycle.stop_watching()
     registry.clear()
@@ -121,4 +122,5 @@ def wait_for(predicate, timeout: float = 5.0):
 
 
 def game_events(kind: str) -> list[dict]:
-    return events.local_events(kind)
+    """The `kind` events this test's process published on the bus (needs `state`)."""
+    return emitted(kind)

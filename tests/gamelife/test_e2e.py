@@ -20,11 +20,17 @@ pytestmark = pytest.mark.e2e
 
 
 @pytest.fixture
-def host_state(live_host, monkeypatch):
-    monkeypatch.setenv("HOST_STATE_DIR", str(live_host.state_dir))
+def host_state(live_host, monkeypatch, redis_db):
+    """The live host's state dir for this process (games.json is what the two share), while
+    this process's event bus stays on the tests' own Redis: its ring then holds only what the
+    test's watcher emitted, never the host's events (those are on the host's SSE stream)."""
     from hooks import events
 
-    events.clear_local_events()
+    monkeypatch.setenv("HOST_STATE_DIR", str(live_host.state_dir))
+    # Seqs pre-reserved in the tests' Redis, so our bus never persists its seq mark in the
+    # host's state dir (harmless, marks only move forward, but the host's file is not ours).
+    k = events.keys()
+    redis_db.mset({k["seq"]: 0, k["reserved"]: 1_000_000})
     yield live_host
     lifecycle.stop_watching()
     registry.clear()
@@ -56,9 +62,12 @@ def test_game_end_over_the_live_api_and_grace_expiry_by_the_supervisor(host_stat
         assert r.status_code == 200 and r.json() == {"ended": 1}, r.text
         assert wait_for(lambda: not alive(first.game_pid()))
         took = time.monotonic() - t0
-        # The host ended it, so the host announced it, once; our watcher added nothing.
+        # The host ended it, so the host announced it, once (its SSE stream); our watcher added
+        # nothing: this process's bus writes to the tests' Redis, which the host never sees, so
+        # its ring is exactly what our watcher emitted (its `game.running`s, no `game.exited`).
         assert wait_for(lambda: (registry.get(k1) or {}).get("reason") == "terminated")
         assert [e["game"]["title"] for e in host_events(api, "game.exited", 1, since)] == ["Game 1"]
+        assert [e["game"]["title"] for e in game_events("game.running")] == ["Game 1", "Game 2"]
         assert game_events("game.exited") == []
         assert alive(second.game_pid())  # its session is live
         assert api.post("/api/v1/game/end", json={}).status_code == 409

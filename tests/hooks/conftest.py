@@ -21,7 +21,6 @@ def bus(redis_db, tmp_path, monkeypatch):
     from hooks import events, hook_config
 
     monkeypatch.setenv("HOST_STATE_DIR", str(tmp_path))
-    events.clear_local_events()
     hook_config._cache.invalidate()
     yield events
     hook_config._cache.invalidate()

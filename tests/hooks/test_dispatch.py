@@ -6,6 +6,7 @@ import pytest
 
 from hooks import dispatch, hook_config
 from hostmgmt import redis_client
+from tests.events import emitted
 
 STREAM = {
     "seq": 1,
@@ -148,7 +149,7 @@ def test_announce_stopping_carries_the_host_facts_and_gives_up_at_the_grace(bus,
         assert lifecycle.announce_stopping(0.2) is False  # nobody releases the permit
     finally:
         store.write({"compat_enabled": None})
-    (event,) = bus.local_events("host.stopping")
+    (event,) = emitted("host.stopping")
     assert (event["version"], event["gamestream"]) == (VERSION, False)
     assert sent[0][1][0] == event
     assert "1 of 1 host.stopping hook firing(s) still running" in caplog.text

@@ -12,6 +12,7 @@ import pytest
 
 from streaming import capture
 from streaming.displays import machine, reaper, xvfb
+from tests.events import emitted
 from tests.streaming.desktop import OperatorDesktop, dead_display
 
 needs_xvfb = pytest.mark.skipif(shutil.which("Xvfb") is None, reason="needs Xvfb")
@@ -204,23 +205,21 @@ def test_methods_and_preflight_say_which_backend_and_why(v1, state, desktop, mon
 @needs_xvfb
 @pytest.mark.django_db(transaction=True)
 def test_an_attached_display_is_shared_never_owned_and_never_killed(
-    v1, state, desktop, monkeypatch
+    v1, state, desktop, monkeypatch, redis_db
 ):
-    from hooks.events import local_events
-
     monkeypatch.setenv("DISPLAY", desktop.name)
     v1.put("/api/v1/display/settings", {"preset": "custom", "keep_alive": {"mode": "forever"}},
            format="json")  # fmt: skip
-    created = len(local_events("display.created"))
+    created = len(emitted("display.created"))
     a = machine.acquire("alice", "1280x720@60")
     assert (a["backend"], a["owned"], a["pid"]) == ("x11", False, None)
     assert a["x_display"] == desktop.name
     assert a["region"] == {"left": 0, "top": 0, "width": 1024, "height": 768}
     assert a["running"] and a["mode"] == "1024x768@60" and a["state"] == "active"
-    assert local_events("display.created")[-1]["owned"] is False
+    assert emitted("display.created")[-1]["owned"] is False
     b = machine.acquire("bob", "640x480@30")  # another client, another mode: the same desktop
     assert b["slot"] == a["slot"] and b["sessions"] == 2
-    assert len(local_events("display.created")) == created + 1
+    assert len(emitted("display.created")) == created + 1
     assert xvfb.owned_pids() == []  # nothing was started
     assert machine.disconnect(a["slot"])["sessions"] == 1
     assert machine.release() == 0  # release never touches it

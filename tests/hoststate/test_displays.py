@@ -11,6 +11,7 @@ import pytest
 from django.utils import timezone
 
 from streaming.displays import machine, reaper, xvfb
+from tests.events import emitted
 
 pytestmark = [
     pytest.mark.django_db(transaction=True),
@@ -29,7 +30,8 @@ def gone(pid: int, timeout: float = 3.0) -> bool:
 
 
 @pytest.fixture
-def displays(v1, state):
+def displays(v1, state, redis_db):
+    """The API client, with the tests' Redis emptied so the bus's ring holds this test's events."""
     yield v1
     xvfb.stop_all()
     assert xvfb.owned_pids() == []
@@ -42,9 +44,8 @@ def put_policy(client, **fields):
 
 
 def events(kind):
-    from hooks.events import local_events
-
-    return local_events(kind)
+    """The `kind` events this test published on the bus (read from the tests' Redis)."""
+    return emitted(kind)
 
 
 def test_walk_active_lingering_reacquired_released(displays):

@@ -10,10 +10,10 @@ from django.core.management import CommandError, call_command
 from django.test import Client
 from django.utils import timezone
 
-from hooks.events import clear_local_events, local_events
 from pairing import services
 from pairing.models import PairedClient, PinRequest
 from streaming.compat.nvhttp import crypto
+from tests.events import emitted
 from tests.pairing.certs import identity, pem
 
 pytestmark = pytest.mark.django_db
@@ -222,11 +222,11 @@ def test_names_are_sanitized():
     assert sanitize_name("\x00\x01", fallback_seed="abc").startswith("device ")
 
 
-def test_pairing_events_carry_the_device_ref(django_capture_on_commit_callbacks):
-    clear_local_events()
+def test_pairing_events_carry_the_device_ref(django_capture_on_commit_callbacks, redis_db):
     with django_capture_on_commit_callbacks(execute=True):
         services.emit_device("pairing.completed", "tv", "f" * 64)
-    (event,) = local_events("pairing.completed")
+        assert emitted() == []  # inside the transaction: nothing goes out before the commit
+    (event,) = emitted("pairing.completed")
     assert event["device"] == {"name": "tv", "fingerprint": "f" * 64, "plane": "compat"}
 
 
