@@ -64,7 +64,7 @@ def measure(page, api, width: int, samples: int, webcodecs: bool) -> tuple:
         (
             p
             for p in psutil.process_iter(["cmdline", "create_time"])
-            if "streaming.native.peer" in " ".join(p.info["cmdline"] or [])
+            if "streaming.sessions.process native" in " ".join(p.info["cmdline"] or [])
         ),
         key=lambda p: p.info["create_time"],
     )

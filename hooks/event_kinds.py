@@ -6,9 +6,11 @@ Payload keys sit at the top level of the event document next to `seq`, `ts_ms`, 
 emitters own their values, the bus never rewrites them.
 
 Ref objects (`*` = always present, `~` = omitted when empty):
-  ClientRef      {name*, fingerprint~, plane*}
-  SessionRef     {id*, client*, mode*, hdr*}
-  StreamRef      {mode*, hdr*, client*, app~, plane*}
+  ClientRef      {name*, fingerprint~, client_id~, plane*}
+  SessionRef     {id*, client*, client_id~, mode*, hdr*, plane~}
+  StreamRef      {mode*, hdr*, client*, client_id~, app~, plane*}
+(`client`: the client's name; `client_id`: its certificate fingerprint's first 12 hex
+digits; a session `id` is 8 random hex digits, the same scheme on both planes.)
   GameRef        {app~, title*, store~, client*, plane*}
   DeviceRef      {name*, fingerprint*, plane*}
 """
@@ -47,9 +49,9 @@ HOST_STOPPING = "host.stopping"
 # The pseudo-kind of the SSE frame that tells a consumer it fell off the replay ring.
 DROPPED = "dropped"
 
-CLIENT_REF = {"name": str, "fingerprint": str, "plane": str}
-SESSION_REF = {"id": int, "client": str, "mode": str, "hdr": bool}
-STREAM_REF = {"mode": str, "hdr": bool, "client": str, "app": str, "plane": str}
+CLIENT_REF = {"name": str, "fingerprint": str, "client_id": str, "plane": str}
+SESSION_REF = {"id": str, "client": str, "client_id": str, "mode": str, "hdr": bool, "plane": str}
+STREAM_REF = {"mode": str, "hdr": bool, "client": str, "client_id": str, "app": str, "plane": str}
 GAME_REF = {"app": str, "title": str, "store": str, "client": str, "plane": str}
 DEVICE_REF = {"name": str, "fingerprint": str, "plane": str}
 

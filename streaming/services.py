@@ -1,15 +1,16 @@
-"""The running compat session as the rest of the host sees it: one record in Redis.
+"""Live sessions as the rest of the host sees them, through the one registry
+(`streaming.sessions.registry`), and the compat plane's admission.
 
-Why Redis: the session lives in a Celery worker process, while the nvhttp listener (/launch,
-/serverinfo), daphne (/api/v1/status, DELETE /api/v1/session, /api/apps/close) and the pairing
-services (unpair, disable) sit in other processes. The stream ports are fixed per host, so
-there is at most one session: one state key, claimed with SET NX by /launch (a second launch
-is refused at once) and kept alive by the task's heartbeat (a crashed worker's claim expires
-after STATE_TTL_S). Requests to the task (stop, resume) go through a list it polls.
+Compat admission: the stream ports are fixed per host, so at most one compat session: /launch
+takes the port claim (`hostmgmt:sessions:compat-claim`, SET NX, the session id) and writes the
+session's first registry record (state `starting`) before the session process exists; the
+session's heartbeat keeps both alive (a crashed process's claim expires after STATE_TTL_S).
+Requests to a session (stop, resume) go through its registry control list.
 
-State document (written by the task, read here): id, arm, state (starting, armed,
-streaming, idle, ending), app_id, app_name, client {fingerprint, name, uuid}, width, height, fps,
-bitrate_kbps, packet_size, min_fec, codec, encoder {backend, gpu_id} (GET /gpus `active`), t_start.
+A compat record (`current()`) is the session core's record (id, plane, pid, state, client,
+client_id, fingerprint, mode, width, height, fps, app, app_title, t_start) plus: arm, app_id,
+app_name, remote, bitrate_kbps, packet_size, min_fec, codec, encoder {backend, gpu_id}
+(GET /gpus `active`). States: starting, armed, streaming, idle, ending.
 """
 
 from __future__ import annotations
@@ -18,104 +19,83 @@ import json
 import logging
 import time
 
-from hostmgmt import redis_client
 from streaming import gpus
+from streaming.sessions import registry
 
 log = logging.getLogger("streaming.sessions")
 
-PREFIX = "hostmgmt:stream"
-STATE_KEY = f"{PREFIX}:session"
-CTL_KEY = f"{PREFIX}:ctl"
+CLAIM_KEY = f"{registry.PREFIX}:compat-claim"
+RESULT_PREFIX = f"{registry.PREFIX}:result"
 STATE_TTL_S = 15
 RESULT_TTL_S = 60
 
 
 def _redis():
-    return redis_client.client()
+    return registry.redis()
 
 
 def result_key(arm: str) -> str:
-    return f"{PREFIX}:result:{arm}"
+    return f"{RESULT_PREFIX}:{arm}"
 
 
-# -- the state record ------------------------------------------------------------------------
+# -- the compat session --------------------------------------------------------------------
 def current() -> dict | None:
+    """The live compat session's record, if any."""
     try:
-        raw = _redis().get(STATE_KEY)
+        live = registry.live("compat")
     except Exception as exc:  # noqa: BLE001 - no Redis: no session can be running either
         log.warning("session state unavailable (%s)", exc.__class__.__name__)
         return None
-    if not raw:
-        return None
-    try:
-        return json.loads(raw)
-    except ValueError:
-        return None
+    return live[0] if live else None
 
 
-def claim(state: dict) -> bool:
-    """Take the one session slot; False when a session holds it."""
-    return bool(_redis().set(STATE_KEY, json.dumps(state), nx=True, ex=STATE_TTL_S))
-
-
-def publish(state: dict) -> bool:
-    """The task's heartbeat: rewrite the record while it is still ours."""
-    r = _redis()
-    raw = r.get(STATE_KEY)
-    if not raw or json.loads(raw).get("id") != state["id"]:
+def claim(record: dict) -> bool:
+    """Take the compat port claim and register the starting session; False when a session
+    holds it."""
+    if not _redis().set(CLAIM_KEY, str(record["id"]), nx=True, ex=STATE_TTL_S):
         return False
-    r.set(STATE_KEY, json.dumps(state), ex=STATE_TTL_S)
+    registry.put({**record, "plane": "compat", "pid": 0, "state": "starting"})
     return True
 
 
-def release(session_id: int) -> None:
+def publish(core) -> bool:
+    """The compat session's heartbeat (a `SessionCore`): refresh the claim and the record
+    while the claim is still this session's."""
     r = _redis()
-    raw = r.get(STATE_KEY)
-    if raw and json.loads(raw).get("id") == session_id:
-        r.delete(STATE_KEY, CTL_KEY)
+    owner = r.get(CLAIM_KEY)
+    if owner is None or owner.decode() != str(core.id):
+        return False
+    r.expire(CLAIM_KEY, STATE_TTL_S)
+    core.publish()
+    return True
 
 
-# -- requests to the task --------------------------------------------------------------------
-def _push(message: dict) -> None:
+def release(session_id: str) -> None:
     r = _redis()
-    r.rpush(CTL_KEY, json.dumps(message))
-    r.expire(CTL_KEY, STATE_TTL_S * 4)
+    owner = r.get(CLAIM_KEY)
+    if owner is not None and owner.decode() == str(session_id):
+        r.delete(CLAIM_KEY)
+    registry.remove(str(session_id))
 
 
-def pop_requests() -> list[dict]:
-    r = _redis()
-    out = []
-    while (raw := r.lpop(CTL_KEY)) is not None:
-        try:
-            out.append(json.loads(raw))
-        except ValueError:
-            continue
-    return out
-
-
+# -- requests to the session ---------------------------------------------------------------
 def request_stop(reason: str, deliberate: bool = True, wait_s: float = 0.0) -> bool:
-    """Ask the running session to end; True when one was running. Optionally wait for it."""
+    """Ask the compat session to end; True when one was running. Optionally wait for it."""
     state = current()
     if state is None:
         return False
-    _push({"op": "stop", "id": state["id"], "reason": reason, "deliberate": deliberate})
-    deadline = time.monotonic() + wait_s
-    while wait_s and time.monotonic() < deadline:
-        now = current()
-        if now is None or now.get("id") != state["id"]:
-            break
-        time.sleep(0.05)
+    registry.stop([state], reason, deliberate, wait_s)
     return True
 
 
 def request_resume(arm: dict) -> None:
     state = current()
     if state is not None:
-        _push({"op": "resume", "id": state["id"], **arm})
+        registry.push(state["id"], {"op": "resume", **arm})
 
 
 def report(arm: str, status: int, message: str = "") -> None:
-    """The task tells the waiting /launch or /resume how arming went."""
+    """The session tells the waiting /launch or /resume how arming went."""
     r = _redis()
     r.rpush(result_key(arm), json.dumps({"status": status, "message": message}))
     r.expire(result_key(arm), RESULT_TTL_S)
@@ -144,40 +124,46 @@ def current_game() -> int:
 
 
 def end_client_sessions(fingerprints: list[str] | None) -> None:
-    """Pairing's hook: unpair / disable / unpair-all cut the client's running stream, on
+    """Pairing's hook: unpair / disable / unpair-all cut the client's running sessions, on
     either plane (a native peer also re-checks its authorization every second)."""
     from streaming.native import sessions as native
 
     wanted = None if fingerprints is None else [f.lower() for f in fingerprints]
-    native.end(wanted)
-    state = current()
-    if state is None:
-        return
-    fp = (state.get("client") or {}).get("fingerprint", "")
-    if fingerprints is None or fp.lower() in {f.lower() for f in fingerprints}:
-        request_stop("unpaired", deliberate=True, wait_s=5)
+    native.end_connecting(wanted)  # peers still proving their device: not registered yet
+    registry.stop_clients(wanted, "unpaired", deliberate=True, wait_s=5)
+
+
+def end_all_sessions(reason: str, wait_s: float) -> None:
+    """A deliberate stop of every session on both planes (DELETE /session, /api/apps/close)."""
+    from streaming.native import sessions as native
+
+    native.end_connecting(None)
+    registry.stop_clients(None, reason, deliberate=True, wait_s=wait_s)
 
 
 def runtime_status() -> dict:
-    """The sessions part of GET /api/v1/status (mgmt-api-records §1.3 RuntimeStatus): the
-    compat session if any, else the first native one; counts and games from both planes."""
-    from streaming.native import sessions as native
-
-    status = _compat_status()
-    live_native = native.runtime_status()
-    rows = live_native["sessions"]
-    status["active_sessions"] += live_native["active_sessions"]
-    status["video_streaming"] = status["video_streaming"] or live_native["video_streaming"]
-    status["audio_streaming"] = status["audio_streaming"] or live_native["audio_streaming"]
+    """The sessions part of GET /api/v1/status (mgmt-api-records §1.3 RuntimeStatus), from the
+    registry: the compat session if any, else the first native one; counts and games from
+    every live session."""
+    try:
+        live = registry.live()
+    except Exception:  # noqa: BLE001 - no Redis: report nothing rather than fail the status
+        live = []
+    compat = next((rec for rec in live if rec.get("plane") == "compat"), None)
+    status = _compat_status(compat)
+    rows = [rec for rec in live if rec.get("plane") == "native"]
+    status["active_sessions"] += len(rows)
+    status["video_streaming"] = status["video_streaming"] or bool(rows)
+    status["audio_streaming"] = status["audio_streaming"] or bool(rows)
     if status["session"] is None and rows:
-        width, height, fps = _parse_mode(rows[0]["mode"])
-        status["session"] = {"width": width, "height": height, "fps": fps}
+        r = rows[0]
+        status["session"] = {"width": r["width"], "height": r["height"], "fps": r["fps"]}
     # A native session's game is the lifecycle layer's record (already in `games`, once);
     # a session it has none for (Desktop, an app it does not track) gets a plain row.
     tracked = {g.get("session_id") for g in status["games"] if g.get("plane") == "native"}
     status["games"] += [
         {
-            "session_id": row.get("session_id"),
+            "session_id": row["id"],
             "client": row["client"],
             "app_id": row["app"],
             "title": row.get("app_title") or row["app"],
@@ -185,31 +171,12 @@ def runtime_status() -> dict:
             "state": "running",
         }
         for row in rows
-        if row.get("session_id") is None or row.get("session_id") not in tracked
+        if row["id"] not in tracked
     ]
     return status
 
 
-def _parse_mode(mode: str) -> tuple[int, int, int]:
-    """`WxH@fps` → (W, H, fps); zeros for anything else."""
-    try:
-        size, fps = mode.split("@", 1)
-        width, height = size.lower().split("x", 1)
-        return int(width), int(height), int(fps)
-    except ValueError:
-        return 0, 0, 0
-
-
-def end_all_sessions(reason: str, wait_s: float) -> None:
-    """A deliberate stop of every session on both planes (DELETE /session, /api/apps/close)."""
-    from streaming.native import sessions as native
-
-    native.end(None)
-    request_stop(reason, deliberate=True, wait_s=wait_s)
-
-
-def _compat_status() -> dict:
-    state = current()
+def _compat_status(state: dict | None) -> dict:
     if not state:
         return {"video_streaming": False, "audio_streaming": False, "active_sessions": 0,
                 "session": None, "stream": None, "games": _lifecycle_games(None)}  # fmt: skip
@@ -228,8 +195,8 @@ def _compat_status() -> dict:
         }
     game = {
         "session_id": state["id"],
-        "client": (state.get("client") or {}).get("name", ""),
-        "title": state.get("app_name", ""),
+        "client": state.get("client", ""),
+        "title": state.get("app_title", ""),
         "plane": "compat",
         "state": "running" if state.get("state") in ("armed", "streaming", "idle") else "launching",
     }

@@ -1,6 +1,6 @@
 """What makes a compat session playable beside the stream: sound, launch limits, the game.
 
-The session task (`streaming.session_runner`) calls this module at three moments; the work
+The compat session (`streaming.session_runner`) calls this module at three moments; the work
 itself lives in the groundwork modules (docs/playable.md), so this is only the glue and the
 decisions that belong to a session:
 
@@ -39,8 +39,9 @@ def _values() -> dict:
 
 
 def prepare(session_id, client: dict, app, env: dict, state: dict):
-    """(launch limits, sound or None, GameLink) for a starting session; adds the sound's
-    variables to the app's `env` and what the record shows to `state`."""
+    """(launch limits, sound or None) for a starting session; adds the sound's variables to
+    the app's `env` and what the record shows to `state`. (The game's link is the session
+    core's: `streaming.sessions.lifecycle.AppRun`.)"""
     name = client.get("name", "")
     limits = launch_limits(name, app)
     sound = open_sound(session_id)
@@ -48,7 +49,7 @@ def prepare(session_id, client: dict, app, env: dict, state: dict):
         env.update(sound.capture.app_env())
     state.update(profile=limits.get("profile"), encoder_preset=limits.get("encoder_preset"),
                  audio_sink=sound.capture.sink_name if sound else None)  # fmt: skip
-    return limits, sound, GameLink(session_id, name)
+    return limits, sound
 
 
 # -- sound -----------------------------------------------------------------------------------

@@ -157,6 +157,8 @@ class Supervisor:
         # Hook commands and webhooks: their own threads worker so they never starve the above.
         specs.append(Child("celery-hooks", hooks_worker.worker_argv(py, self.ports.base), env))
         specs.append(Child("compat", [py, manage, "run_compat_plane"], env))
+        # One process per session of either plane (docs/architecture.md, "Path of a session").
+        specs.append(Child("sessions", [py, "-m", "streaming.sessions.manager"], env))
         return specs
 
     # -- running ----------------------------------------------------------------------------

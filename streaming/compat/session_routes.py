@@ -1,8 +1,9 @@
 """/launch, /resume and /cancel on the compat plane's HTTPS listener (reference B.7).
 
-The listener only validates and hands over: the session itself runs in a Celery task
-(`streaming.tasks.run_session`), which acquires the display, starts the app and binds the
-stream ports, then reports back through Redis (`streaming.services.report`). The request
+The listener only validates and hands over: the session itself runs in its own process
+(`streaming.sessions.runtime.spawn`, the session manager's), which acquires the display, starts
+the app and binds the stream ports, then reports back through Redis
+(`streaming.services.report`). The request
 waits for that report, so `sessionUrl0` is only sent once the RTSP port listens. The dispatcher
 has already refused unpaired, unpaired-since and disabled clients (401) before these run.
 
@@ -97,7 +98,7 @@ def _url(req: NvRequest) -> str:
     return f"rtsp://{host}:{settings.PORTS.rtsp}"
 
 
-def _wait(arm: str, session_id: int | None = None) -> tuple[int, str]:
+def _wait(arm: str, session_id: str | None = None) -> tuple[int, str]:
     from streaming import services
 
     result = services.wait_report(arm, ARM_WAIT_S)
@@ -110,7 +111,8 @@ def _wait(arm: str, session_id: int | None = None) -> tuple[int, str]:
 
 def launch(req: NvRequest) -> NvResponse:
     from library import catalog
-    from streaming import launchconfig, services, tasks
+    from streaming import launchconfig, services
+    from streaming.sessions import registry, runtime
 
     q = req.query
     try:
@@ -132,7 +134,7 @@ def launch(req: NvRequest) -> NvResponse:
     client = req.client
     arm = secrets.token_hex(8)
     spec = {
-        "id": time.time_ns() // 1000,
+        "id": registry.new_id(),
         "arm": arm,
         "app_id": app_id,
         "app_name": app.name,
@@ -145,10 +147,29 @@ def launch(req: NvRequest) -> NvResponse:
         "corever": q.get("corever", ""),
         **keys,
     }
-    public = {k: v for k, v in spec.items() if k != "rikey"}
-    if not services.claim({**public, "state": "starting", "t_start": time.time()}):
+    record = {
+        "id": spec["id"],
+        "client": client.name,
+        "client_id": registry.client_id(client.fingerprint),
+        "fingerprint": client.fingerprint,
+        "mode": f"{width}x{height}@{fps}",
+        "width": width,
+        "height": height,
+        "fps": fps,
+        "app": str(app_id),
+        "app_title": app.name,
+        "app_id": app_id,
+        "arm": arm,
+        "t_start": time.time(),
+    }
+    if not services.claim(record):
         return xml(400, "An app is already running on this host", {"gamesession": 0})
-    tasks.run_session.delay(spec)
+    try:
+        runtime.spawn("compat", spec, timeout_s=10)
+    except runtime.SpawnError as exc:
+        services.release(spec["id"])
+        log.warning("compat session not started: %s", exc)
+        return xml(503, "The streaming engine could not start the session", {"gamesession": 0})
     status, message = _wait(arm, spec["id"])
     if status != 200:
         return xml(status, message, {"gamesession": 0})

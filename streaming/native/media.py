@@ -39,12 +39,17 @@ def encoder_main(
     kbps: int,
     tuning: int = -1,
     lost=None,
+    figures=None,
 ) -> None:
     """Child process: capture at `fps`, encode, send (header + Annex-B) per frame. `display`:
     the session's display as `machine.acquire` gave it; the frame source is the compat
     plane's (`session_display.open_capture`: wlr-screencopy of a wlroots output, else an X
     grab of the display or the attached monitor's region). When every grab has failed for
-    framesource.LOST_AFTER_S, `lost` is set and the child ends (the session: display_lost)."""
+    framesource.LOST_AFTER_S, `lost` is set and the child ends (the session: display_lost).
+    `figures` gets (capture ms, encode ms) per frame, for `/api/stream/latency` (dropped
+    when the session is behind reading them)."""
+    import queue
+
     from streaming.engine.encoder import VideoEncoder
     from streaming.session_display import open_capture
 
@@ -61,7 +66,8 @@ def encoder_main(
             next_t = max(next_t + interval, time.monotonic() - interval)
             t_cap = time.time()
             frame = capture(width, height)  # BGRA, at the stream's size
-            capture.capture_ms.clear()  # the compat plane's latency figures; unused here
+            capture_ms = capture.capture_ms[-1] if capture.capture_ms else None
+            capture.capture_ms.clear()
             if capture.lost():
                 if lost is not None:
                     lost.set()
@@ -73,11 +79,18 @@ def encoder_main(
             out = enc.encode(frame)
             if out is None:
                 continue
+            if figures is not None and capture_ms is not None:
+                try:
+                    figures.put_nowait((capture_ms, out.encode_ms))
+                except queue.Full:
+                    pass
             try:
                 conn.send_bytes(HEADER.pack(out.keyframe, t_cap, out.encode_ms) + out.data)
             except (BrokenPipeError, OSError):
                 break
     finally:
+        if figures is not None:
+            figures.cancel_join_thread()  # never wait on a reader that stopped reading
         enc.close()
         capture.close()
         conn.close()
@@ -102,6 +115,7 @@ class EncoderProcess:
         ctx = mp.get_context("spawn")  # no fork of a process holding Django, sockets and a loop
         self._recv, send = ctx.Pipe(duplex=False)
         self.keyframe, self.stop_event, self.lost = ctx.Event(), ctx.Event(), ctx.Event()
+        self.figures = ctx.Queue(maxsize=1200)  # (capture ms, encode ms) per frame
         display = {k: display.get(k) for k in SOURCE_KEYS}
         self.proc = ctx.Process(
             target=encoder_main,
@@ -116,6 +130,7 @@ class EncoderProcess:
                 kbps,
                 tuning,
                 self.lost,
+                self.figures,
             ),
             daemon=True,
             name="native-encoder",
@@ -135,6 +150,17 @@ class EncoderProcess:
 
         self._pump = threading.Thread(target=run, daemon=True, name="native-encoder-pipe")
         self._pump.start()
+
+    def drain_figures(self) -> list[tuple[float, float]]:
+        """The per-frame (capture ms, encode ms) pairs since the last call."""
+        import queue
+
+        out = []
+        while True:
+            try:
+                out.append(self.figures.get_nowait())
+            except (queue.Empty, OSError, ValueError):
+                return out
 
     def close(self) -> None:
         self.stop_event.set()

@@ -1,4 +1,7 @@
-"""One native session, in its own process: `python -m streaming.native.peer`.
+"""The native plane's session: its transport (the aiortc peer connection, or WebCodecs over
+the WebSocket relay) and its admission (the offer, then the DTLS proof) around the one session
+lifecycle (`streaming.sessions.lifecycle.SessionCore`). Runs in its own session process
+(`python -m streaming.sessions.process native`, started by the session manager).
 
 Reads the offer record (JSON line) on stdin and answers (JSON line on stdout) at once, having
 changed nothing on the host. Only when the DTLS handshake has completed with the certificate
@@ -8,8 +11,9 @@ the chosen app into both (streaming.native.launch) and start the encoder process
 order: the offer names the fingerprint in plain text, so anyone can copy a paired device's;
 only the handshake proves the key behind it. Then it runs the aiortc peer connection until
 the browser leaves, the app exits, the device is unpaired or disabled (polled every second),
-the host process that started it dies, or SIGTERM. Every exit path ends the app (and its prep
-undo), releases the display, the sink and the encoder process and emits the closing events.
+the host asks it to end (its registry control list), the session manager dies, or SIGTERM.
+Every exit path ends the app (and its prep undo), releases the display, the sink and the
+encoder process and emits the closing events (`SessionCore.finish`).
 """
 
 from __future__ import annotations
@@ -30,12 +34,6 @@ CONNECT_TIMEOUT_S = 30
 # the browser (that comes with its RTCP still flowing) but given up on: ICE consent expired
 # (aioice: about 30 s without an answer), i.e. the peer vanished -> reason `timeout`.
 SILENT_S = 5.0
-
-
-def django_now():
-    from django.utils import timezone
-
-    return timezone.now()
 
 
 def _reply(obj: dict) -> None:
@@ -71,13 +69,24 @@ def peer_fingerprint(transport) -> str:
     return cert.fingerprint(hashes.SHA256()).hex() if cert is not None else ""
 
 
-class Session:
+class NativePeer:
+    """One native session: the peer connection and media on a SessionCore."""
+
     def __init__(self, offer: dict):
+        from streaming.sessions import registry
+        from streaming.sessions.lifecycle import SessionCore
+
         self.offer = offer
         self.fp = offer["fingerprint"]
         self.name = offer["name"]
         self.width, self.height, self.fps = offer["width"], offer["height"], offer["fps"]
         self.mode = f"{self.width}x{self.height}@{self.fps}"
+        self.id = registry.new_id()
+        self.core = SessionCore("native", self.id, {"name": self.name, "fingerprint": self.fp},
+                                self.width, self.height, self.fps,
+                                offer.get("app") or "desktop", offer.get("app_title") or "Desktop",
+                                remote=offer.get("remote", ""))  # fmt: skip
+        self.core.totals = self.totals
         self.display = None
         self.encoder = None
         self.pc = None
@@ -87,11 +96,9 @@ class Session:
         self.audio = None
         self.app = None
         self.closed = False
-        self.samples: list[dict] = []
-        self.t_start = None
+        self.registered = False
         self.xinput = None  # XTest, made on first input; a WlrInput made at start on wlroots
         self.pads = None
-        self.error = ""  # display_lost: which display, what happened (session.ended, history)
         self.done = asyncio.Event()
         # `reason` is the event's vocabulary (quit | timeout | error); `detail` tells the page.
         self.reason = "quit"
@@ -108,22 +115,13 @@ class Session:
         # When the browser last sent anything on the transport (RTCP reports, SCTP, DTLS).
         self.rx_packets, self.rx_at = 0, time.monotonic()
 
-    # -- events ------------------------------------------------------------------------------
-    def _emit(self, kind: str, **extra) -> None:
-        from hooks.events import emit
+    @property
+    def error(self) -> str:
+        return self.core.error
 
-        client = {"name": self.name, "fingerprint": self.fp, "plane": "native"}
-        session = {"id": os.getpid(), "client": self.name, "mode": self.mode, "hdr": False}
-        stream = {
-            "mode": self.mode,
-            "hdr": False,
-            "client": self.name,
-            "app": self.offer.get("app") or "desktop",
-            "plane": "native",
-        }
-        domain = kind.split(".")[0]
-        payload = {"client": client, "session": session, "stream": stream}[domain]
-        emit(kind, {domain: payload, **extra})
+    @error.setter
+    def error(self, value: str) -> None:
+        self.core.error = value
 
     def stop(self, end_reason: str, deliberate: bool, detail: str) -> None:
         """End the session (the first cause wins)."""
@@ -184,7 +182,7 @@ class Session:
             "sdp": self.pc.localDescription.sdp,
             "type": "answer",
             "mode": self.mode,
-            "pid": os.getpid(),
+            "session_id": self.id,
         }
 
     def _dtls_transports(self) -> list:
@@ -252,35 +250,29 @@ class Session:
     async def _start_media(self) -> None:
         from hostmgmt.config import store
         from streaming import session_display, session_play
-        from streaming.displays import machine
-        from streaming.native import launch, sessions, sound
+        from streaming.native import launch, sound
         from streaming.native.media import EncodedVideoTrack, EncoderProcess
+        from streaming.sessions import registry
 
         # A reconnect replaces the old session, whose game waits per the session settings
         # (grace) for this one to take it over: let the old peer finish first.
         self._step()
-        await asyncio.to_thread(sessions.end, [self.fp], signal.SIGUSR1, 10)
+        await asyncio.to_thread(registry.stop_clients, [self.fp], "client", False, 10, "native")
         self._step()
-        self.display = await asyncio.to_thread(machine.acquire, self.name, self.mode, "native")
+        self.display = await asyncio.to_thread(self.core.acquire_display, self.name, "native")
         x_display = self.display["x_display"]
         if session_display.is_wayland(self.display):
             # Keyboard and pointer before the app: it binds the seat's devices as they appear.
-            self.xinput = await asyncio.to_thread(
-                session_display.wlr_input, self.display, os.getpid()
-            )
+            self.xinput = await asyncio.to_thread(session_display.wlr_input, self.display, self.id)
         values = await asyncio.to_thread(store.values)
         self._step()
-        capture = await asyncio.to_thread(sound.open_capture, values, f"native{os.getpid()}")
+        capture = await asyncio.to_thread(sound.open_capture, values, f"native{self.id}")
         self.audio = sound.OpusTrack(capture, values)
         self._step()
-        self.app = launch.AppRun(self.choice, os.getpid(), self.name)
-        client = {"name": self.name, "fingerprint": self.fp, "uuid": ""}
-        await asyncio.to_thread(
-            self.app.start,
-            self.display,
+        self.app = await asyncio.to_thread(
+            self.core.start_app,
+            launch.app_of(self.choice),
             capture.app_env() if capture else {},
-            client,
-            (self.width, self.height, self.fps),
             session_display.map_timeout(),
         )
         self._step()
@@ -304,25 +296,18 @@ class Session:
         self.video_sender._send_keyframe = self.track.request_keyframe
         self.audio_sender.replaceTrack(self.audio)
         self._step()
+        self.core.state = "streaming"
         await asyncio.to_thread(
-            sessions.register,
-            self.fp,
-            {
-                "pid": os.getpid(),
-                "name": self.name,
-                "mode": self.mode,
-                "app": self.offer.get("app") or "desktop",
-                "app_title": self.offer.get("app_title") or "Desktop",
-                "app_pid": self.app.pid,
-                "audio_sink": capture.sink_name if capture else None,
-                "transport": self.offer.get("transport") or "webrtc",
-                "ws_token": self.ws.token if self.ws else None,
-                "ws_sock": self.ws.path if self.ws else None,
-                "x_display": x_display,
-                "slot": self.display["slot"],
-                "started_unix": int(time.time()),
-            },
+            self.core.publish,
+            app_pid=self.app.pid,
+            audio_sink=capture.sink_name if capture else None,
+            transport=self.offer.get("transport") or "webrtc",
+            ws_token=self.ws.token if self.ws else None,
+            ws_sock=self.ws.path if self.ws else None,
+            x_display=x_display,
+            slot=self.display["slot"],
         )
+        self.registered = True
         self._tell_ws_token()
 
     def _tell_ws_token(self) -> None:
@@ -335,12 +320,11 @@ class Session:
 
     def _go_live(self) -> None:
         self.connected = True
-        self.t_start = django_now()
         self.rx_at = time.monotonic()
         self.track.request_keyframe()
-        self._emit("client.connected")
-        self._emit("session.started")
-        self._emit("stream.started")
+        self.core.emit("client.connected")
+        self.core.began()
+        self.core.stream_began()
 
     def on_input(self, message) -> None:
         if isinstance(message, bytes) or len(message) > MAX_MESSAGE:
@@ -380,8 +364,9 @@ class Session:
 
     async def watch(self) -> None:
         from streaming.native import services
+        from streaming.sessions import registry
 
-        parent = int(os.environ.get("NATIVE_PARENT_PID", "0") or 0)
+        parent = int(os.environ.get("SESSION_MANAGER_PID", "0") or 0)
         started = time.monotonic()
         last_stats = 0.0
         while not self.done.is_set():
@@ -390,6 +375,15 @@ class Session:
                 break
             except TimeoutError:
                 pass
+            for req in await asyncio.to_thread(registry.pop, self.id):
+                if req.get("op") == "stop":  # the host (or this device reconnecting) ends it
+                    deliberate = bool(req.get("deliberate", True))
+                    detail = "ended by the host" if deliberate else "reconnected"
+                    self.stop(req.get("reason") or "api", deliberate, detail)
+            if self.done.is_set():
+                break
+            if self.registered:
+                await asyncio.to_thread(self.core.publish)  # the heartbeat
             if not await asyncio.to_thread(services.authorized, self.fp):
                 self.stop("unpaired", True, "unpaired or disabled")
             elif parent and os.getppid() != parent:
@@ -436,21 +430,22 @@ class Session:
         return None
 
     async def _sample(self, last: float) -> float:
-        """One second's figures: to the page's overlay and into the history record."""
+        """One second's figures: to the page's overlay, `/api/stream/*` and the history
+        record (through the core)."""
         rtt = await self._rtt_ms()
         now = time.monotonic()
         frames, nbytes = self.video.frames, self.video.bytes
+        for capture_ms, encode_ms in self.encoder.drain_figures():
+            self.core.latency(capture_ms, encode_ms)
         if last:
             dt = now - last
-            sample = {
-                "t": len(self.samples),
-                "fps": round((frames - self._f) / dt, 1),
-                "bitrate_kbps": round((nbytes - self._b) * 8 / dt / 1000),
-                "encode_ms": round(self.video.encode_ms, 2),
-                "rtt_ms": rtt,
-                "audio_packets": self.audio.packets,
-            }
-            self.samples.append(sample)
+            sample = self.core.sample(
+                (nbytes - self._b) * 8 / dt / 1000,
+                rtt,
+                self.video.encode_ms,
+                fps=round((frames - self._f) / dt, 1),
+                audio_packets=self.audio.packets,
+            )
             if self.channel is not None and self.channel.readyState == "open":
                 # `t` last: the sample's own `t` (its index) must not hide the message type.
                 overlay = {**sample, "t": "stats", "kbps": sample["bitrate_kbps"]}
@@ -458,36 +453,19 @@ class Session:
         self._f, self._b = frames, nbytes
         return now
 
-    def _record(self) -> None:
-        from django.utils import timezone
-
-        from streaming import history
-
-        n = len(self.samples) or 1
-        rtts = [x["rtt_ms"] for x in self.samples if x.get("rtt_ms") is not None]
-        history.record_session(
-            t_start=self.t_start,
-            t_end=timezone.now(),
-            app_name=self.offer.get("app_title") or "Desktop",
-            client_name=self.name,
-            codec="h264",
-            width=self.width,
-            height=self.height,
-            fps=self.fps,
-            avg_bitrate_kbps=round(sum(x["bitrate_kbps"] for x in self.samples) / n),
-            avg_encode_ms=round(sum(x["encode_ms"] for x in self.samples) / n, 2),
-            avg_rtt_ms=round(sum(rtts) / len(rtts), 2) if rtts else None,
-            plane="native",
-            client_fingerprint=self.fp,
-            samples=self.samples,
-            error=self.error,
-        )
+    def totals(self) -> tuple[int, int, list, list]:
+        """The session's counters for the record (encode and RTT: the per-second samples)."""
+        video = self.video
+        frames, nbytes = (video.frames, video.bytes) if video is not None else (0, 0)
+        samples = self.core.samples
+        enc = [x["encode_ms"] for x in samples if x.get("encode_ms") is not None]
+        rtt = [x["rtt_ms"] for x in samples if x.get("rtt_ms") is not None]
+        return frames, nbytes, enc, rtt
 
     async def close(self) -> None:
         if self.closed:
             return
         self.closed = True
-        from streaming.displays import machine
         from streaming.native import sessions
 
         if self.channel is not None and self.channel.readyState == "open":
@@ -504,11 +482,6 @@ class Session:
             await asyncio.to_thread(self.encoder.close)
         if self.audio is not None:
             await asyncio.to_thread(self.audio.close)
-        if self.app is not None:
-            try:
-                await asyncio.to_thread(self.app.end, self.end_reason, self.deliberate)
-            except Exception:  # noqa: BLE001 - the display must still be released
-                log.exception("ending the app failed")
         if self.xinput is not None:
             try:  # a dead compositor (display_lost) must not keep the display from release
                 self.xinput.release_all()
@@ -517,31 +490,26 @@ class Session:
                 log.warning("input release failed", exc_info=True)
         if self.pads is not None:
             self.pads.close()
-        if self.display is not None:
-            try:
-                await asyncio.to_thread(machine.disconnect, self.display["slot"], self.deliberate)
-            except Exception:  # noqa: BLE001 - the display may be gone already
-                log.exception("display release failed")
-        await asyncio.to_thread(sessions.unregister, self.fp, os.getpid())
         await asyncio.to_thread(sessions.proven, os.getpid())  # an early exit: no longer waiting
         if self.connected:
-            try:
-                await asyncio.to_thread(self._record)
-            except Exception:  # noqa: BLE001 - the history is a nicety; the events still go out
-                log.exception("history record failed")
-            self._emit("stream.stopped")
-            lost = {"reason": "display_lost", "error": self.error} if self.error else {}
-            self._emit("session.ended", **lost)
-            self._emit("client.disconnected", reason=self.reason)
+            self.core.stream_ended()
+        # The game, its group and undo steps, the display, the record, `stream.end`,
+        # session.ended: the session core's, as on every plane.
+        await asyncio.to_thread(self.core.finish, self.end_reason, self.deliberate)
+        if self.connected:
+            self.core.emit("client.disconnected", reason=self.reason)
 
 
 async def run(offer: dict) -> int:
-    session = Session(offer)
+    from streaming.native import sessions
+
+    session = NativePeer(offer)
+    await asyncio.to_thread(sessions.connecting_add, os.getpid(), session.fp)
     loop = asyncio.get_running_loop()
-    # SIGTERM: the host ends it (DELETE /session, unpair); SIGUSR1: a reconnect replaces it.
+    # SIGTERM: the host stops (or ends an unproven peer); registered sessions are ended
+    # through their registry control list (`watch`).
     for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, session.stop, "api", True, "ended by the host")
-    loop.add_signal_handler(signal.SIGUSR1, session.stop, "client", False, "reconnected")
+        loop.add_signal_handler(sig, session.stop, "host_shutdown", True, "ended by the host")
     try:
         try:
             answer = await session.negotiate()
@@ -562,17 +530,8 @@ async def run(offer: dict) -> int:
         await session.close()
 
 
-def main() -> int:
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s native-peer %(message)s")
-    offer = json.loads(sys.stdin.readline())
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "hostmgmt.settings")
-    import django
-
-    django.setup()
+def main(offer: dict) -> int:
+    """The session process's body (`streaming.sessions.process native`)."""
     if offer.get("loopback"):
         _allow_loopback_candidates()
     return asyncio.run(run(offer))
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -23,6 +23,7 @@ import tempfile
 import time
 from pathlib import Path
 
+import psutil
 import pytest
 
 from streaming.displays import sway as swaymod
@@ -134,9 +135,18 @@ async def connect(host, api, knocker: Knocker, player: Player, title: str) -> di
 
 
 def peer_pid(api) -> int | None:
-    """The native session's peer process (its game's `session_id` in /api/v1/status)."""
+    """The native session's process, once the session is live (a game row in
+    /api/v1/status): the session manager's `streaming.sessions.process native` child."""
     games = api.get("/api/v1/status").json()["games"]
-    return next((g["session_id"] for g in games if g["plane"] == "native"), None)
+    if not any(g["plane"] == "native" for g in games):
+        return None
+    argv = "streaming.sessions.process native"
+    procs = [
+        p
+        for p in psutil.process_iter(["cmdline", "create_time"])
+        if argv in " ".join(p.info["cmdline"] or [])
+    ]
+    return max(procs, key=lambda p: p.info["create_time"]).pid if procs else None
 
 
 def colours_at(picture, points) -> list[list[int]]:

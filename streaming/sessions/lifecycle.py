@@ -1,0 +1,349 @@
+"""The one lifecycle of a session, whichever plane carries it (docs/architecture.md, "Path of
+a session").
+
+    plan -> display -> prep `do` -> app and game link -> [the plane's transport]
+         -> stats, history, stream webhooks, events -> game end, prep `undo` -> display back
+
+A plane (compat: `streaming.session_runner`, native: `streaming.native.peer`) admits the
+client, builds a `SessionCore` and drives its transport; the core does everything else, once,
+so both planes produce the same registry record, event payloads, history record fields,
+`stream.start`/`stream.end` webhooks and `/api/stream/latency` figures.
+
+Identity in every payload: `client` is the client's name (its label), `client_id` the first 12
+hex digits of its certificate fingerprint; the session `id` is `registry.new_id()`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import time
+from datetime import UTC, datetime
+
+from streaming.sessions import registry
+
+log = logging.getLogger("streaming.sessions")
+
+# Ends that leave the display to its linger countdown (the client may come back); the others
+# are deliberate (operator, /cancel, unpair, the app or display gone) and skip the linger.
+CLIENT_REASONS = {"client", "timeout", "protocol_error", "no_video_ping", "arm_timeout",
+                  "host_shutdown"}  # fmt: skip
+
+
+class AppRun:
+    """The session's app in its display (nothing for Desktop) and its game in the lifecycle
+    layer (`session_play.GameLink`). `app` has id, name, cmd, env, working_dir, prep,
+    exit_timeout and raw (a catalog `App`, or the native plane's picker choice)."""
+
+    def __init__(self, app, session_id, client_name: str, plane: str):
+        from streaming.session_play import GameLink
+
+        self.app = app
+        self.cmd = (app.cmd or "").strip()
+        self.prep = list(app.prep or [])
+        self.prep_key = f"{plane}-session-{session_id}"
+        self.proc = None  # apprun.AppProcess or the compositor's app
+        self.prepped = False
+        self.resumed = False
+        self.game = GameLink(session_id, client_name, plane=plane)
+
+    def start(self, display: dict, extra_env: dict, client: dict, mode: tuple,
+              map_timeout: float = 30.0) -> None:  # fmt: skip
+        """Prep `do`, then the command in the session's display: onto its output of the
+        headless compositor (`sway`), else in its own process group with DISPLAY (and
+        WAYLAND_DISPLAY on `wlr`). A game of this app waiting out its grace window is taken
+        over instead. Raises OSError or session_display.DisplayLaunchError."""
+        from hooks import prep
+        from streaming import session_display
+        from streaming.apprun import AppProcess, app_vars, session_env
+
+        if not self.cmd and not self.prep:
+            return
+        if self.cmd and self.game.resume(self.app):
+            self.resumed = True
+            return
+        env = session_env(os.environ, x_display=session_display.app_x_display(display),
+                          app=self.app, client=client, mode=mode,
+                          wayland=display.get("wayland_display") or "")  # fmt: skip
+        env.update(extra_env)
+        if self.prep:
+            self.prepped = True
+            prep.run_do(self.prep_key, self.prep, env)
+        if not self.cmd:
+            return
+        if display.get("backend") == "sway":
+            own = {**app_vars(self.app, client, mode), **extra_env}
+            self.proc = session_display.launch_in_compositor(
+                display, self.cmd, own, self.app.working_dir, self.app.exit_timeout, map_timeout
+            )
+        else:
+            self.proc = AppProcess(self.cmd, env, self.app.working_dir, self.app.exit_timeout)
+        self.game.launched(self.app, self.proc.pgid, self.prep_key if self.prep else None)
+
+    @property
+    def pid(self) -> int | None:
+        return self.proc.pid if self.proc else None
+
+    def exited(self) -> bool:
+        """The session must end for its game: `session_on_game_exit` and the game exited, or
+        (a title the lifecycle layer does not track) the launched command exited."""
+        if self.game.game_exit is not None:
+            return True
+        if self.resumed:  # its watcher may live in another process: read the record
+            from streaming.game import registry as games
+            from streaming.game import settings as game_settings
+
+            rec = games.get(self.game.key or "")
+            gone = rec is None or rec.get("state") == games.EXITED
+            return gone and game_settings.load().session_on_game_exit
+        return self.proc is not None and self.proc.exited() and not self.game.watching()
+
+    def end(self, reason: str = "api", deliberate: bool = True) -> bool:
+        """The session's end applied to the game (session_play.CLOSE_REASONS close it, else the
+        session settings); unless it lives on (kept, grace), the group is ended (SIGTERM, then
+        SIGKILL after the entry's exit timeout), then the owed undos. True: it lives on."""
+        from hooks import prep
+
+        lives_on = self.game.finish(reason, deliberate)
+        if self.proc is not None:
+            if lives_on:
+                self.proc.proc.poll()  # the game lives on in its own group; reap only
+            else:
+                self.proc.terminate()
+        if self.prepped and not lives_on:
+            prep.run_undo(self.prep_key)  # a no-op when the lifecycle layer already ran them
+        return lives_on
+
+
+class SessionCore:
+    """One session's plane-independent state and steps. The plane calls, in order:
+    `publish` (registry), `acquire_display`, `start_app`, `began`; while streaming
+    `stream_began`/`stream_ended`, `latency` per frame, `sample` once a second, `publish` as
+    heartbeat; at the end `finish`. `totals` is the plane's counter reader:
+    () -> (frames, bytes, [encode ms], [rtt ms]) over the whole session."""
+
+    def __init__(self, plane: str, session_id: str, client: dict, width: int, height: int,
+                 fps: int, app_key: str, app_title: str, remote: str = ""):  # fmt: skip
+        self.plane, self.id = plane, str(session_id)
+        self.client = client  # {name, fingerprint, uuid}
+        self.width, self.height, self.fps = width, height, fps
+        self.mode = f"{width}x{height}@{fps}"
+        self.app_key, self.app_title, self.remote = app_key, app_title, remote
+        self.t_start = datetime.now(UTC)
+        self.t_created = time.time()
+        self.state = "starting"
+        self.extra: dict = {}  # the plane's own registry fields
+        self.display: dict | None = None
+        self.display_failed = False
+        self.app: AppRun | None = None
+        self.started = False  # session.started went out
+        self.stream_t0: float | None = None
+        self.stream_t1: float | None = None
+        self.samples: list[dict] = []
+        self.error = ""
+        self.totals = lambda: (0, 0, [], [])
+        self._stats_failed = False
+        self.finished = False
+
+    # -- identity and payloads -----------------------------------------------------------------
+    @property
+    def name(self) -> str:
+        return self.client.get("name", "")
+
+    @property
+    def fingerprint(self) -> str:
+        return self.client.get("fingerprint", "")
+
+    def client_ref(self) -> dict:
+        return {"name": self.name, "fingerprint": self.fingerprint,
+                "client_id": registry.client_id(self.fingerprint), "plane": self.plane}  # fmt: skip
+
+    def session_ref(self) -> dict:
+        return {"id": self.id, "client": self.name,
+                "client_id": registry.client_id(self.fingerprint), "mode": self.mode,
+                "hdr": False, "plane": self.plane}  # fmt: skip
+
+    def stream_ref(self) -> dict:
+        return {"mode": self.mode, "hdr": False, "client": self.name,
+                "client_id": registry.client_id(self.fingerprint), "app": self.app_title,
+                "plane": self.plane}  # fmt: skip
+
+    def emit(self, kind: str, **extra) -> None:
+        """A client.*, session.* or stream.* event with this session's ref."""
+        from hooks.events import emit
+
+        domain = kind.split(".")[0]
+        ref = {"client": self.client_ref, "session": self.session_ref,
+               "stream": self.stream_ref}[domain]()  # fmt: skip
+        emit(kind, {domain: ref, **extra})
+
+    # -- the registry ----------------------------------------------------------------------------
+    def record(self) -> dict:
+        return {
+            "id": self.id,
+            "plane": self.plane,
+            "pid": os.getpid(),
+            "state": self.state,
+            "client": self.name,
+            "client_id": registry.client_id(self.fingerprint),
+            "fingerprint": self.fingerprint,
+            "mode": self.mode,
+            "width": self.width,
+            "height": self.height,
+            "fps": self.fps,
+            "app": self.app_key,
+            "app_title": self.app_title,
+            "t_start": self.t_created,
+            **self.extra,
+        }
+
+    def publish(self, **changes) -> None:
+        """Register or refresh (the heartbeat, once a second) this session's record."""
+        self.extra.update(changes)
+        registry.put(self.record())
+
+    # -- the steps -----------------------------------------------------------------------------
+    def acquire_display(self, owner: str, *args) -> dict:
+        """The session's virtual display (`displays.machine.acquire`); DisplayError is the
+        plane's to answer, and `finish` still tells the operator (session.ended)."""
+        from streaming.displays import machine
+
+        try:
+            self.display = machine.acquire(owner, self.mode, *args)
+        except machine.DisplayError:
+            self.display_failed = True
+            raise
+        return self.display
+
+    def start_app(self, app, extra_env: dict, map_timeout: float) -> AppRun:
+        """Prep `do`, the app and its game (see AppRun.start)."""
+        self.app = AppRun(app, self.id, self.name, self.plane)
+        client = {"name": self.name, "fingerprint": self.fingerprint,
+                  "uuid": self.client.get("uuid", "")}  # fmt: skip
+        mode = (self.width, self.height, self.fps)
+        self.app.start(self.display, extra_env, client, mode, map_timeout)
+        return self.app
+
+    def began(self) -> None:
+        """Everything is up: session.started."""
+        self.t_start = datetime.now(UTC)
+        self.started = True
+        self.emit("session.started")
+
+    def stream_began(self) -> None:
+        """The first video reached the client: stream.started and the `stream.start` webhook."""
+        from hooks import stream_webhooks
+
+        if self.stream_t0 is not None and self.stream_t1 is None:
+            return
+        self.stream_t0, self.stream_t1 = time.monotonic(), None
+        self.emit("stream.started")
+        stream_webhooks.notify(stream_webhooks.START, self.record_fields())
+
+    def stream_ended(self) -> None:
+        if self.stream_t0 is None or self.stream_t1 is not None:
+            return
+        self.stream_t1 = time.monotonic()
+        self.emit("stream.stopped")
+
+    def _stats(self, fn, *args, **kwargs) -> None:
+        """Live statistics are a view: a failure is logged once and never ends the stream."""
+        try:
+            fn(*args, **kwargs)
+        except Exception:
+            if not self._stats_failed:
+                self._stats_failed = True
+                log.exception("live stream statistics failed")
+
+    def latency(self, capture_ms: float, encode_ms: float) -> None:
+        """One frame's capture and encode time, for `/api/stream/latency`."""
+        from streaming import stats
+
+        self._stats(stats.record_latency, capture_ms, encode_ms)
+
+    def sample(self, bitrate_kbps: float, rtt_ms, encode_ms, target_kbps=None, **extra) -> dict:
+        """One second's figures: `/api/stream/network` and the history record's samples."""
+        from streaming import stats
+
+        self._stats(stats.record_network, rtt_ms=rtt_ms, loss_pct=0.0,
+                    bitrate_kbps=bitrate_kbps, target_kbps=target_kbps)  # fmt: skip
+        s = {
+            "t": round(time.time() - self.t_start.timestamp(), 1),
+            "bitrate_kbps": round(bitrate_kbps, 1),
+            "rtt_ms": rtt_ms,
+            "encode_ms": round(encode_ms, 2) if encode_ms is not None else None,
+            **extra,
+        }
+        self.samples.append(s)
+        return s
+
+    def record_fields(self) -> dict:
+        """The history record and webhook body (hooks.stream_webhooks.RECORD_FIELDS)."""
+        frames, nbytes, enc, rtt = self.totals()
+        span = 0.0
+        if self.stream_t0 is not None:
+            span = (self.stream_t1 or time.monotonic()) - self.stream_t0
+        return {
+            "t_start": self.t_start.isoformat(),
+            "t_end": datetime.now(UTC).isoformat(),
+            "app_name": self.app_title,
+            "client_name": self.name,
+            "client_address": self.remote,
+            "codec": "h264",
+            "width": self.width,
+            "height": self.height,
+            "fps": self.fps,
+            "avg_bitrate_kbps": round(nbytes * 8 / 1000 / span, 1) if span > 0 else 0.0,
+            "avg_rtt_ms": round(sum(rtt) / len(rtt), 2) if rtt else 0.0,
+            "avg_encode_ms": round(sum(enc) / len(enc), 2) if enc else 0.0,
+            # Frames the target rate owed but the sender did not deliver (behind or capture late).
+            "dropped_frames": max(0, int(span * self.fps) - frames) if span > 0 else 0,
+            "error": self.error,
+        }
+
+    def finish(self, reason: str, deliberate: bool, title_deliberate: bool | None = None) -> None:
+        """The end, after the plane stopped its transport: the game (closed, kept or in its
+        grace window) and its group, `undo` steps, the display back to its policy, the record,
+        `stream.end`, session.ended. Safe after a partial start; runs once."""
+        from hooks import stream_webhooks
+        from streaming import history, stats
+        from streaming.displays import machine
+
+        if self.finished:
+            return
+        self.finished = True
+        self.stream_ended()
+        self._stats(stats.reset)
+        title_deliberate = deliberate if title_deliberate is None else title_deliberate
+        if self.app is not None:
+            try:
+                self.app.end(reason, title_deliberate)
+            except Exception:  # noqa: BLE001 - the display must still be released
+                log.exception("session %s: ending the app failed", self.id)
+        if self.display is not None:
+            try:
+                machine.disconnect(self.display["slot"], deliberate=deliberate)
+            except Exception as exc:  # noqa: BLE001 - the display may be gone already
+                log.warning("display slot %s: %s", self.display.get("slot"), exc)
+        with contextlib.suppress(Exception):
+            registry.remove(self.id)
+        if self.started:
+            record = self.record_fields()
+            fields = {k: v for k, v in record.items() if k not in ("t_start", "t_end")}
+            try:
+                history.record_session(t_start=self.t_start, t_end=datetime.now(UTC),
+                                       samples=self.samples, plane=self.plane,
+                                       client_fingerprint=self.fingerprint,
+                                       **fields)  # fmt: skip
+            except Exception:
+                log.exception("session %s: history record not written", self.id)
+            if self.stream_t0 is not None:
+                stream_webhooks.notify(stream_webhooks.END, record)
+        if self.started or self.display_failed:
+            # Without session.started (the display refused), the operator still learns why.
+            ended = {"reason": reason}
+            if self.error:
+                ended["error"] = self.error  # e.g. display_lost: which display, what happened
+            self.emit("session.ended", **ended)
+        log.info("%s session %s ended (%s)", self.plane, self.id, reason)
