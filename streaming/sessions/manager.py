@@ -15,6 +15,7 @@ import ctypes
 import json
 import logging
 import os
+import queue
 import signal
 import socket
 import struct
@@ -50,6 +51,10 @@ class Manager:
         self.lock = threading.Lock()
         self.stopping = threading.Event()
         self.sock: socket.socket | None = None
+        # PR_SET_PDEATHSIG follows the thread that forked, not the process: a child forked by
+        # a request thread would be killed when that thread ends. So the main thread forks
+        # (`run_spawns`); request threads queue (plane, reply box) here.
+        self.spawns: queue.Queue = queue.Queue()
 
     def listen(self) -> None:
         path = socket_path()
@@ -89,7 +94,12 @@ class Manager:
             if self.stopping.is_set():
                 conn.sendall(b'{"error": "the host is stopping", "status": 503}\n')
                 return
-            proc = self.start(plane)
+            box: queue.Queue = queue.Queue(maxsize=1)
+            self.spawns.put((plane, box))
+            proc = box.get()
+            if proc is None:
+                conn.sendall(b'{"error": "the session process could not start", "status": 500}\n')
+                return
             try:
                 proc.stdin.write(json.dumps(spec).encode() + b"\n")
                 proc.stdin.close()
@@ -124,6 +134,19 @@ class Manager:
         threading.Thread(target=self.reap, args=(proc,), daemon=True).start()
         log.info("%s session process %d started", plane, proc.pid)
         return proc
+
+    def run_spawns(self, done: threading.Event) -> None:
+        """The main thread: fork the queued session processes until `done`."""
+        while not done.is_set():
+            try:
+                plane, box = self.spawns.get(timeout=0.5)
+            except queue.Empty:
+                continue
+            try:
+                box.put(self.start(plane))
+            except OSError:
+                log.exception("session process not started")
+                box.put(None)
 
     def reap(self, proc: subprocess.Popen) -> None:
         proc.wait()
@@ -161,10 +184,7 @@ def main() -> int:
     signal.signal(signal.SIGTERM, on_term)
     signal.signal(signal.SIGINT, on_term)
     threading.Thread(target=manager.serve, daemon=True, name="sessions-accept").start()
-    parent = os.getppid()
-    while not done.wait(1.0):
-        if os.getppid() != parent:  # PDEATHSIG covers this; belt and braces
-            break
+    manager.run_spawns(done)
     manager.stop()
     try:
         socket_path().unlink()
