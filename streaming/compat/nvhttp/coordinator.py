@@ -75,7 +75,9 @@ class Result:
 
 
 @dataclass
-class Session:
+class PairingAttempt:
+    """One GameStream PIN pairing in progress (its handshake, deadline and outcome)."""
+
     uniqueid: str
     remote: str
     device: str
@@ -114,7 +116,7 @@ class PairingCoordinator:
         self.poll_interval = poll_interval
         self.clock = clock
         self._lock = threading.Lock()
-        self._session: Session | None = None
+        self._session: PairingAttempt | None = None
         self._knocks: dict[str, float] = {}
 
     # -- state seen from outside ---------------------------------------------------------------
@@ -157,7 +159,9 @@ class PairingCoordinator:
                 if current is not None:
                     self._end_locked(current, "replaced")
                 timeout = self.step_timeout if auto else self.pin_timeout
-                session = Session(uniqueid, remote, device, fp, handshake, self.clock() + timeout)
+                session = PairingAttempt(
+                    uniqueid, remote, device, fp, handshake, self.clock() + timeout
+                )
                 self._session = session
         if busy:
             self._knock(device, fp)
@@ -170,7 +174,9 @@ class PairingCoordinator:
         self._knock(device, fp)
         return self._wait_for_pin(session, salt, cancelled)
 
-    def _wait_for_pin(self, session: Session, salt: bytes, cancelled: threading.Event) -> Result:
+    def _wait_for_pin(
+        self, session: PairingAttempt, salt: bytes, cancelled: threading.Event
+    ) -> Result:
         request_id = self.backend.open_pin_request(
             device=session.device, fingerprint=session.fingerprint, salt=salt, remote=session.remote
         )
@@ -205,7 +211,7 @@ class PairingCoordinator:
                 self._finish(session, "listener error", deny=True)  # never leave it parked
             self.backend.close_pin_request(request_id)
 
-    def _cert_sent(self, session: Session, plaincert: bytes, name: str) -> Result:
+    def _cert_sent(self, session: PairingAttempt, plaincert: bytes, name: str) -> Result:
         session.name = sanitize_name(name) if name else session.device
         session.deadline = self.clock() + self.step_timeout
         return Result(200, "", {"paired": "1", "plaincert": plaincert.hex().upper()})
@@ -284,12 +290,12 @@ class PairingCoordinator:
         if s is not None and s.handshake.phase != WAITING_PIN and self.clock() > s.deadline:
             self._end_locked(s, "timed out", deny=True)
 
-    def _finish(self, session: Session, reason: str, deny: bool) -> None:
+    def _finish(self, session: PairingAttempt, reason: str, deny: bool) -> None:
         with self._lock:
             if self._session is session:
                 self._end_locked(session, reason, deny)
 
-    def _end_locked(self, session: Session, reason: str, deny: bool = False) -> None:
+    def _end_locked(self, session: PairingAttempt, reason: str, deny: bool = False) -> None:
         if session.ended.is_set():
             return
         session.end_reason = reason
