@@ -11,6 +11,7 @@ cleanup: app group, undo steps, display, record) before it exits itself.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import json
 import logging
@@ -25,7 +26,6 @@ import threading
 import time
 from pathlib import Path
 
-from hostmgmt.lib.statedir import state_path
 from streaming.sessions.runtime import PLANES, read_line, socket_path
 
 log = logging.getLogger("streaming.sessions.manager")
@@ -33,7 +33,9 @@ log = logging.getLogger("streaming.sessions.manager")
 ROOT = Path(__file__).resolve().parents[2]
 STOP_WAIT_S = 9.0  # under the supervisor's STOP_GRACE_S (10 s)
 SPAWN_READ_S = 5.0  # the requester has this long to send its spec
-LOG_NAMES = {"native": "native-peer.log", "compat": "compat-session.log"}
+# Session processes kept warm (Django set up, both planes imported: seconds of CPU on a busy
+# host), so a /launch right after another one still finds one ready.
+STANDBYS = 2
 _PR_SET_PDEATHSIG = 1
 
 
@@ -51,9 +53,10 @@ class Manager:
         self.lock = threading.Lock()
         self.stopping = threading.Event()
         self.sock: socket.socket | None = None
+        self.standby: list[subprocess.Popen] = []
         # PR_SET_PDEATHSIG follows the thread that forked, not the process: a child forked by
         # a request thread would be killed when that thread ends. So the main thread forks
-        # (`run_spawns`); request threads queue (plane, reply box) here.
+        # (`run_spawns`); request threads queue a reply box here.
         self.spawns: queue.Queue = queue.Queue()
 
     def listen(self) -> None:
@@ -95,13 +98,13 @@ class Manager:
                 conn.sendall(b'{"error": "the host is stopping", "status": 503}\n')
                 return
             box: queue.Queue = queue.Queue(maxsize=1)
-            self.spawns.put((plane, box))
+            self.spawns.put(box)
             proc = box.get()
             if proc is None:
                 conn.sendall(b'{"error": "the session process could not start", "status": 500}\n')
                 return
             try:
-                proc.stdin.write(json.dumps(spec).encode() + b"\n")
+                proc.stdin.write(json.dumps({"plane": plane, "spec": spec}).encode() + b"\n")
                 proc.stdin.close()
                 # The session's first line goes back as is; the requester bounds the wait.
                 line = proc.stdout.readline(1 << 20)
@@ -116,34 +119,44 @@ class Manager:
             except OSError:
                 pass
 
-    def start(self, plane: str) -> subprocess.Popen:
-        log_file = open(state_path("logs", LOG_NAMES[plane]), "ab")  # noqa: SIM115 - the child owns it
+    def start(self) -> subprocess.Popen:
+        """A session process, warming up until its request comes (`process.py`)."""
         env = dict(os.environ, SESSION_MANAGER_PID=str(os.getpid()))
         proc = subprocess.Popen(
-            [sys.executable, "-m", "streaming.sessions.process", plane],
+            [sys.executable, "-m", "streaming.sessions.process"],
             cwd=ROOT,
             env=env,
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
-            stderr=log_file,
             preexec_fn=_die_with_manager,
         )
-        log_file.close()
         with self.lock:
             self.children[proc.pid] = proc
         threading.Thread(target=self.reap, args=(proc,), daemon=True).start()
-        log.info("%s session process %d started", plane, proc.pid)
         return proc
 
+    def take(self) -> subprocess.Popen:
+        """The oldest (warmest) live standby for a new session, and a new one behind it."""
+        self.standby = [p for p in self.standby if p.poll() is None]
+        proc = self.standby.pop(0) if self.standby else self.start()
+        self.refill()
+        log.info("session process %d taken", proc.pid)
+        return proc
+
+    def refill(self) -> None:
+        while len(self.standby) < STANDBYS:
+            self.standby.append(self.start())
+
     def run_spawns(self, done: threading.Event) -> None:
-        """The main thread: fork the queued session processes until `done`."""
+        """The main thread: hand out session processes (and fork new ones) until `done`."""
+        self.refill()
         while not done.is_set():
             try:
-                plane, box = self.spawns.get(timeout=0.5)
+                box = self.spawns.get(timeout=0.5)
             except queue.Empty:
                 continue
             try:
-                box.put(self.start(plane))
+                box.put(self.take())
             except OSError:
                 log.exception("session process not started")
                 box.put(None)
@@ -156,6 +169,9 @@ class Manager:
     def stop(self) -> None:
         """Host stop: every session ends through its own cleanup, then the manager exits."""
         self.stopping.set()
+        for proc in self.standby:
+            with contextlib.suppress(OSError):
+                proc.stdin.close()  # an empty request: it exits
         with self.lock:
             procs = list(self.children.values())
         for proc in procs:
