@@ -1,34 +1,60 @@
-"""One session's process: `python -m streaming.sessions.process`, started by the session
-manager ahead of need (a warm standby: Django set up and both planes' code imported, so a
-/launch or an offer does not wait for an interpreter to start). Its first stdin line is the
-request `{"plane", "spec"}`; the plane's first answer line goes out on stdout (native: the
-SDP answer; compat: `{"pid"}`, the result of arming goes to the waiting /launch through
-Redis), then the session runs to its end here."""
+"""A session process's body: the session manager (a warm process: Django set up, both planes
+imported, `warm_up`) forks one child per session, which runs `run(plane, spec)` here; its
+stdout is the requester's connection, so the plane's first answer line goes straight back
+(native: the SDP answer; compat: `{"pid"}`; the result of arming goes to the waiting /launch
+through Redis). Then the session runs to its end in this process."""
 
 from __future__ import annotations
 
-import json
 import logging
 import os
-import sys
 
 # Where a session's stderr goes: the native peer's own log (as before the core), the compat
 # session's into the host's output (as when it ran in the Celery worker).
 LOG_NAMES = {"native": "native-peer.log"}
 
 
-def _warm_up() -> None:
+# What a session imports on its way up, imported while the process waits for its request.
+WARM = (
+    "streaming.session_runner",
+    "streaming.native.peer",
+    "streaming.sessions.lifecycle",
+    "library.catalog",
+    "library.services",
+    "streaming.displays.machine",
+    "streaming.audio.capture",
+    "streaming.audio.chain",
+    "streaming.audio.opus",
+    "streaming.engine.audiofeed",
+    "streaming.engine.encoder",
+    "streaming.framesource",
+    "streaming.input.session",
+    "streaming.game.lifecycle",
+    "streaming.game.profiles",
+    "streaming.apprun",
+    "streaming.history",
+    "hooks.prep",
+    "hooks.stream_webhooks",
+    "streaming.native.launch",
+    "streaming.native.media",
+    "streaming.native.sound",
+    "streaming.native.inputs",
+    "aiortc",
+)
+
+
+def warm_up() -> None:
+    import importlib
+
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "hostmgmt.settings")
     import django
 
     django.setup()
-    import streaming.native.peer  # noqa: F401
-    import streaming.session_runner  # noqa: F401
-
-    try:
-        import aiortc  # noqa: F401 - the native peer's, the slowest import
-    except ImportError:
-        pass
+    for name in WARM:
+        try:
+            importlib.import_module(name)
+        except Exception:  # noqa: BLE001 - an optional backend missing: imported when used
+            pass
 
 
 def _log_to(plane: str) -> None:
@@ -41,13 +67,7 @@ def _log_to(plane: str) -> None:
     logging.basicConfig(level=logging.INFO, format=f"%(asctime)s {plane}-session %(message)s")
 
 
-def main() -> int:
-    _warm_up()
-    line = sys.stdin.readline()
-    if not line.strip():
-        return 0  # the manager stopped before this standby was needed
-    request = json.loads(line)
-    plane, spec = request["plane"], request["spec"]
+def run(plane: str, spec: dict) -> int:
     _log_to(plane)
     if plane == "native":
         from streaming.native import peer
@@ -58,7 +78,3 @@ def main() -> int:
 
         return session_runner.main(spec)
     return 2
-
-
-if __name__ == "__main__":
-    sys.exit(main())
