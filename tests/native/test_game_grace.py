@@ -132,12 +132,11 @@ def my_games(api, exited: bool = False) -> list[dict]:
     return [g for g in rows if g["client"] == NAME and (exited or g["state"] != "exited")]
 
 
-def alive(pid: int) -> bool:
-    """A live, not zombie, process (a native session's id is its peer process's pid)."""
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
+def alive(api, sid: str) -> bool:
+    """The session is live: its game row names it (a session id is no pid; the registry
+    entry goes when the session's process has handed everything back)."""
+    games = api.get("/api/v1/status").json()["games"]
+    return any(g.get("session_id") == sid for g in games)
 
 
 def record(live_host) -> dict:
@@ -220,7 +219,7 @@ def test_vanished_peer_grace_reconnect_then_expiry(live_host, grace_app, session
         )
         assert gone["client"]["plane"] == "native" and gone["client"]["name"] == NAME, gone
         assert gone["reason"] == "quit", gone  # the browser closed it (not Stop, not silence)
-        wait_for(lambda: not alive(sid1), timeout=10, what="the first peer process gone")
+        wait_for(lambda: not alive(api, sid1), timeout=10, what="the first peer process gone")
         [row] = my_games(api)
         assert row["state"] == "grace" and "session_id" not in row, row
         assert 0 < row["grace_remaining_s"] <= GRACE, row
@@ -241,7 +240,7 @@ def test_vanished_peer_grace_reconnect_then_expiry(live_host, grace_app, session
         assert record(live_host)["session_id"] == sid2
         assert game_pids() == [pid]  # the same game, no second copy
         assert grace_app.launched() == 1  # the launcher did not run again
-        assert alive(sid2) and api.get("/api/v1/status").json()["active_sessions"] == 1
+        assert alive(api, sid2) and api.get("/api/v1/status").json()["active_sessions"] == 1
         # and the session goes on: the new peer streams (its figures reach the page).
         page_wait(player.page, "() => (window.nativePlayer.host.fps || 0) > 0", 10)
         page_wait(player.page, PLAYING, 1)
@@ -266,7 +265,7 @@ def test_vanished_peer_grace_reconnect_then_expiry(live_host, grace_app, session
         assert GRACE - 0.5 <= waited <= GRACE + 5, waited
         wait_for(lambda: not game_pids(), timeout=5, what="the game process gone")
         wait_for(lambda: not marked(grace_app.mark), timeout=5, what="no process of the app")
-        assert not alive(sid2) and api.get("/api/v1/status").json()["active_sessions"] == 0
+        assert not alive(api, sid2) and api.get("/api/v1/status").json()["active_sessions"] == 0
         assert not my_games(api), my_games(api)
         evs = live.drain()
         assert [e["kind"] for e in evs if mine(e)] == ["game.running", "game.exited"]
@@ -300,7 +299,7 @@ def test_vanished_peer_keep_leaves_game_running(live_host, grace_app, session_se
             what="client.disconnected",
         )
         assert gone["reason"] == "timeout", gone  # vanished, per the event's vocabulary
-        wait_for(lambda: not alive(sid), timeout=10, what="the peer process gone")
+        wait_for(lambda: not alive(api, sid), timeout=10, what="the peer process gone")
         [row] = my_games(api)
         assert row["state"] == "running" and "session_id" not in row, row
         assert "grace_remaining_s" not in row
