@@ -60,14 +60,13 @@ def measure(page, api, width: int, samples: int, webcodecs: bool) -> tuple:
     )
     displays = api.get("/api/v1/display/state").json()["displays"]
     x_name = next(d["x_display"] for d in displays if d.get("state", "active") == "active")
-    peer = max(  # the newest: a replaced session's process may still be on its way out
-        (
-            p
-            for p in psutil.process_iter(["cmdline", "create_time"])
-            if "streaming.sessions.process native" in " ".join(p.info["cmdline"] or [])
-        ),
-        key=lambda p: p.info["create_time"],
-    )
+    managers = [  # the session manager forks one process per session
+        p
+        for p in psutil.process_iter(["cmdline"])
+        if "streaming.sessions.manager" in " ".join(p.info["cmdline"] or [])
+    ]
+    # the newest session: a replaced session's process may still be on its way out
+    peer = max((c for m in managers for c in m.children()), key=lambda c: c.create_time())
     encoder = next(c for c in peer.children() if "spawn_main" in " ".join(c.cmdline()))
     painter = Painter(x_name)
     time.sleep(2)

@@ -16,6 +16,7 @@ display (503 "not available to native-plane sessions") and no frame ever came.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import re
@@ -134,19 +135,20 @@ async def connect(host, api, knocker: Knocker, player: Player, title: str) -> di
     return {**answer, "fingerprint": fingerprint_of(sdp)}
 
 
-def peer_pid(api) -> int | None:
+def peer_pid(api, state_dir) -> int | None:
     """The native session's process, once the session is live (a game row in
-    /api/v1/status): the session manager's `streaming.sessions.process native` child."""
+    /api/v1/status): the newest child of this host's session manager."""
     games = api.get("/api/v1/status").json()["games"]
     if not any(g["plane"] == "native" for g in games):
         return None
-    argv = "streaming.sessions.process native"
-    procs = [
-        p
-        for p in psutil.process_iter(["cmdline", "create_time"])
-        if argv in " ".join(p.info["cmdline"] or [])
-    ]
-    return max(procs, key=lambda p: p.info["create_time"]).pid if procs else None
+    for p in psutil.process_iter(["cmdline"]):
+        if "streaming.sessions.manager" not in " ".join(p.info["cmdline"] or []):
+            continue
+        with contextlib.suppress(psutil.Error):
+            if p.environ().get("HOST_STATE_DIR") == str(state_dir):
+                kids = p.children()
+                return max(kids, key=lambda c: c.create_time()).pid if kids else None
+    return None
 
 
 def colours_at(picture, points) -> list[list[int]]:
@@ -179,7 +181,9 @@ async def _app_with_input(host, lib):
         assert [(d["backend"], d["owned"], d["mode"]) for d in active] == [
             ("sway", True, f"{W}x{H}@{FPS}")
         ], shown
-        pid = await until(lambda: peer_pid(api), 20, "the session in /api/v1/status")
+        pid = await until(
+            lambda: peer_pid(api, host.state_dir), 20, "the session in /api/v1/status"
+        )
         # its encoder child (and sound capture); not the host's shared compositor, which the
         # first session to need it may have started and which outlives sessions
         shared = {d["pid"] for d in api.get("/api/v1/display/state").json()["displays"]}
@@ -281,7 +285,9 @@ async def _display_lost(host, lib):
         answer = await connect(host, api, knocker, player, "X11 App")
         fp = answer["fingerprint"]
         await until(lambda: player.frames > 10, 90, "the first frames")
-        pid = await until(lambda: peer_pid(api), 20, "the session in /api/v1/status")
+        pid = await until(
+            lambda: peer_pid(api, host.state_dir), 20, "the session in /api/v1/status"
+        )
         # its encoder child (and sound capture); not the host's shared compositor, which the
         # first session to need it may have started and which outlives sessions
         shared = {d["pid"] for d in api.get("/api/v1/display/state").json()["displays"]}
