@@ -272,6 +272,7 @@ def test_pending_approve_play_unpair(live_host, browser, admin_auth):
     assert seen["client.connected"]["client"] == {
         "name": NAME,
         "fingerprint": fp,
+        "client_id": fp[:12],  # the same ref on both planes (docs/architecture.md)
         "plane": "native",
     }
     assert seen["client.disconnected"]["reason"] == "quit"
