@@ -1,7 +1,7 @@
 """The compat plane's session: its transport (RTSP, ENet control, RTP video and audio through
 `streaming.engine.stream.StreamSession`) and its admission (the /launch claim) around the one
 session lifecycle (`streaming.sessions.lifecycle.SessionCore`). Runs in its own session process
-(`python -m streaming.sessions.process compat`, started by the session manager).
+(forked by the session manager, `streaming.sessions.process.run`).
 
 Order, and why: the display first (the app and the capture need it), then prep `do` steps and
 the app (the client should see the app when the picture starts), then the StreamSession binds
@@ -401,8 +401,8 @@ def run(spec: dict) -> str:
 
 
 def main(spec: dict) -> int:
-    """The session process's body (`streaming.sessions.process compat`): SIGTERM (host stop,
-    or the session manager dying) ends the session through its normal cleanup."""
+    """The session process's body (`streaming.sessions.process.run`): SIGTERM (host stop, or
+    the session manager dying) ends the session through its normal cleanup."""
     import json
     import os
     import sys

@@ -6,7 +6,6 @@ game's link to `streaming.game.lifecycle`, and at the end the group and the `und
 the session core's (`streaming.sessions.lifecycle.AppRun`), the same for both planes.
 
 Keys the page sends: `desktop`, `app:<catalog id>`, or a library id (`steam:570`, `custom:3`).
-
 """
 
 from __future__ import annotations

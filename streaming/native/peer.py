@@ -1,10 +1,10 @@
 """The native plane's session: its transport (the aiortc peer connection, or WebCodecs over
 the WebSocket relay) and its admission (the offer, then the DTLS proof) around the one session
 lifecycle (`streaming.sessions.lifecycle.SessionCore`). Runs in its own session process
-(`python -m streaming.sessions.process native`, started by the session manager).
+(forked by the session manager, `streaming.sessions.process.run`).
 
-Reads the offer record (JSON line) on stdin and answers (JSON line on stdout) at once, having
-changed nothing on the host. Only when the DTLS handshake has completed with the certificate
+Gets the offer record and answers (a JSON line on stdout, the requester's connection) at once,
+having changed nothing on the host. Only when the DTLS handshake has completed with the certificate
 whose fingerprint the offer claimed (the device's identity) does it end this device's previous
 session, acquire a virtual display at the asked mode, open the session's sound sink, launch
 the chosen app into both (streaming.native.launch) and start the encoder process. Why that
@@ -531,7 +531,7 @@ async def run(offer: dict) -> int:
 
 
 def main(offer: dict) -> int:
-    """The session process's body (`streaming.sessions.process native`)."""
+    """The session process's body (`streaming.sessions.process.run`)."""
     if offer.get("loopback"):
         _allow_loopback_candidates()
     return asyncio.run(run(offer))

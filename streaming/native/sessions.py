@@ -1,7 +1,7 @@
 """The native plane's admission: an offer becomes a session process, bounded while unproven.
 
 A native session runs in its own process like every session (`streaming.sessions.runtime.
-spawn`, the session manager's `python -m streaming.sessions.process native`): the offer goes
+spawn`, a process forked by the session manager): the offer goes
 in, the SDP answer comes back. Until DTLS proves the offered fingerprint the peer is only
 `connecting` (pid -> claimed fingerprint, bounded host-wide and per device); once proven it is
 a live session in the one registry (`streaming.sessions.registry`), ended like any other.

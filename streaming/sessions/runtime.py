@@ -1,7 +1,7 @@
 """How a plane starts a session: `spawn()`, the one way for both planes.
 
-The session manager (`streaming.sessions.manager`, a child of the supervisor) starts one
-process per session (`python -m streaming.sessions.process <plane>`); `spawn` asks it over a
+The session manager (`streaming.sessions.manager`, a child of the supervisor) forks one
+process per session (`streaming.sessions.process.run`); `spawn` asks it over a
 unix socket in a 0700 directory of the state dir, hands it the plane's spec and returns the
 session process's first answer line (native: the SDP answer; compat: that it started).
 """
