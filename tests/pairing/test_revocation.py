@@ -11,8 +11,7 @@ from __future__ import annotations
 
 import ast
 import json
-import signal
-import subprocess
+import os
 import threading
 import time
 from pathlib import Path
@@ -24,7 +23,7 @@ from pairing import services
 from pairing.models import PLANE_NATIVE, PairedClient
 from pairing.signals import client_revoked
 from streaming import services as sessions_state
-from streaming.native import sessions as native_sessions
+from streaming.sessions import registry
 from tests.pairing.certs import identity
 
 pytestmark = pytest.mark.django_db
@@ -38,79 +37,75 @@ def redis_host(redis_db):
     return redis_db
 
 
-@pytest.fixture
-def peer():
-    """A live process standing in for a native session's peer."""
-    proc = subprocess.Popen(["sleep", "60"])
-    yield proc
-    if proc.poll() is None:
-        proc.kill()
-        proc.wait()
-
-
 def native_client(fp: str) -> PairedClient:
     return PairedClient.objects.create(fingerprint=fp, cert_pem="", name="tv", plane=PLANE_NATIVE)
 
 
-def test_unpairing_a_native_device_ends_its_session_at_once(redis_host, peer, mgmt_headers):
-    fp = "ab" * 32
-    native_client(fp)
-    native_sessions.register(fp, {"pid": peer.pid, "client": "tv"})
-    r = Client().delete(f"/api/v1/native/clients/{fp.upper()}", **mgmt_headers)
-    assert r.status_code == 204
-    # SIGTERM from the revocation, not the peer's own once-a-second authorization poll
-    assert peer.wait(5) == -signal.SIGTERM
+class LiveSession(threading.Thread):
+    """A live session of `plane` for `fingerprint` in the one registry, answering requests on
+    its control list as a session process does: record a stop, leave the registry."""
 
-
-def test_another_devices_session_goes_on(redis_host, peer, mgmt_headers):
-    mine, other = "ab" * 32, "cd" * 32
-    native_client(mine)
-    native_client(other)
-    native_sessions.register(mine, {"pid": peer.pid, "client": "tv"})
-    assert Client().delete(f"/api/v1/native/clients/{other}", **mgmt_headers).status_code == 204
-    time.sleep(0.3)
-    assert peer.poll() is None
-
-
-class CompatTask(threading.Thread):
-    """Holds the compat session slot for `fingerprint` and answers stop requests as the
-    session task does: record the reason, release the slot."""
-
-    def __init__(self, fingerprint: str):
+    def __init__(self, plane: str, fingerprint: str):
         super().__init__(daemon=True)
-        self.state = {"id": 7, "client": {"fingerprint": fingerprint}, "app_id": 1}
-        assert sessions_state.claim(self.state)
+        self.record = {"id": registry.new_id(), "fingerprint": fingerprint, "client": "tv",
+                       "app_id": 1, "plane": plane, "pid": os.getpid()}  # fmt: skip
+        if plane == "compat":
+            assert sessions_state.claim(self.record)
+        else:
+            registry.put(self.record)
         self.stops: list[dict] = []
         self.done = threading.Event()
 
     def run(self):
         while not self.done.wait(0.05):
-            for req in sessions_state.pop_requests():
-                if req["op"] == "stop" and req["id"] == self.state["id"]:
+            registry.put(self.record)  # the heartbeat
+            for req in registry.pop(self.record["id"]):
+                if req["op"] == "stop":
                     self.stops.append(req)
-                    sessions_state.release(self.state["id"])
+                    sessions_state.release(self.record["id"])
                     self.done.set()
 
 
 @pytest.fixture
-def compat_task(redis_host):
-    tasks: list[CompatTask] = []
+def live_session(redis_host):
+    started: list[LiveSession] = []
 
-    def start(fingerprint: str) -> CompatTask:
-        task = CompatTask(fingerprint)
-        task.start()
-        tasks.append(task)
-        return task
+    def start(plane: str, fingerprint: str) -> LiveSession:
+        session = LiveSession(plane, fingerprint)
+        session.start()
+        started.append(session)
+        return session
 
     yield start
-    for task in tasks:
-        task.done.set()
-        task.join(2)
+    for session in started:
+        session.done.set()
+        session.join(2)
 
 
-def test_unpairing_a_compat_client_stops_its_session(compat_task, admin_headers):
+def test_unpairing_a_native_device_ends_its_session_at_once(live_session, mgmt_headers):
+    fp = "ab" * 32
+    native_client(fp)
+    session = live_session("native", fp)
+    r = Client().delete(f"/api/v1/native/clients/{fp.upper()}", **mgmt_headers)
+    assert r.status_code == 204
+    session.join(5)
+    assert [(s["reason"], s["deliberate"]) for s in session.stops] == [("unpaired", True)]
+    assert registry.live("native") == []
+
+
+def test_another_devices_session_goes_on(live_session, mgmt_headers):
+    mine, other = "ab" * 32, "cd" * 32
+    native_client(mine)
+    native_client(other)
+    session = live_session("native", mine)
+    assert Client().delete(f"/api/v1/native/clients/{other}", **mgmt_headers).status_code == 204
+    time.sleep(0.3)
+    assert session.stops == [] and [r["id"] for r in registry.live()] == [session.record["id"]]
+
+
+def test_unpairing_a_compat_client_stops_its_session(live_session, admin_headers):
     client = services.store_client(identity(0)[1], "moonlight")
-    task = compat_task(client.fingerprint)
+    task = live_session("compat", client.fingerprint)
     r = Client().post(
         "/api/clients/unpair",
         json.dumps({"uuid": client.uuid}),
@@ -123,21 +118,21 @@ def test_unpairing_a_compat_client_stops_its_session(compat_task, admin_headers)
     assert sessions_state.current() is None
 
 
-def test_disabling_a_compat_client_stops_its_session(compat_task):
+def test_disabling_a_compat_client_stops_its_session(live_session):
     client = services.store_client(identity(1)[1], "moonlight")
-    task = compat_task(client.fingerprint)
+    task = live_session("compat", client.fingerprint)
     assert services.set_enabled(client.uuid, False)
     task.join(5)
     assert [s["reason"] for s in task.stops] == ["unpaired"]
 
 
-def test_unpairing_someone_else_leaves_the_session_running(compat_task):
+def test_unpairing_someone_else_leaves_the_session_running(live_session):
     mine = services.store_client(identity(0)[1], "mine")
     other = services.store_client(identity(1)[1], "other")
-    task = compat_task(mine.fingerprint)
+    task = live_session("compat", mine.fingerprint)
     assert services.unpair_fingerprint(other.fingerprint)
     time.sleep(0.3)
-    assert task.stops == [] and sessions_state.current()["id"] == task.state["id"]
+    assert task.stops == [] and sessions_state.current()["id"] == task.record["id"]
 
 
 def test_a_failing_subscriber_does_not_undo_the_unpair():
