@@ -1,5 +1,7 @@
-"""ASGI entry point served by daphne: the body-size guard in front of Django, then sync views
-on a thread pool and async views (event streams) through Django's ASGI handler."""
+"""ASGI entry point served by daphne, a Channels `ProtocolTypeRouter`: HTTP goes through the
+body-size guard to Django (sync views on a thread pool, async views such as the event streams
+through Django's ASGI handler); WebSockets go through the same-origin check to the routes of
+the apps (today only the native plane's video relay), and any other path is refused."""
 
 from __future__ import annotations
 
@@ -86,9 +88,17 @@ class BodyTooLarge(Exception):
     pass
 
 
-from streaming.native.wsrelay import NativeWebSockets  # noqa: E402
+from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
+from django.urls import re_path  # noqa: E402
 
-# WebSockets (the native plane's low-latency video relay) bypass Django, which speaks HTTP only.
-application = NativeWebSockets(
-    BodyLimit(django_app, settings.MAX_REQUEST_BODY, settings.MGMT_MAX_REQUEST_BODY)
+from hostmgmt.websockets import Refuse, SameOriginValidator  # noqa: E402
+from streaming.native.routing import websocket_urlpatterns as native_websockets  # noqa: E402
+
+application = ProtocolTypeRouter(
+    {
+        "http": BodyLimit(django_app, settings.MAX_REQUEST_BODY, settings.MGMT_MAX_REQUEST_BODY),
+        "websocket": SameOriginValidator(
+            URLRouter([*native_websockets, re_path(r"", Refuse.as_asgi())])
+        ),
+    }
 )

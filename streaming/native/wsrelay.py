@@ -2,12 +2,16 @@
 native session's encoded frames (from its peer process's Unix socket, see `wsvideo.py`) to
 the page, one binary WebSocket message per access unit.
 
-Why a raw ASGI app in front of Django: Django's ASGI handler speaks HTTP only, and this relay
-needs nothing from Django but the session registry. The token is the only authority (it was
-handed to the paired device over its DTLS data channel); the Origin must also be this host,
-so another site's page cannot open it even with a leaked token. The page sends the token as
-a WebSocket subprotocol (`token.<token>`, beside `hostmgmt.video`), never in the URL, which
+A Channels consumer behind two middlewares (wired in `hostmgmt/asgi.py`):
+`hostmgmt.websockets.SameOriginValidator` refuses a page of another site, and
+`RelayTokenAuthMiddleware` resolves the session token into `scope["native_session"]`, the way
+Channels' `AuthMiddleware` resolves a cookie into `scope["user"]`. The token is the only
+authority (it was handed to the paired device over its DTLS data channel). The page sends it
+as a WebSocket subprotocol (`token.<token>`, beside `hostmgmt.video`), never in the URL, which
 would end up in access logs and browser history.
+
+No channel layer: the frames go from one Unix socket to one WebSocket, point to point; a
+layer (Redis) in between would add a hop per frame and nothing else.
 """
 
 from __future__ import annotations
@@ -15,18 +19,25 @@ from __future__ import annotations
 import asyncio
 import hmac
 import logging
-from urllib.parse import urlsplit
+
+from channels.exceptions import StopConsumer
+from channels.generic.websocket import AsyncWebsocketConsumer
+from channels.middleware import BaseMiddleware
 
 log = logging.getLogger("streaming.native")
 
 PATH = "/native/ws"
 SUBPROTOCOL = "hostmgmt.video"
 TOKEN_PREFIX = "token."
+SCOPE_KEY = "native_session"
 LENGTH_SIZE = 4
 MAX_FRAME = 16 * 1024 * 1024
+CLOSE_REFUSED = 4403  # before the accept: daphne answers the handshake with HTTP 403
+CLOSE_GONE = 4404
 
 
-def _find(token: str) -> dict | None:
+def find_session(token: str) -> dict | None:
+    """The live session whose WebCodecs token this is (constant-time compare), else None."""
     from streaming.native import sessions
 
     for rec in sessions.registry().values():
@@ -36,70 +47,66 @@ def _find(token: str) -> dict | None:
     return None
 
 
-def _same_origin(scope) -> bool:
-    headers = dict(scope.get("headers") or [])
-    origin = headers.get(b"origin", b"").decode("latin-1")
-    host = headers.get(b"host", b"").decode("latin-1")
-    return bool(origin) and urlsplit(origin).netloc == host
-
-
-async def relay(scope, receive, send) -> None:
-    if (await receive())["type"] != "websocket.connect":
-        return
+def offered_token(scope) -> str:
     offered = scope.get("subprotocols") or []
-    token = next((p[len(TOKEN_PREFIX) :] for p in offered if p.startswith(TOKEN_PREFIX)), "")
-    rec = await asyncio.to_thread(_find, token) if token and _same_origin(scope) else None
-    if rec is None:
-        await send({"type": "websocket.close", "code": 4403})
-        return
-    try:
-        reader, writer = await asyncio.open_unix_connection(rec["ws_sock"])
-    except OSError:
-        await send({"type": "websocket.close", "code": 4404})
-        return
-    await send({"type": "websocket.accept", "subprotocol": SUBPROTOCOL})
+    return next((p[len(TOKEN_PREFIX) :] for p in offered if p.startswith(TOKEN_PREFIX)), "")
 
-    async def pump() -> None:
+
+class RelayTokenAuthMiddleware(BaseMiddleware):
+    """Puts the session named by the subprotocol token in `scope["native_session"]` (None when
+    there is no token or it names no live session); the consumer refuses None. A token in the
+    query string is never read."""
+
+    async def __call__(self, scope, receive, send):
+        token = offered_token(scope)
+        rec = await asyncio.to_thread(find_session, token) if token else None
+        return await super().__call__({**scope, SCOPE_KEY: rec}, receive, send)
+
+
+class VideoRelayConsumer(AsyncWebsocketConsumer):
+    """Relays the session's frames to the page; the page sends nothing here (its input goes
+    over the data channel). Ends the WebSocket with 1000 when the session's socket closes."""
+
+    pump: asyncio.Task | None = None
+    writer: asyncio.StreamWriter | None = None
+
+    async def connect(self) -> None:
+        rec = self.scope.get(SCOPE_KEY)
+        if rec is None:
+            await self.close(code=CLOSE_REFUSED)
+            raise StopConsumer
+        try:
+            reader, self.writer = await asyncio.open_unix_connection(rec["ws_sock"])
+        except OSError:
+            await self.close(code=CLOSE_GONE)
+            raise StopConsumer from None
+        await self.accept(SUBPROTOCOL)
+        self.pump = asyncio.create_task(self._pump(reader))
+
+    async def _pump(self, reader: asyncio.StreamReader) -> None:
+        # Straight to daphne's send: one message per frame, no per-frame dispatch.
+        send = self.base_send
         try:
             while True:
                 head = await reader.readexactly(LENGTH_SIZE)
                 size = int.from_bytes(head, "little")
                 if size > MAX_FRAME:
-                    return
+                    break
                 data = await reader.readexactly(size)
                 await send({"type": "websocket.send", "bytes": data})
         except (asyncio.IncompleteReadError, ConnectionError):
-            return
-
-    async def watch() -> None:
-        while (await receive())["type"] != "websocket.disconnect":
-            pass  # the page sends nothing here: input goes over the data channel
-
-    tasks = [asyncio.create_task(pump()), asyncio.create_task(watch())]
-    try:
-        done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
-        pump_ended = tasks[0] in done
-    finally:
-        for t in tasks:
-            t.cancel()
-        writer.close()
-    if pump_ended:  # the session ended: tell the page
-        try:
-            await send({"type": "websocket.close", "code": 1000})
+            pass
+        self.writer.close()
+        try:  # the session ended: tell the page
+            await self.close(code=1000)
         except Exception:  # noqa: BLE001 - the page left at the same moment
             pass
 
+    async def receive(self, text_data=None, bytes_data=None) -> None:
+        pass
 
-class NativeWebSockets:
-    """ASGI wrapper: `/native/ws` WebSockets to the relay, everything else to `app`."""
-
-    def __init__(self, app):
-        self.app = app
-
-    async def __call__(self, scope, receive, send):
-        if scope["type"] == "websocket":
-            if scope.get("path") == PATH:
-                return await relay(scope, receive, send)
-            await receive()
-            return await send({"type": "websocket.close", "code": 4404})
-        return await self.app(scope, receive, send)
+    async def disconnect(self, code) -> None:
+        if self.pump is not None:
+            self.pump.cancel()
+        if self.writer is not None:
+            self.writer.close()
