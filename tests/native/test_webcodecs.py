@@ -40,14 +40,14 @@ WS_JS = """([url, protocols]) => new Promise((res) => {
 })"""
 
 
-def handshake(host, token: str, origin: str) -> str:
+def handshake(host, token: str, origin: str | None, path: str = "/native/ws") -> str:
     """A raw WebSocket upgrade to the relay; the status line of the answer."""
     key = base64.b64encode(os.urandom(16)).decode()
     request = (
-        f"GET /native/ws HTTP/1.1\r\nHost: 127.0.0.1:{host.mgmt_port}\r\n"
+        f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{host.mgmt_port}\r\n"
         f"Upgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: {key}\r\n"
         f"Sec-WebSocket-Protocol: hostmgmt.video, token.{token}\r\n"
-        f"Sec-WebSocket-Version: 13\r\nOrigin: {origin}\r\n\r\n"
+        f"Sec-WebSocket-Version: 13\r\n" + (f"Origin: {origin}\r\n" if origin else "") + "\r\n"
     )
     raw = socket.create_connection(("127.0.0.1", host.mgmt_port), timeout=10)
     with host.ssl_context().wrap_socket(raw, server_hostname="127.0.0.1") as tls:
@@ -112,6 +112,10 @@ def test_webcodecs_mode(live_host):
         other = ws.replace("/native/ws", "/other/ws")
         assert page.evaluate(WS_JS, [other, ["hostmgmt.video"]]).startswith("closed")
         assert handshake(live_host, token, "https://evil.example").startswith("HTTP/1.1 403")
+        assert handshake(live_host, token, None).startswith("HTTP/1.1 403")
+        # Another path is refused (403), not an error of the router (500).
+        own = f"https://127.0.0.1:{live_host.mgmt_port}"
+        assert handshake(live_host, token, own, "/other/ws").startswith("HTTP/1.1 403")
         n = page.evaluate("window.nativePlayer.wc.decoded")
         wait_for(
             lambda: page.evaluate("window.nativePlayer.wc.decoded") > n + 10, what="video flows"
