@@ -12,6 +12,7 @@ from urllib.parse import urlsplit
 
 from channels.exceptions import StopConsumer
 from channels.generic.websocket import AsyncWebsocketConsumer
+from channels.middleware import BaseMiddleware
 
 CLOSE_CROSS_ORIGIN = 4403
 CLOSE_NO_ROUTE = 4404
@@ -39,16 +40,14 @@ class RefuseCrossOrigin(Refuse):
     code = CLOSE_CROSS_ORIGIN
 
 
-class SameOriginValidator:
+class SameOriginValidator(BaseMiddleware):
     """Channels middleware: a WebSocket whose `Origin` is not this host is refused before any
     route or credential is looked at, so another site's page cannot use one even with a leaked
     token."""
 
-    def __init__(self, inner):
-        self.inner = inner
-        self.refuse = RefuseCrossOrigin.as_asgi()
+    refuse = staticmethod(RefuseCrossOrigin.as_asgi())
 
     async def __call__(self, scope, receive, send):
         if not same_origin(scope):
             return await self.refuse(scope, receive, send)
-        return await self.inner(scope, receive, send)
+        return await super().__call__(scope, receive, send)
