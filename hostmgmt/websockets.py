@@ -30,6 +30,7 @@ class Refuse(AsyncWebsocketConsumer):
     """Closes before the accept (daphne answers the handshake with HTTP 403) and ends."""
 
     code = CLOSE_NO_ROUTE
+    channel_layer_alias = None
 
     async def connect(self) -> None:
         await self.close(code=self.code)

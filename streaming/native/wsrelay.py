@@ -11,7 +11,8 @@ as a WebSocket subprotocol (`token.<token>`, beside `hostmgmt.video`), never in 
 would end up in access logs and browser history.
 
 No channel layer: the frames go from one Unix socket to one WebSocket, point to point; a
-layer (Redis) in between would add a hop per frame and nothing else.
+layer (Redis) in between would add a hop per frame and nothing else, so the consumer opts out
+of one even if `CHANNEL_LAYERS` is set some day.
 """
 
 from __future__ import annotations
@@ -67,6 +68,7 @@ class VideoRelayConsumer(AsyncWebsocketConsumer):
     """Relays the session's frames to the page; the page sends nothing here (its input goes
     over the data channel). Ends the WebSocket with 1000 when the session's socket closes."""
 
+    channel_layer_alias = None  # point to point: no layer, even if one is configured later
     pump: asyncio.Task | None = None
     writer: asyncio.StreamWriter | None = None
 

@@ -188,6 +188,33 @@ def test_frames_are_relayed_byte_exact_and_the_session_end_closes_the_page(app, 
     assert closing == {"type": "websocket.close", "code": 1000}
 
 
+def test_the_relay_uses_no_channel_layer_even_if_one_is_configured(app, session, settings):
+    settings.CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+    seen = []
+
+    class Spy(wsrelay.VideoRelayConsumer):
+        async def connect(self):
+            seen.append(self.channel_layer)
+            await super().connect()
+
+    async def run():
+        server, _ = await serve(session, [frame(b"x")], then_close=True)
+        comm = WebsocketCommunicator(
+            wsrelay.RelayTokenAuthMiddleware(Spy.as_asgi()),
+            "/native/ws",
+            subprotocols=["hostmgmt.video", f"token.{TOKEN}"],
+        )
+        try:
+            assert (await comm.connect(timeout=5))[0]
+            assert await comm.receive_from(timeout=5) == b"x"
+        finally:
+            await comm.disconnect()
+            server.close()
+
+    asyncio.run(run())
+    assert seen == [None]
+
+
 def test_an_oversized_frame_is_not_relayed(app, session):
     head = (wsrelay.MAX_FRAME + 1).to_bytes(wsrelay.LENGTH_SIZE, "little")
 
