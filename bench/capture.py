@@ -9,7 +9,13 @@
   at repaint);
 - grim: `grim -t ppm -o OUTPUT -` on the same output (a process per frame, as people use it);
 - xvfb: Xvfb at the same size grabbed with mss (XShm), through framesource.DisplayCapture,
-  the path sessions use today.
+  the path sessions use today;
+- x11 attached: the host's `capture = x11` path on an "operator desktop" the bench starts (an
+  Xvfb with windows drawn on it, tests/streaming/desktop.py): capture.select() resolves it from
+  DISPLAY exactly as a session start does (probe, monitor, region) and
+  session_display.open_capture() gives the session's frame source for it (a DisplayCapture
+  of that monitor's region). "1080p desk->720p" is a 1920x1080 desktop streamed to a
+  1280x720 client: the grab plus the session's resize.
 
 Run: .venv/bin/python bench/capture.py [frames]   (as root it starts sway as `nobody`)
 """
@@ -20,14 +26,18 @@ import os
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from streaming import capture  # noqa: E402
 from streaming.displays.sway import SwayCompositor  # noqa: E402
 from streaming.framesource import DisplayCapture  # noqa: E402
+from streaming.session_display import open_capture  # noqa: E402
 from streaming.wayland.screencopy import ScreenCopy  # noqa: E402
+from tests.streaming.desktop import OperatorDesktop  # noqa: E402
 from tests.streaming.wl_app import WaylandApp  # noqa: E402
 
 SIZES = [(1280, 720), (1920, 1080)]
@@ -130,8 +140,8 @@ def xvfb_rows(w: int, h: int) -> dict[str, list[float]]:
     SERVER["pid"] = proc.pid
     try:
         return {
-            "xvfb + mss, back-to-back": timed(lambda: cap(w, h), FRAMES),
-            "xvfb + mss, 60/s + 8 ms": timed(lambda: cap(w, h), FRAMES, RATE, ENCODE_MS),
+            "xvfb + mss, back-to-back": timed(lambda cap=cap: cap(w, h), FRAMES),
+            "xvfb + mss, 60/s + 8 ms": timed(lambda cap=cap: cap(w, h), FRAMES, RATE, ENCODE_MS),
         }
     finally:
         cap.close()
@@ -139,7 +149,40 @@ def xvfb_rows(w: int, h: int) -> dict[str, list[float]]:
         proc.wait(5)
 
 
+def x11_rows(w: int, h: int) -> dict[str, list[float]]:
+    rows = {}
+    desks = [(w, h)] + ([(1920, 1080)] if (w, h) != (1920, 1080) else [])
+    for dw, dh in desks:
+        desk = OperatorDesktop(dw, dh)
+        try:
+            desk.draw()
+            # What a session start does with capture = x11 and the host's DISPLAY.
+            sel = capture.select({"DISPLAY": desk.name, capture.ENV_METHOD: "x11"})
+            assert sel.backend == "x11" and not sel.error, sel
+            cap = open_capture({"x_display": sel.x_display, "region": sel.region})
+            frame = cap(w, h)
+            assert frame.shape == (h, w, 4) and cap.failures == 0, (frame.shape, cap.failures)
+            SERVER["pid"] = desk.proc.pid
+            try:
+                if (dw, dh) == (w, h):
+                    rows["x11 attached, back-to-back"] = timed(lambda cap=cap: cap(w, h), FRAMES)
+                    rows["x11 attached, 60/s + 8 ms"] = timed(
+                        lambda cap=cap: cap(w, h), FRAMES, RATE, ENCODE_MS
+                    )
+                else:
+                    rows[f"x11 {dh}p desk->{h}p, 60/s+8"] = timed(
+                        lambda cap=cap: cap(w, h), FRAMES, RATE, ENCODE_MS
+                    )
+            finally:
+                cap.close()
+        finally:
+            desk.stop()
+    return rows
+
+
 def main() -> None:
+    # The bench's own state dir: capture.select() must not read the operator's host.conf.
+    os.environ["HOST_STATE_DIR"] = tempfile.mkdtemp(prefix="bench-capture-")
     comp = SwayCompositor(run_as=(65534, 65534) if os.geteuid() == 0 else None)
     comp.start()
     try:
@@ -155,6 +198,7 @@ def main() -> None:
         for w, h in SIZES:
             rows = wlr_rows(comp, w, h)
             rows.update(xvfb_rows(w, h))
+            rows.update(x11_rows(w, h))
             for name, ms in rows.items():
                 mean = statistics.fmean(ms)
                 fps = f"{1000 / mean:6.1f}" if "back-to-back" in name or "grim" in name else ""
@@ -164,12 +208,14 @@ def main() -> None:
                     f" {mean:7.2f} {fps:>6} {ours:7.2f} {srv:7.2f}"
                 )
             for what in ("60/s + 8 ms", "back-to-back"):
-                wlr = [v for k, v in rows.items() if k.startswith("wlr") and what in k][0]
                 x = [v for k, v in rows.items() if k.startswith("xvfb") and what in k][0]
-                print(
-                    f"{'':>10}  wlr/xvfb, {what}: wall p50 {pct(wlr, 50) / pct(x, 50):.2f}x,"
-                    f" CPU (ours + server) {sum(CPU[id(wlr)]) / sum(CPU[id(x)]):.2f}x"
-                )
+                for which, prefix in (("wlr", "wlr,"), ("x11", "x11 attached,")):
+                    ms = [v for k, v in rows.items() if k.startswith(prefix) and what in k][0]
+                    print(
+                        f"{'':>10}  {which}/xvfb, {what}: wall p50"
+                        f" {pct(ms, 50) / pct(x, 50):.2f}x, CPU (ours + server)"
+                        f" {sum(CPU[id(ms)]) / sum(CPU[id(x)]):.2f}x"
+                    )
     finally:
         comp.stop()
 
