@@ -186,6 +186,8 @@ def main() -> None:
     comp = SwayCompositor(run_as=(65534, 65534) if os.geteuid() == 0 else None)
     comp.start()
     try:
+        load = " ".join(f"{v:.1f}" for v in os.getloadavg())
+        print(f"{os.cpu_count()} CPUs, load average at the start {load}")
         print(
             f"frames per row: {FRAMES} (grim: {GRIM_FRAMES}); ms per frame: wall time the"
             " grab blocks, and CPU per frame of this process (cpu us) and of the compositor"

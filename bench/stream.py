@@ -338,7 +338,9 @@ def print_table(results: list[dict]) -> None:
     """One row per backend and mode; then each backend against xvfb at the same mode, and the
     issue's 60 fps goal per 60 Hz mode."""
     head = " ".join(f"{h:>{w}}" for h, _, w, _ in COLUMNS)
-    print(f"\n{'backend':<9} {'mode':<12} {head} {'frames':>6} {'torn':>5} {'g2g n':>6}")
+    load = " ".join(f"{v:.1f}" for v in os.getloadavg())
+    print(f"\n{os.cpu_count()} CPUs, load average at the end {load}")
+    print(f"{'backend':<9} {'mode':<12} {head} {'frames':>6} {'torn':>5} {'g2g n':>6}")
     for r in results:
         row = f"{r['backend']:<9} {r['mode']:<12} "
         if "error" in r:
@@ -356,11 +358,11 @@ def print_table(results: list[dict]) -> None:
         print(f"  {r['backend']:<9} {r['mode']:<12} fps {_ratio(r, x, 'fps_delivered')},"
               f" capture {_ratio(r, x, 'capture_ms_p50')}, encode {_ratio(r, x, 'encode_ms_p50')},"
               f" g2g {_ratio(r, x, 'g2g_ms_p50')}")  # fmt: skip
-    for r in results:
-        if r["mode"].endswith("@60"):
+    for r in results:  # issue 15: 60 fps delivered at 720p60 on every backend (98 %: jitter)
+        if r["mode"] == "1280x720@60":
             fps = r.get("fps_delivered", 0)
             verdict = "met" if fps >= 0.98 * 60 else "NOT met"
-            print(f"goal, 60 fps delivered at {r['mode']}: {r['backend']} {fps} -> {verdict}")
+            print(f"goal, 60 fps delivered at 720p60: {r['backend']} {fps} -> {verdict}")
 
 
 def main() -> None:

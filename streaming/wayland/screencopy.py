@@ -153,7 +153,12 @@ class ScreenCopy:
             raise CaptureUnavailable(f"{self.output_name}: {frame.result}")
         self._last_index = frame.index
         if self.prefetch:
-            self._pending = _Frame(self, 1 - frame.index)
+            # `copy` is what books the frame at the compositor's next repaint, and it can only
+            # follow the compositor's buffer events: wait for them (one round trip) and send it
+            # now. Left to the next grab, the frame was booked no earlier than without prefetch.
+            nxt = self._pending = _Frame(self, 1 - frame.index)
+            self.display.wait_for(lambda: nxt.copied or nxt.result is not None, self.timeout,
+                                  "the next frame's buffer")  # fmt: skip
             self.display.flush()
         pool = self._pools[frame.index]
         rows = np.frombuffer(pool.map, np.uint8).reshape(pool.height, pool.stride)

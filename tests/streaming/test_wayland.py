@@ -397,6 +397,32 @@ def test_native_wayland_app_is_captured_at_its_colours_and_gets_input(sway):
         sway.retire_output(out)
 
 
+@pytest.mark.slow
+def test_prefetch_books_the_next_frame_before_grab_returns(sway):
+    """With prefetch, the compositor fills the next frame while the caller is away: grab()
+    has sent its `copy` already, so the frame completes with no further call of ours (a copy
+    left to the next grab would never complete here, and a late caller would still wait)."""
+    out = sway.create_output(640, 360, 60)
+    try:
+        sway.focus_output(out)
+        app = wl_app.WaylandApp(sway.wayland_socket, title="prefetch")
+        try:
+            assert app.wait(lambda: app.size == (640, 360)), app.size
+            with ScreenCopy(sway.wayland_socket, out, prefetch=True) as cap:
+                first = cap.grab()
+                pending = cap._pending
+                assert pending is not None and pending.copied
+                cap.display.wait_for(lambda: pending.result is not None, 10, "the prefetched frame")
+                assert pending.result == "ready"
+                second = cap.grab()  # the frame filled in the background, in the other buffer
+                assert second.shape == first.shape == (360, 640, 4)
+                assert _quadrant_colours(second) == wl_app.QUADRANTS
+        finally:
+            app.close()
+    finally:
+        sway.retire_output(out)
+
+
 def _devices_ready(app: wl_app.WaylandApp, inp: WlrInput) -> None:
     """Wait until the app has bound the seat's new keyboard and pointer and the compositor
     delivers to them: an app binds them only after the virtual devices appear, and events
