@@ -37,6 +37,7 @@ import argparse
 import json
 import os
 import secrets
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -126,9 +127,12 @@ def grant_access(x_display: str) -> None:
             "d.change_hosts(X.HostInsert, X.FamilyServerInterpreted, "
             "list(b'localuser' + bytes(1) + sys.argv[2].encode())); d.sync()")  # fmt: skip
     python = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
-    subprocess.run([python, "-c", code, x_display, me], user=st.st_uid, group=st.st_gid,
-                   env={"PYTHONPATH": str(lib)}, check=True, capture_output=True,
-                   timeout=30)  # fmt: skip
+    try:
+        subprocess.run([python, "-c", code, x_display, me], user=st.st_uid, group=st.st_gid,
+                       env={"PYTHONPATH": str(lib)}, check=True, capture_output=True,
+                       timeout=30)  # fmt: skip
+    finally:
+        shutil.rmtree(lib, ignore_errors=True)
 
 
 def read_counter(img: np.ndarray) -> int | None:
