@@ -27,8 +27,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from streaming.audio.chain import AUDIO_KEYS, Chain  # noqa: E402
-from streaming.audio.opus import OpusDecoder, OpusEncoder  # noqa: E402
+from media.audio.chain import AUDIO_KEYS, Chain  # noqa: E402
+from media.audio.opus import OpusDecoder, OpusEncoder  # noqa: E402
 
 RATE = 48_000
 
@@ -94,7 +94,7 @@ def bench_opus(seconds: float) -> None:
 
 
 def bench_latency(trials: int) -> None:
-    from streaming.audio.capture import SessionAudio
+    from media.audio.capture import SessionAudio
 
     audio = SessionAudio({}, "bench", reuse=False).start()
     chain = Chain.from_config({"host_audio_agc": True})

@@ -1,6 +1,6 @@
 """Capture cost per backend: ms per frame, p50/p99, at 1280x720 and 1920x1080, in one run.
 
-- wlr: streaming.wayland.screencopy.ScreenCopy on a headless sway output (pixman renderer)
+- wlr: media.wayland.screencopy.ScreenCopy on a headless sway output (pixman renderer)
   showing a native Wayland app fullscreen. "60/s + 8 ms" asks for a frame every 1/60 s as the
   video thread does, busy for 8 ms after each (the encoder's stand-in), and counts the time
   grab() blocks: waiting for the compositor's next repaint, idle, not work; "view" skips
@@ -32,11 +32,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from streaming import capture  # noqa: E402
-from streaming.displays.sway import SwayCompositor  # noqa: E402
-from streaming.framesource import DisplayCapture  # noqa: E402
+from displays import capture  # noqa: E402
+from displays.sway import SwayCompositor  # noqa: E402
+from media.framesource import DisplayCapture  # noqa: E402
+from media.wayland.screencopy import ScreenCopy  # noqa: E402
 from streaming.session_display import open_capture  # noqa: E402
-from streaming.wayland.screencopy import ScreenCopy  # noqa: E402
 from tests.streaming.desktop import OperatorDesktop  # noqa: E402
 from tests.streaming.wl_app import WaylandApp  # noqa: E402
 

@@ -29,8 +29,11 @@ django.setup()
 import mss  # noqa: E402
 from django.core.management import call_command  # noqa: E402
 
-from streaming import capture  # noqa: E402
-from streaming.displays import machine, xvfb  # noqa: E402
+from displays import (  # noqa: E402
+    capture,  # noqa: E402
+    machine,
+    xvfb,
+)
 
 
 def baseline() -> tuple[float, float]:

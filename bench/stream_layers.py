@@ -24,9 +24,9 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from streaming.compat import fec  # noqa: E402
-from streaming.compat.video import FRAME_TYPE_IDR, FRAME_TYPE_P, VideoPacketizer  # noqa: E402
-from streaming.engine.encoder import VideoEncoder, to_yuv420p  # noqa: E402
+from compat import fec  # noqa: E402
+from compat.video import FRAME_TYPE_IDR, FRAME_TYPE_P, VideoPacketizer  # noqa: E402
+from media.encoder import VideoEncoder, to_yuv420p  # noqa: E402
 
 FRAME_INTERVAL_MS = 1000 / 60
 
@@ -176,7 +176,7 @@ def loopback_launch(**kw):
     """A stream session's launch on loopback with free ports."""
     import socket
 
-    from streaming.engine.session import Launch
+    from compat.engine.session import Launch
 
     return Launch(
         rikey=bytes(16),
@@ -195,7 +195,7 @@ def bench_rtsp(repeat: int) -> None:
     while silent clients hold connections open (they must not delay the real one)."""
     import socket
 
-    from streaming.engine.session import StreamSession
+    from compat.engine.session import StreamSession
 
     launch = loopback_launch()
     session = StreamSession(launch, lambda w, h: np.zeros((h, w, 4), np.uint8))
@@ -247,7 +247,7 @@ def bench_pacing(repeat: int) -> None:
     burstiness (most datagrams leaving within any 1 ms)."""
     import socket
 
-    from streaming.engine.session import StreamSession
+    from compat.engine.session import StreamSession
 
     rows = np.zeros((263, 1408), np.uint8)
     rx = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)

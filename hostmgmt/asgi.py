@@ -92,7 +92,7 @@ from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from django.urls import re_path  # noqa: E402
 
 from hostmgmt.websockets import Refuse, SameOriginValidator  # noqa: E402
-from streaming.native.routing import websocket_urlpatterns as native_websockets  # noqa: E402
+from native.routing import websocket_urlpatterns as native_websockets  # noqa: E402
 
 application = ProtocolTypeRouter(
     {

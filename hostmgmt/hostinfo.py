@@ -56,7 +56,7 @@ def local_ip() -> str:
 
 
 def host_info() -> dict:
-    from streaming import encoders
+    from media import encoders
 
     release = os_release()
     preference = store.get("encoder")

@@ -63,6 +63,9 @@ INSTALLED_APPS = [
     "library",
     "pairing",
     "streaming",
+    "displays",
+    "compat",
+    "native",
 ]
 
 MIDDLEWARE = [

@@ -13,6 +13,7 @@ v1_patterns = [
     path("", include("library.api.urls_v1")),
     path("", include("pairing.api.urls_v1")),
     path("", include("streaming.api.urls_v1")),
+    path("", include("displays.api.urls_v1")),
 ]
 
 admin_api_patterns = [
@@ -32,7 +33,7 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("welcome", pages.welcome, name="welcome"),
     path("", include("pairing.urls_pages")),
-    path("", include("streaming.native.urls_pages")),
+    path("", include("native.urls_pages")),
     path("", include("hostmgmt.urls_console")),
 ]
 

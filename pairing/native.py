@@ -16,12 +16,12 @@ from dataclasses import dataclass
 from django.db import transaction
 from django.utils import timezone
 
+from compat.nvhttp.names import sanitize_name
 from hostmgmt.lib.errors import Forbidden, Invalid, NotFound, TooMany
 from pairing.models import PLANE_NATIVE, PairedClient
 from pairing.native_pending import MAX_WRONG_PINS, PendingQueue, QueueFull
 from pairing.services import emit_device
 from pairing.signals import announce_revocation
-from streaming.compat.nvhttp.names import sanitize_name
 
 log = logging.getLogger("pairing.native")
 

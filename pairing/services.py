@@ -13,11 +13,11 @@ from cryptography import x509
 from django.db import transaction
 from django.utils import timezone
 
+from compat.nvhttp import crypto
+from compat.nvhttp.names import sanitize_name
 from hostmgmt.lib.errors import Invalid
 from pairing.models import PLANE_COMPAT, PLANE_NATIVE, PairedClient, PinRequest
 from pairing.signals import announce_revocation
-from streaming.compat.nvhttp import crypto
-from streaming.compat.nvhttp.names import sanitize_name
 
 log = logging.getLogger(__name__)
 

@@ -115,7 +115,7 @@ def redis_and_worker() -> list[dict]:
 
 def encoder() -> dict:
     from hostmgmt.config import store
-    from streaming import encoders
+    from media import encoders
 
     backend = encoders.resolve_backend(store.get("encoder"))
     if backend is None:
@@ -140,8 +140,8 @@ def encoder() -> dict:
 def capture() -> list[dict]:
     """Which capture backend a session opened now would use and why; why the others are not
     usable. `fail` when the configured backend cannot be used (sessions refuse to start)."""
-    from streaming import capture as cap
-    from streaming import compositors
+    from displays import capture as cap
+    from displays import compositors
 
     sel = cap.select()
     others = "; ".join(f"{k}: {v}" for k, v in sel.unusable.items() if k != sel.backend)
@@ -183,8 +183,8 @@ def capture() -> list[dict]:
 def _headless_check(sel) -> dict:
     """The host's headless compositor: which one headless_mode would run (as which user),
     whether it runs now and its live outputs; `fail` when headless_mode is on and it cannot."""
+    from displays import headless
     from hostmgmt.config import store
-    from streaming.displays import headless
 
     st = headless.status()
     on = bool(store.get("headless_mode"))

@@ -19,7 +19,7 @@ import json
 import logging
 import time
 
-from streaming import gpus
+from media import gpus
 from streaming.sessions import registry
 
 log = logging.getLogger("streaming.sessions")
@@ -126,7 +126,7 @@ def current_game() -> int:
 def end_client_sessions(fingerprints: list[str] | None) -> None:
     """Pairing's hook: unpair / disable / unpair-all cut the client's running sessions, on
     either plane (a native peer also re-checks its authorization every second)."""
-    from streaming.native import sessions as native
+    from native import sessions as native
 
     wanted = None if fingerprints is None else [f.lower() for f in fingerprints]
     native.end_connecting(wanted)  # peers still proving their device: not registered yet
@@ -135,7 +135,7 @@ def end_client_sessions(fingerprints: list[str] | None) -> None:
 
 def end_all_sessions(reason: str, wait_s: float) -> None:
     """A deliberate stop of every session on both planes (DELETE /session, /api/apps/close)."""
-    from streaming.native import sessions as native
+    from native import sessions as native
 
     native.end_connecting(None)
     registry.stop_clients(None, reason, deliberate=True, wait_s=wait_s)
@@ -214,7 +214,7 @@ def _lifecycle_games(session_id) -> list[dict]:
     """Games the lifecycle layer knows beyond the live session's own: kept ones, and the
     ones waiting out their grace window (ActiveGame records)."""
     try:
-        from streaming.game import lifecycle
+        from games import lifecycle
 
         games = lifecycle.active_games()
     except Exception:  # noqa: BLE001 - status must answer even with a broken games file
@@ -225,7 +225,7 @@ def _lifecycle_games(session_id) -> list[dict]:
 
 
 def kept_displays() -> int:
-    from streaming.models import VirtualDisplay
+    from displays.models import VirtualDisplay
 
     return VirtualDisplay.objects.filter(state__in=("lingering", "pinned")).count()
 
@@ -235,7 +235,7 @@ def live_encoders() -> list[dict]:
     stream sends video (state `streaming`; not while armed, idle or ending), and every
     native session (its encoder process runs for the session's life; libx264 unless its
     record says otherwise). Unreachable Redis: none (the GPU list still answers)."""
-    from streaming.native import sessions as native
+    from native import sessions as native
 
     out: list[dict] = []
     state = current()

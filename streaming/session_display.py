@@ -1,7 +1,7 @@
 """What a session of either plane does with the display `machine.acquire` gave it.
 
 Why one module: the compat runner (streaming/session_runner.py) and the native peer
-(streaming/native/peer.py) stream the same backends (`xvfb`, `x11`, `wlr`, `sway`), so the
+(native/peer.py) stream the same backends (`xvfb`, `x11`, `wlr`, `sway`), so the
 choices that depend on the backend live here once: which X display an app gets, the virtual
 keyboard and pointer of a wlroots output, launching onto an output of the host's headless
 compositor, the frame source, and whether the compositor under a session is gone. Plain
@@ -49,7 +49,7 @@ def wlr_input(display: dict, label: str = ""):
     """Virtual keyboard and pointer on the session's output (a WlrInput, XInput's interface);
     None (logged) when the compositor lacks them: the session still streams. Made at session
     start: apps (Xwayland among them) bind the seat's devices when they appear."""
-    from streaming.wayland.vinput import WlrInput, WlrInputUnavailable
+    from media.wayland.vinput import WlrInput, WlrInputUnavailable
 
     try:
         return WlrInput(display["wayland_display"], display["output"])
@@ -63,9 +63,9 @@ def launch_in_compositor(display: dict, cmd: str, env: dict, working_dir: str,
     """The app onto the session's output of the headless compositor, fullscreen (`env`: the
     session's own variables, `apprun.app_vars`); it must map a window within `map_timeout`,
     else DisplayLaunchError and nothing of it stays."""
-    from streaming.apprun import CompositorApp
-    from streaming.displays import headless
-    from streaming.displays.sway import CompositorError
+    from displays import headless
+    from displays.sway import CompositorError
+    from games.apprun import CompositorApp
 
     comp = proc = None
     try:
@@ -87,7 +87,7 @@ def launch_in_compositor(display: dict, cmd: str, env: dict, working_dir: str,
 def open_capture(display: dict):
     """The frame source of the session: wlr-screencopy of its output on wlroots backends,
     else an X grab of its display (the attached monitor's region, or the whole Xvfb)."""
-    from streaming.framesource import DisplayCapture, WaylandCapture
+    from media.framesource import DisplayCapture, WaylandCapture
 
     if is_wayland(display):
         return WaylandCapture(display["wayland_display"], display.get("output"))
@@ -98,7 +98,7 @@ def compositor_gone(display: dict | None) -> str:
     """Headless sessions: why the compositor under the session is gone, else ""."""
     if display is None or display.get("backend") != "sway":
         return ""
-    from streaming.displays.sway import _alive
+    from displays.sway import _alive
 
     pid = display.get("pid")
     if pid and not _alive(pid):

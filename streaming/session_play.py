@@ -55,10 +55,10 @@ def prepare(session_id, client: dict, app, env: dict, state: dict):
 # -- sound -----------------------------------------------------------------------------------
 def open_sound(session_id):
     """The session's `SessionSound` (engine.audiofeed), or None (off, or no sound server)."""
-    from streaming.audio.capture import AudioUnavailable, SessionAudio
-    from streaming.audio.chain import Chain
-    from streaming.audio.opus import OpusSettings
-    from streaming.engine.audiofeed import SessionSound
+    from media.audio.capture import AudioUnavailable, SessionAudio
+    from media.audio.chain import Chain
+    from media.audio.opus import OpusSettings
+    from media.audiofeed import SessionSound
 
     values = _values()
     audio = SessionAudio.from_config(values, session_id)
@@ -79,7 +79,7 @@ def launch_limits(client_name: str, app) -> dict:
 
     The client's own bitrate arrives later (RTSP ANNOUNCE), so the ceiling is computed once
     here against an uncapped ask and applied by the engine to whatever the client asks."""
-    from streaming.game import profiles
+    from games import profiles
 
     try:
         out = profiles.effective_stream_params(
@@ -113,7 +113,7 @@ def _on_game_exit(session_id, reason: str) -> None:
 
 
 class GameLink:
-    """One session's title in `streaming.game.lifecycle`."""
+    """One session's title in `games.lifecycle`."""
 
     def __init__(self, session_id, client_name: str, plane: str = "compat"):
         self.session_id = session_id
@@ -122,7 +122,7 @@ class GameLink:
         self.key: str | None = None
         self.resumed = False
         self.game_exit: str | None = None  # set when session_on_game_exit ends the session
-        from streaming.game import lifecycle
+        from games import lifecycle
 
         self._lc = lifecycle
         with _links_lock:
@@ -139,7 +139,7 @@ class GameLink:
             log.exception("resuming a waiting game failed")
             self.resumed = False
         if self.resumed:
-            from streaming.game import registry
+            from games import registry
 
             for key, r in registry.all_records().items():
                 if r.get("session_id") == self.session_id:
@@ -175,7 +175,7 @@ class GameLink:
         """True while the lifecycle layer knows the title (found, or still looking)."""
         if self.key is None:
             return False
-        from streaming.game import registry
+        from games import registry
 
         return registry.get(self.key) is not None
 

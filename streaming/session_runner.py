@@ -1,5 +1,5 @@
 """The compat plane's session: its transport (RTSP, ENet control, RTP video and audio through
-`streaming.engine.stream.StreamSession`) and its admission (the /launch claim) around the one
+`compat.engine.stream.StreamSession`) and its admission (the /launch claim) around the one
 session lifecycle (`streaming.sessions.lifecycle.SessionCore`). Runs in its own session process
 (forked by the session manager, `streaming.sessions.process.run`).
 
@@ -24,10 +24,10 @@ import signal
 import threading
 import time
 
+from compat.engine.session import StreamSession
+from compat.launchconfig import make_launch
+from media.framesource import DisplayCapture, WaylandCapture
 from streaming import services, session_display, session_play
-from streaming.engine.session import StreamSession
-from streaming.framesource import DisplayCapture, WaylandCapture
-from streaming.launchconfig import make_launch
 from streaming.sessions.lifecycle import CLIENT_REASONS, SessionCore
 
 log = logging.getLogger("streaming.sessions")
@@ -46,8 +46,8 @@ SHUTDOWN = threading.Event()  # set by the process's SIGTERM handler (host shutd
 
 
 def _encoder_of(codec: str) -> dict:
-    """What this stream encodes on (`streaming.gpus.encoder_for`); software if unknown."""
-    from streaming import gpus
+    """What this stream encodes on (`media.gpus.encoder_for`); software if unknown."""
+    from media import gpus
 
     try:
         return gpus.encoder_for(codec)
@@ -129,8 +129,8 @@ class CompatSession:
     # -- lifecycle -------------------------------------------------------------------------------
     def start(self) -> None:
         """Display, prep, app, listeners; raises services-level errors as (status, message)."""
+        from displays import machine
         from library import catalog
-        from streaming.displays import machine
 
         self.app = catalog.find_app(str(self.spec["app_id"]))
         if self.app is None:
@@ -165,7 +165,7 @@ class CompatSession:
         """Keyboard/mouse into the display (XTest); a session streams even when this fails."""
         display = self.core.display
         try:
-            from streaming.input.session import SessionInput
+            from media.input.session import SessionInput
 
             if display.get("wayland_display"):
                 if self.wl_input is None:
@@ -309,7 +309,7 @@ class CompatSession:
         waits for a /resume or /cancel; `on_quit` and `always` end the game on a user stop at
         once, so the session ends now. (`disconnect_grace_seconds` is for a vanished client
         under `always` only: `timeout`/`error` ends, handled by the lifecycle layer.)"""
-        from streaming.game import settings as game_settings
+        from games import settings as game_settings
 
         try:
             policy = game_settings.load().game_on_session_end

@@ -139,7 +139,7 @@ _AUDIO = _keys(
 for _k in list(_AUDIO):
     _AUDIO[_k] = Key(**{**_AUDIO[_k].__dict__, "group": "audio"})
 
-# Capture backends this build can run (streaming/capture.py), and the ones it knows but cannot:
+# Capture backends this build can run (displays/capture.py), and the ones it knows but cannot:
 # a write of those is refused with the reason (both APIs and the console form).
 CAPTURE_METHODS = ("auto", "x11", "wlr", "xvfb")
 CAPTURE_UNSUPPORTED = {

@@ -191,7 +191,7 @@ class Supervisor:
         signal.signal(signal.SIGINT, self._on_stop)
         signal.signal(signal.SIGHUP, self._on_restart)
         self.start_redis()
-        from streaming.displays import reaper as displays  # apps are loaded by now
+        from displays import reaper as displays  # apps are loaded by now
 
         displays.on_host_start()  # expire countdowns that ended while down; restore kept displays
         self.children = self.child_specs()
@@ -233,7 +233,7 @@ class Supervisor:
             child.terminate()
         for child in self.children:
             child.wait(deadline)
-        from streaming.displays import reaper as displays
+        from displays import reaper as displays
 
         displays.on_host_stop()  # no virtual display server outlives the host
         if self.redis:

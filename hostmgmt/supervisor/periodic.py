@@ -33,11 +33,11 @@ class Job:
 def jobs() -> list[Job]:
     """The registry. Called once the apps are loaded; intervals that come from the environment
     are read here, at host start."""
+    from displays import reaper
+    from games import lifecycle
     from hostmgmt.console import logfile, telemetry, updater
     from library import conf as library_conf
     from library.poller import StorePoller
-    from streaming.displays import reaper
-    from streaming.game import lifecycle
 
     return [
         # Virtual display countdowns (kept displays whose deadline passed).

@@ -1,17 +1,17 @@
 """Management routes of the game lifecycle: session ⇄ game settings and ending waiting games.
 
-Thin: validation and storage live in `streaming.game.settings`, the closing in
-`streaming.game.lifecycle`, so the engine and these routes share one path.
+Thin: validation and storage live in `games.settings`, the closing in
+`games.lifecycle`, so the engine and these routes share one path.
 """
 
 from __future__ import annotations
 
 from rest_framework.response import Response
 
+from games import lifecycle
+from games import settings as game_settings
 from hostmgmt.api.base import MgmtAPIView, json_object
 from hostmgmt.api.errors import ApiError, FieldErrors
-from streaming.game import lifecycle
-from streaming.game import settings as game_settings
 
 
 class SessionSettingsView(MgmtAPIView):

@@ -4,7 +4,7 @@ a session").
     plan -> display -> prep `do` -> app and game link -> [the plane's transport]
          -> stats, history, stream webhooks, events -> game end, prep `undo` -> display back
 
-A plane (compat: `streaming.session_runner`, native: `streaming.native.peer`) admits the
+A plane (compat: `streaming.session_runner`, native: `native.peer`) admits the
 client, builds a `SessionCore` and drives its transport; the core does everything else, once,
 so both planes produce the same registry record, event payloads, history record fields,
 `stream.start`/`stream.end` webhooks and `/api/stream/latency` figures.
@@ -54,9 +54,9 @@ class AppRun:
         headless compositor (`sway`), else in its own process group with DISPLAY (and
         WAYLAND_DISPLAY on `wlr`). A game of this app waiting out its grace window is taken
         over instead. Raises OSError or session_display.DisplayLaunchError."""
+        from games.apprun import AppProcess, app_vars, session_env
         from hooks import prep
         from streaming import session_display
-        from streaming.apprun import AppProcess, app_vars, session_env
 
         if not self.cmd and not self.prep:
             return
@@ -91,8 +91,8 @@ class AppRun:
         if self.game.game_exit is not None:
             return True
         if self.resumed:  # its watcher may live in another process: read the record
-            from streaming.game import registry as games
-            from streaming.game import settings as game_settings
+            from games import registry as games
+            from games import settings as game_settings
 
             rec = games.get(self.game.key or "")
             gone = rec is None or rec.get("state") == games.EXITED
@@ -207,7 +207,7 @@ class SessionCore:
     def acquire_display(self, owner: str, *args) -> dict:
         """The session's virtual display (`displays.machine.acquire`); DisplayError is the
         plane's to answer, and `finish` still tells the operator (session.ended)."""
-        from streaming.displays import machine
+        from displays import machine
 
         try:
             self.display = machine.acquire(owner, self.mode, *args)
@@ -306,9 +306,9 @@ class SessionCore:
         """The end, after the plane stopped its transport: the game (closed, kept or in its
         grace window) and its group, `undo` steps, the display back to its policy, the record,
         `stream.end`, session.ended. Safe after a partial start; runs once."""
+        from displays import machine
         from hooks import stream_webhooks
         from streaming import history, stats
-        from streaming.displays import machine
 
         if self.finished:
             return

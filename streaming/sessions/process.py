@@ -17,28 +17,28 @@ LOG_NAMES = {"native": "native-peer.log"}
 # What a session imports on its way up, imported while the process waits for its request.
 WARM = (
     "streaming.session_runner",
-    "streaming.native.peer",
+    "native.peer",
     "streaming.sessions.lifecycle",
     "library.catalog",
     "library.services",
-    "streaming.displays.machine",
-    "streaming.audio.capture",
-    "streaming.audio.chain",
-    "streaming.audio.opus",
-    "streaming.engine.audiofeed",
-    "streaming.engine.encoder",
-    "streaming.framesource",
-    "streaming.input.session",
-    "streaming.game.lifecycle",
-    "streaming.game.profiles",
-    "streaming.apprun",
+    "displays.machine",
+    "media.audio.capture",
+    "media.audio.chain",
+    "media.audio.opus",
+    "media.audiofeed",
+    "media.encoder",
+    "media.framesource",
+    "media.input.session",
+    "games.lifecycle",
+    "games.profiles",
+    "games.apprun",
     "streaming.history",
     "hooks.prep",
     "hooks.stream_webhooks",
-    "streaming.native.launch",
-    "streaming.native.media",
-    "streaming.native.sound",
-    "streaming.native.inputs",
+    "native.launch",
+    "native.media",
+    "native.sound",
+    "native.inputs",
     "aiortc",
 )
 
@@ -70,7 +70,7 @@ def _log_to(plane: str) -> None:
 def run(plane: str, spec: dict) -> int:
     _log_to(plane)
     if plane == "native":
-        from streaming.native import peer
+        from native import peer
 
         return peer.main(spec)
     if plane == "compat":

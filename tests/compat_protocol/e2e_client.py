@@ -49,7 +49,7 @@ class Attacker:
     """
 
     def __init__(self, launch) -> None:
-        from streaming.compat import endpoint
+        from compat import endpoint
 
         self.launch = launch
         self.received = 0
@@ -122,8 +122,8 @@ def main() -> None:
     from moonlight_python.config import StreamConfig
     from moonlight_python.stream import StreamingSession
 
-    from streaming.engine.session import Launch, StreamSession, rikeyid_from_iv
-    from streaming.input import packets
+    from compat.engine.session import Launch, StreamSession, rikeyid_from_iv
+    from media.input import packets
 
     width, height, fps, seconds = (
         int(sys.argv[1]),

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 
-from streaming.compat import audio
-from streaming.compat.audio import AudioPacketizer
+from compat import audio
+from compat.audio import AudioPacketizer
 
 KEY = bytes(range(16))
 

@@ -9,8 +9,8 @@ import time
 import pytest
 from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 
-from streaming.compat import control
-from streaming.compat.control import ControlCipher, ControlError
+from compat import control
+from compat.control import ControlCipher, ControlError
 
 KEY = bytes(range(16))
 
@@ -95,7 +95,7 @@ def _free_udp_port() -> int:
 
 def test_enet_loopback_connect_data_and_encrypted_exchange():
     enet = pytest.importorskip("enet")
-    from streaming.compat.enet_transport import EnetHost
+    from compat.enet_transport import EnetHost
 
     port = _free_udp_port()
     host = EnetHost(port, "127.0.0.1")

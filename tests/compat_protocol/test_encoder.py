@@ -6,8 +6,8 @@ import av
 import numpy as np
 import pytest
 
-from streaming.compat.video import split_nals
-from streaming.engine.encoder import VideoEncoder
+from media.encoder import VideoEncoder
+from media.h264 import split_nals
 
 
 def _pattern(w: int, h: int, shift: int = 0) -> np.ndarray:
@@ -63,7 +63,7 @@ def test_bad_geometry_is_refused():
 
 
 def test_an_encoder_that_will_not_open_falls_back_to_libx264():
-    from streaming.engine.encoder import nvenc_available
+    from media.encoder import nvenc_available
 
     if nvenc_available():
         pytest.skip("this machine really has NVENC")

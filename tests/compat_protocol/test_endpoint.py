@@ -1,12 +1,12 @@
-"""The address rules of a compat session (streaming.compat.endpoint): whom it listens to and
+"""The address rules of a compat session (compat.endpoint): whom it listens to and
 where its video and audio may go."""
 
 from __future__ import annotations
 
 import logging
 
-from streaming.compat import endpoint
-from streaming.compat.endpoint import MediaEndpoint, SessionClient
+from compat import endpoint
+from compat.endpoint import MediaEndpoint, SessionClient
 
 PAYLOAD = "0123456789ABCDEF"
 CLIENT = ("192.168.1.20", 50000)
@@ -81,7 +81,7 @@ def test_a_stranger_is_logged_once_without_the_datagram(caplog):
     ep = _video()
     ep.offer(endpoint.ping(PAYLOAD, 1), CLIENT)
     ep.went_live()
-    with caplog.at_level(logging.WARNING, logger="streaming.engine"):
+    with caplog.at_level(logging.WARNING, logger="compat.engine"):
         for i in range(50):
             ep.offer(endpoint.ping(PAYLOAD, i), ("203.0.113.9", 4000 + i))
     assert ep.ignored == 50
@@ -112,7 +112,7 @@ def test_the_session_client_is_the_launching_ip_or_else_the_first_rtsp_peer(capl
 
 def test_the_launching_clients_address_reaches_the_stream():
     """/launch records the nvhttp peer as `remote`; the engine's Launch listens to it alone."""
-    from streaming import launchconfig
+    from compat import launchconfig
 
     arm = {"rikey": "00" * 16, "rikeyid": 1, "remote": "192.168.1.20"}
     assert launchconfig.make_launch(arm).client_ip == "192.168.1.20"

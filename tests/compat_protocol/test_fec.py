@@ -7,7 +7,7 @@ import ctypes
 import numpy as np
 import pytest
 
-from streaming.compat import fec
+from compat import fec
 
 
 def test_field_uses_polynomial_0x11d():

@@ -7,8 +7,8 @@ import time
 import numpy as np
 import pytest
 
-from streaming.engine import pacing
-from streaming.engine.session import PACING_BATCH, StreamSession
+from compat.engine.session import PACING_BATCH, StreamSession
+from media import pacing
 from tests.compat_protocol.loopback import black, loopback_launch
 
 # /proc/net/route as x86 prints it: network-order u32s shown as host-order hex.
@@ -93,7 +93,7 @@ def test_a_session_paces_at_the_share_of_the_client_link(monkeypatch):
 
 
 def test_make_launch_carries_rate_cap_pct_clamped(monkeypatch):
-    from streaming import launchconfig
+    from compat import launchconfig
 
     arm = {"rikey": "00" * 16, "rikeyid": 1}
     for value, want in ((None, 80), (70, 70), (10, 50), (200, 95), ("x", 80), ("60", 60)):

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from streaming.compat import rtsp
-from streaming.compat.rtsp import RtspError, RtspSession
+from compat import rtsp
+from compat.rtsp import RtspError, RtspSession
 
 URL = "rtsp://192.168.1.5:48010"
 

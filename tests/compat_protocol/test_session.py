@@ -14,12 +14,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from streaming.compat import control, rtsp
-from streaming.engine.session import (
-    RTSP_MAX_CONNECTIONS,
-    RTSP_READ_DEADLINE_S,
-    StreamSession,
-)
+from compat import control, rtsp
+from compat.engine.session import RTSP_MAX_CONNECTIONS, RTSP_READ_DEADLINE_S, StreamSession
 from tests.compat_protocol.loopback import black, loopback_launch
 
 ROOT = Path(__file__).resolve().parents[2]

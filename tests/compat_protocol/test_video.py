@@ -8,8 +8,9 @@ import av
 import numpy as np
 import pytest
 
-from streaming.compat import video
-from streaming.compat.video import FRAME_TYPE_IDR, FRAME_TYPE_P, VideoPacketizer, fec_layout
+from compat import video
+from compat.video import FRAME_TYPE_IDR, FRAME_TYPE_P, VideoPacketizer, fec_layout
+from media import h264
 
 RNG = np.random.default_rng(42)
 
@@ -102,7 +103,7 @@ def test_encryption_wraps_each_datagram():
 
 def test_h264_for_moonlight_drops_sei_and_aud():
     au = b"\0\0\0\1\x09\xf0" + b"\0\0\1\x06\x05\x10" + b"\0\0\0\1\x67\x42" + b"\0\0\1\x65\x88"
-    out, idr = video.h264_for_moonlight(au)
+    out, idr = h264.h264_for_moonlight(au)
     assert out == b"\0\0\0\1\x67\x42\0\0\0\1\x65\x88"
     assert idr
 
@@ -143,7 +144,7 @@ def test_client_drops_a_frame_with_more_losses_than_parity(mcc_lib):
 
 
 def test_client_decodes_our_encoder_output_to_the_right_picture(mcc_lib):
-    from streaming.engine.encoder import VideoEncoder
+    from media.encoder import VideoEncoder
 
     rx = mcc_lib.VideoReceiver()
     pk = VideoPacketizer()

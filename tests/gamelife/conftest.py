@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from streaming.game import lifecycle, registry
+from games import lifecycle, registry
 from tests.events import emitted
 
 # A store-style launcher: it starts the game in the background under its own name, writes the

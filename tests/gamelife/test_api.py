@@ -9,8 +9,8 @@ import signal
 import pytest
 from rest_framework.test import APIClient
 
-from streaming.game import lifecycle, registry
-from streaming.game import settings as game_settings
+from games import lifecycle, registry
+from games import settings as game_settings
 from tests.gamelife.conftest import alive, game_events, wait_for
 
 DEFAULTS = {"version": 1, "game_on_session_end": "keep", "session_on_game_exit": True,

@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from streaming.game import lifecycle, registry
+from games import lifecycle, registry
 from tests.gamelife.conftest import alive, game_events, wait_for
 from tests.native.helpers import last_seq
 

@@ -10,8 +10,8 @@ import time
 
 import pytest
 
-from streaming.game import lifecycle, registry
-from streaming.game import settings as game_settings
+from games import lifecycle, registry
+from games import settings as game_settings
 from tests.gamelife.conftest import STUBBORN, alive, game_events, wait_for
 
 HINTS = {"process_name": "mygame"}

@@ -1,4 +1,4 @@
-"""Capture backend selection (streaming/capture.py) and attached displays in the display
+"""Capture backend selection (displays/capture.py) and attached displays in the display
 machine, in process, against real X servers: a test-owned "operator desktop" (an Xvfb the host
 did not start) and display names with nothing behind them."""
 
@@ -10,8 +10,7 @@ import socket
 
 import pytest
 
-from streaming import capture
-from streaming.displays import machine, reaper, xvfb
+from displays import capture, machine, reaper, xvfb
 from tests.events import emitted
 from tests.streaming.desktop import OperatorDesktop, dead_display
 

@@ -10,7 +10,7 @@ import time
 import pytest
 from django.utils import timezone
 
-from streaming.displays import machine, reaper, xvfb
+from displays import machine, reaper, xvfb
 from tests.events import emitted
 
 pytestmark = [
@@ -49,7 +49,7 @@ def events(kind):
 
 
 def test_walk_active_lingering_reacquired_released(displays):
-    from streaming import capture
+    from displays import capture
 
     put_policy(displays, keep_alive={"mode": "duration", "seconds": 30})
     created_before = len(events("display.created"))
@@ -154,7 +154,7 @@ def test_countdown_survives_a_restart_and_stop_leaves_no_server(displays):
     rows = machine.state()["displays"]
     assert all(r["running"] and xvfb.is_ours(r["pid"]) for r in rows)
 
-    from streaming.models import VirtualDisplay
+    from displays.models import VirtualDisplay
 
     reaper.on_host_stop()
     VirtualDisplay.objects.update(deadline=timezone.now() - dt.timedelta(seconds=1))

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import pytest
 
-from streaming import encoders, gpus, services
-from streaming.native import sessions as native
+from media import encoders, gpus
+from native import sessions as native
+from streaming import services
 from tests.hoststate.test_machine import fake_card
 
 pytestmark = pytest.mark.django_db

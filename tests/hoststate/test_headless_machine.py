@@ -9,9 +9,8 @@ import time
 
 import pytest
 
-from streaming import capture
-from streaming.displays import headless, machine, sway
-from streaming.framesource import WaylandCapture
+from displays import capture, headless, machine, sway
+from media.framesource import WaylandCapture
 
 pytestmark = pytest.mark.django_db
 needs_sway = pytest.mark.skipif(not sway.available(), reason="sway is not installed")
@@ -128,7 +127,7 @@ def test_displays_are_outputs_at_the_client_mode_placed_and_retired(state, host_
         finally:
             comp.detach()
         # /display/monitors lists both outputs as the host's own (managed)
-        from streaming import monitors
+        from displays import monitors
 
         listed = monitors.monitors(sysfs="/nonexistent", display="", wayland="", pin="")
         managed = {m["connector"]: m for m in listed["monitors"] if m["managed"]}
@@ -301,8 +300,8 @@ def test_headless_defaults_fill_the_mode_a_request_leaves_out(state, host_user):
 @needs_sway
 @pytest.mark.slow
 def test_host_stop_leaves_no_compositor_and_host_start_restores_kept_outputs(state, host_user):
-    from streaming.displays import reaper
-    from streaming.models import VirtualDisplay
+    from displays import reaper
+    from displays.models import VirtualDisplay
 
     conf(state, headless_mode="true")
     try:

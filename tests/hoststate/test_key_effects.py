@@ -90,7 +90,7 @@ def test_min_log_level_holds_back_lower_levels_from_the_next_start(tmp_path):
 
 
 def test_launch_takes_the_stream_keys_from_the_config(state):
-    from streaming.launchconfig import make_launch
+    from compat.launchconfig import make_launch
 
     arm = {"rikey": "00" * 16, "rikeyid": 1}
     before = make_launch(arm)
@@ -114,7 +114,7 @@ def test_launch_takes_the_stream_keys_from_the_config(state):
 
 
 def test_enet_4mib_buffer_grows_both_socket_buffers_or_leaves_them():
-    from streaming.engine.session import grow_buffers
+    from compat.engine.session import grow_buffers
 
     plain = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     grown = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
@@ -130,7 +130,7 @@ def test_enet_4mib_buffer_grows_both_socket_buffers_or_leaves_them():
 
 
 def test_max_fps_caps_the_frame_rate_a_client_asks_for(state):
-    from streaming.launchconfig import capped_fps
+    from compat.launchconfig import capped_fps
 
     assert capped_fps(120) == 120
     store.write({"max_fps": "30"})
@@ -138,7 +138,7 @@ def test_max_fps_caps_the_frame_rate_a_client_asks_for(state):
 
 
 def test_external_ip_is_in_the_server_facts(state):
-    from pairing.nvhttp_backend import NvhttpBackend
+    from compat.nvhttp_backend import NvhttpBackend
 
     assert NvhttpBackend().server_facts()["external_ip"] == ""
     store.write({"external_ip": "203.0.113.7"})
@@ -172,7 +172,7 @@ def test_locale_is_what_config_locale_answers(state):
 
 
 def test_nvenc_tuning_preset_is_the_host_default_preset(state):
-    from streaming.game import profiles
+    from games import profiles
 
     ask = {"bitrate_kbps": 1000, "codec": "h264"}
     assert profiles.effective_stream_params("x", None, ask)["encoder_preset"] == -1
@@ -181,7 +181,7 @@ def test_nvenc_tuning_preset_is_the_host_default_preset(state):
 
 
 def test_adapter_name_pins_the_selected_gpu(state, tmp_path):
-    from streaming import gpus
+    from media import gpus
 
     root = tmp_path / "sys"
     fake_card(root, 0, "10de", "2c05", driver="nvidia", pci="0000:01:00.0")
@@ -196,7 +196,7 @@ def test_adapter_name_pins_the_selected_gpu(state, tmp_path):
 
 
 def test_compositor_is_the_default_of_the_compositor_list(state, monkeypatch):
-    from streaming import compositors
+    from displays import compositors
 
     monkeypatch.setenv("XDG_CURRENT_DESKTOP", "")
     monkeypatch.setattr(compositors, "_on_path", lambda bins: True)  # every one installed
@@ -208,7 +208,7 @@ def test_compositor_is_the_default_of_the_compositor_list(state, monkeypatch):
 
 
 def test_sink_keys_name_the_session_sink(state):
-    from streaming.audio.capture import sink_name
+    from media.audio.capture import sink_name
 
     assert sink_name(store.values(), "s1") == "session_s1"
     store.write({"audio_sink": "speakers"})
@@ -239,8 +239,8 @@ def _stages(chain) -> str:
 
 @pytest.mark.parametrize("name", [n for n in KEYS if n.startswith(("host_audio_", "host_opus_"))])
 def test_audio_keys_change_the_session_chain_and_opus_settings(state, name):
-    from streaming.audio.chain import Chain
-    from streaming.audio.opus import OpusSettings
+    from media.audio.chain import Chain
+    from media.audio.opus import OpusSettings
 
     base = {n: KEYS[n].default for n in KEYS if n.startswith(("host_audio_", "host_opus_"))}
     base.update(_AUDIO_ON)
@@ -268,8 +268,8 @@ class Recorder:
 
 
 def test_input_switches_drop_the_kinds_turned_off(state):
-    from streaming.input.session import SessionInput
-    from streaming.native.inputs import Pads, inject
+    from media.input.session import SessionInput
+    from native.inputs import Pads, inject
 
     on = SessionInput(None, device=Recorder(), gamepads=False)
     assert on.handle(key(0x41, True)) and on.handle(rel(3, 4)) and on.handle(button(1, True))
@@ -344,9 +344,9 @@ def _pair(tmp_path: Path, name: str, bits: int = 2048) -> tuple[Path, Path]:
 def test_cert_and_pkey_are_served_instead_of_the_generated_pair(state, admin, tmp_path):
     from cryptography import x509
 
+    from compat.nvhttp_backend import NvhttpBackend
     from hostmgmt import identity
     from hostmgmt.supervisor.main import Supervisor
-    from pairing.nvhttp_backend import NvhttpBackend
 
     cert, key = _pair(tmp_path, "operator")
     other_cert, other_key = _pair(tmp_path, "other")

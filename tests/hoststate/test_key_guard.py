@@ -108,7 +108,7 @@ def test_the_console_marks_each_key_effect_or_refused(state, admin):
 
 
 def test_display_policy_enforced_lists_only_what_acts_and_refuses_the_rest(v1, state):
-    from streaming.displays import policy
+    from displays import policy
 
     state_ = v1.get("/api/v1/display/settings").json()
     assert set(state_["enforced"]) == set(policy.ENFORCED)

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from streaming import capture, compositors, gpus, monitors
+from displays import capture, compositors, monitors
+from media import gpus
 
 pytestmark = pytest.mark.django_db
 
@@ -177,7 +178,7 @@ def test_monitors_route_reports_an_unreachable_x_server(v1, monkeypatch):
 
 
 def test_host_info_codecs_are_what_opens(v1):
-    from streaming import encoders
+    from media import encoders
 
     body = v1.get("/api/v1/host").json()
     for name in (

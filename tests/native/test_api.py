@@ -212,7 +212,7 @@ def _offer(fp: str) -> dict:
 def test_offer_rate_limits(live_host, api):
     """Per device and per address, JSON 429 with Retry-After; other addresses unaffected.
     Each part comes from its own loopback address so the other tests' buckets stay empty."""
-    from streaming.native.ratelimit import PER_DEVICE, PER_IP
+    from native.ratelimit import PER_DEVICE, PER_IP
 
     dev = Knocker(live_host, source="127.0.0.2")
     fp = fake_fp()

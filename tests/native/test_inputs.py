@@ -3,7 +3,7 @@ covered end to end in test_player)."""
 
 from __future__ import annotations
 
-from streaming.native.inputs import Pads, inject
+from native.inputs import Pads, inject
 
 
 class FakeX:
@@ -38,7 +38,7 @@ def test_bad_messages_are_refused():
 
 
 def test_pads_without_uinput_are_refused_once(monkeypatch):
-    from streaming.input import gamepad
+    from media.input import gamepad
 
     monkeypatch.setattr(gamepad, "availability", lambda path=gamepad.UINPUT: (False, "no uinput"))
     pads = Pads()

@@ -27,7 +27,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from streaming.displays import sway as swaymod
+from displays import sway as swaymod
 from tests.conftest import ADMIN_PASSWORD, ADMIN_USER
 from tests.livehost import running_host
 from tests.native import test_dtls_proof as dtls

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from streaming.native.ratelimit import WINDOW_S, Limited, OfferLimiter
+from native.ratelimit import WINDOW_S, Limited, OfferLimiter
 from tests.native.helpers import FakeClock
 
 

@@ -9,8 +9,8 @@ import time
 
 import pytest
 
+from media.framesource import DisplayCapture, WaylandCapture
 from streaming import session_display
-from streaming.framesource import DisplayCapture, WaylandCapture
 
 XVFB = {"backend": "xvfb", "x_display": ":99", "region": None, "wayland_display": None,
         "output": None, "pid": 1}  # fmt: skip
@@ -54,7 +54,7 @@ def test_a_dead_compositor_is_named():
 def test_the_native_encoder_reports_a_display_that_is_gone():
     """The encoder child on a display nobody answers: `lost` is set after every grab failed
     for framesource.LOST_AFTER_S and the child exits (the peer then ends with display_lost)."""
-    from streaming.native.media import EncoderProcess
+    from native.media import EncoderProcess
 
     gone = {**XVFB, "x_display": f":{900 + os.getpid() % 90}"}
     enc = EncoderProcess(gone, 320, 240, 10, 500)

@@ -8,7 +8,7 @@ import stat
 
 import pytest
 
-from streaming.native import wsvideo
+from native import wsvideo
 
 
 @pytest.fixture

@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 from channels.testing import HttpCommunicator, WebsocketCommunicator
 
-from streaming.native import wsrelay
+from native import wsrelay
 from streaming.sessions import registry as live_sessions
 
 HOST = b"host.lan:47990"

@@ -7,14 +7,8 @@ import time
 
 import pytest
 
-from streaming.compat.nvhttp import crypto
-from streaming.compat.nvhttp.coordinator import (
-    COMPLETED,
-    DENIED,
-    PENDING,
-    PairingCoordinator,
-    PinGone,
-)
+from compat.nvhttp import crypto
+from compat.nvhttp.coordinator import COMPLETED, DENIED, PENDING, PairingCoordinator, PinGone
 from tests.pairing.certs import pem
 from tests.pairing.test_handshake import Client, host
 

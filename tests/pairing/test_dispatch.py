@@ -6,16 +6,9 @@ from xml.etree import ElementTree as ET
 
 import pytest
 
-from streaming.compat.nvhttp import crypto
-from streaming.compat.nvhttp.coordinator import PairingCoordinator
-from streaming.compat.nvhttp.dispatch import (
-    App,
-    ClientInfo,
-    Dispatcher,
-    NvRequest,
-    NvResponse,
-    parse_query,
-)
+from compat.nvhttp import crypto
+from compat.nvhttp.coordinator import PairingCoordinator
+from compat.nvhttp.dispatch import App, ClientInfo, Dispatcher, NvRequest, NvResponse, parse_query
 from tests.pairing.certs import identity
 from tests.pairing.test_coordinator import FakeBackend
 

@@ -13,7 +13,7 @@ import pytest
 from moonlight_python.exceptions import HttpResponseError, PairingAlreadyInProgress, WrongPinError
 from zeroconf import IPVersion, ServiceBrowser, ServiceListener, Zeroconf
 
-from streaming.compat.mdns import SERVICE_TYPE
+from compat.mdns import SERVICE_TYPE
 from tests.pairing.live import (
     Moonlight,
     TrustedPairHTTP,

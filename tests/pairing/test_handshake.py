@@ -8,13 +8,8 @@ import pytest
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import padding
 
-from streaming.compat.nvhttp import crypto
-from streaming.compat.nvhttp.handshake import (
-    DONE,
-    HandshakeError,
-    HostIdentity,
-    ServerHandshake,
-)
+from compat.nvhttp import crypto
+from compat.nvhttp.handshake import DONE, HandshakeError, HostIdentity, ServerHandshake
 from tests.pairing.certs import identity, pem
 
 

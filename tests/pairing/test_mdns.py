@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from streaming.compat.mdns import SERVICE_TYPE, instance_name
+from compat.mdns import SERVICE_TYPE, instance_name
 
 
 @pytest.mark.parametrize(

@@ -120,7 +120,7 @@ def test_the_supervisor_starts_daphne_through_the_limited_entry_point():
 
 
 def test_nvhttp_refuses_any_body_on_both_listeners():
-    from streaming.compat.nvhttp import transport as nv
+    from compat.nvhttp import transport as nv
 
     class Ok(resource.Resource):
         isLeaf = True

@@ -8,14 +8,14 @@ import pytest
 from rest_framework.test import APIRequestFactory
 from rest_framework.views import APIView
 
+from displays.machine import DisplayError
+from displays.service import ServiceError
 from hostmgmt.console.tokens import TokenError
 from hostmgmt.console.updater import CheckRefused
 from hostmgmt.lib import errors
-from streaming.displays.machine import DisplayError
-from streaming.displays.service import ServiceError
-from streaming.gpus import PreferenceError
-from streaming.native.ratelimit import Limited
-from streaming.native.sessions import SessionError
+from media.gpus import PreferenceError
+from native.ratelimit import Limited
+from native.sessions import SessionError
 
 CASES = [
     (errors.Invalid("bad thing"), 400),

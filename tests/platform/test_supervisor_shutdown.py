@@ -30,9 +30,7 @@ def test_shutdown_announces_and_waits_before_any_child_stops(monkeypatch):
         return True
 
     monkeypatch.setattr(lifecycle, "announce_stopping", announce)
-    monkeypatch.setattr(
-        "streaming.displays.reaper.on_host_stop", lambda: calls.append(("displays",))
-    )
+    monkeypatch.setattr("displays.reaper.on_host_stop", lambda: calls.append(("displays",)))
     sup._on_stop(signal.SIGTERM, None)
     assert sup._stop
     sup.children = [FakeChild("daphne", calls), FakeChild("celery-hooks", calls)]
@@ -53,7 +51,7 @@ def test_restart_signal_also_announces_stopping(monkeypatch):
     monkeypatch.setattr(
         lifecycle, "announce_stopping", lambda grace_s=None, *, abort=None: calls.append(abort())
     )
-    monkeypatch.setattr("streaming.displays.reaper.on_host_stop", lambda: None)
+    monkeypatch.setattr("displays.reaper.on_host_stop", lambda: None)
     sup = main.Supervisor()
     sup._on_restart(signal.SIGHUP, None)
     assert sup._stop and sup._restart

@@ -11,7 +11,7 @@ import time
 import numpy as np
 import pytest
 
-from streaming.audio.capture import (
+from media.audio.capture import (
     AudioUnavailable,
     SessionAudio,
     audio_enabled,
@@ -123,8 +123,8 @@ def test_stream_audio_false_means_no_audio_at_all():
 
 def test_agc_lifts_a_quiet_tone_through_capture_chain_and_opus(session):
     """The host's whole audio path: sink -> parec -> AGC -> Opus -> decode (the client's side)."""
-    from streaming.audio.chain import Chain
-    from streaming.audio.opus import OpusDecoder, OpusEncoder
+    from media.audio.chain import Chain
+    from media.audio.opus import OpusDecoder, OpusEncoder
 
     chain = Chain.from_config(
         {"host_audio_agc": True, "host_audio_agc_attack_ms": 100, "host_audio_agc_max_gain_db": 30}

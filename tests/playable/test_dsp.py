@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from hostmgmt.config.schema import key
-from streaming.audio.chain import AUDIO_KEYS, Chain, setting
-from streaming.audio.dsp import Agc, Ducker, NoiseGate, Vad
+from media.audio.chain import AUDIO_KEYS, Chain, setting
+from media.audio.dsp import Agc, Ducker, NoiseGate, Vad
 from tests.playable.signals import blocks, db, noise, silence, speechlike, tone
 
 

@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from streaming.game import DetectHints, GameWatcher, scan
+from games import DetectHints, GameWatcher, scan
 
 LAUNCHER = """#!/bin/bash
 # A launcher as stores ship them: start the game in the background, then leave.

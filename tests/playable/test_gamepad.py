@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from streaming.input.gamepad import (
+from media.input.gamepad import (
     GamepadUnavailable,
     PadState,
     VirtualGamepad,

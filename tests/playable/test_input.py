@@ -8,9 +8,9 @@ import time
 
 import pytest
 
-from streaming.input.keymap import VK_TO_KEYSYM
-from streaming.input.limiter import RateLimiter
-from streaming.input.xtest import InputUnavailable, XInput
+from media.input.keymap import VK_TO_KEYSYM
+from media.input.limiter import RateLimiter
+from media.input.xtest import InputUnavailable, XInput
 
 
 @pytest.fixture

@@ -6,8 +6,8 @@ import os
 import random
 import struct
 
-from streaming.input import packets
-from streaming.input.session import SessionInput
+from media.input import packets
+from media.input.session import SessionInput
 
 
 # Encoders as a client lays the bytes out (header: u32 BE size after itself, u32 LE magic).

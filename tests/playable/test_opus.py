@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from streaming.audio.opus import OpusDecoder, OpusEncoder, OpusSettings
+from media.audio.opus import OpusDecoder, OpusEncoder, OpusSettings
 from tests.playable.signals import blocks, db, noise, peak_hz_and_db, speechlike, tone
 
 

@@ -7,11 +7,11 @@ import time
 
 import pytest
 
-from streaming.input import packets
-from streaming.input.injector import MAX_TEXT_CHARS
-from streaming.input.limiter import RateLimiter
-from streaming.input.session import SessionInput
-from streaming.input.xtest import XInput, char_keysym
+from media.input import packets
+from media.input.injector import MAX_TEXT_CHARS
+from media.input.limiter import RateLimiter
+from media.input.session import SessionInput
+from media.input.xtest import XInput, char_keysym
 
 
 def text_packet(data: bytes) -> bytes:

@@ -150,7 +150,7 @@ def test_desktop_streams_the_operator_desktop_with_input_and_leaves_it_running(
     assert wait_for(lambda: not owned_processes(host.state_dir), 10), owned_processes(
         host.state_dir
     )
-    from streaming.capture import grab
+    from displays.capture import grab
 
     assert grab(desktop.name).size == (od.WIDTH, od.HEIGHT)  # and it still answers
 

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from streaming.displays import sway as swaymod
+from displays import sway as swaymod
 from tests.conftest import ADMIN_PASSWORD, ADMIN_USER
 from tests.livehost import ROOT, running_host
 from tests.streaming import wl_app, x11_app
@@ -178,7 +178,7 @@ def test_an_x11_app_runs_on_its_own_output_and_is_streamed_with_input(
         states = [d["state"] for d in c.get("/api/v1/display/state").json()["displays"]]
         assert states in (["lingering"], []), states
         assert wait_for(lambda: c.get("/api/v1/display/state").json()["displays"] == [], 40)
-    from streaming.wayland.client import Display
+    from media.wayland.client import Display
 
     with Display(shown[0]["wayland_display"]) as d:
         live = {o.name: o for o in d.outputs()}

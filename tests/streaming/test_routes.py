@@ -4,13 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from streaming.compat.session_routes import (
-    DEFAULT_MODE,
-    BadLaunch,
-    parse_keys,
-    parse_mode,
-    parse_options,
-)
+from compat.session_routes import DEFAULT_MODE, BadLaunch, parse_keys, parse_mode, parse_options
 
 
 @pytest.mark.parametrize(
@@ -60,9 +54,9 @@ def test_audio_and_hdr_options():
 def test_resume_hands_the_resuming_clients_address_to_the_engine(monkeypatch):
     """The resumed stream listens to whoever called /resume (compat.endpoint), so its arm
     request carries that client's address. Redis is replaced at the services boundary."""
+    from compat import session_routes
+    from compat.nvhttp.dispatch import NvRequest
     from streaming import services
-    from streaming.compat import session_routes
-    from streaming.compat.nvhttp.dispatch import NvRequest
 
     pushed = []
     monkeypatch.setattr(services, "current", lambda: {"id": 1, "state": "streaming"})

@@ -23,19 +23,19 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from streaming.displays import sway as swaymod
-from streaming.displays.sway import ROOT_REFUSAL, CompositorError, SwayCompositor, owned_pids
-from streaming.input.keymap import VK_TO_KEYSYM
-from streaming.wayland import swayipc, wire, xkbmap
-from streaming.wayland.client import (
+from displays import sway as swaymod
+from displays.sway import ROOT_REFUSAL, CompositorError, SwayCompositor, owned_pids
+from media.input.keymap import VK_TO_KEYSYM
+from media.wayland import swayipc, wire, xkbmap
+from media.wayland.client import (
     Display,
     NoSuchOutput,
     WaylandConnectError,
     WaylandError,
     WaylandProtocolError,
 )
-from streaming.wayland.screencopy import CaptureUnavailable, ScreenCopy
-from streaming.wayland.vinput import WlrInput, WlrInputUnavailable
+from media.wayland.screencopy import CaptureUnavailable, ScreenCopy
+from media.wayland.vinput import WlrInput, WlrInputUnavailable
 from tests.streaming import wl_app, x11_app
 
 HERE = Path(__file__).parent
@@ -289,7 +289,7 @@ def _wait(predicate, timeout: float = 30.0, what: str = ""):
 
 @pytest.mark.slow
 def test_display_monitors_lists_the_compositors_outputs(sway):
-    from streaming import monitors
+    from displays import monitors
 
     name = sway.create_output(1024, 768, 60)
     body = monitors.monitors(

@@ -1,4 +1,4 @@
-"""A native Wayland test app built on streaming.wayland: an xdg-shell toplevel that paints four
+"""A native Wayland test app built on media.wayland: an xdg-shell toplevel that paints four
 known colour quadrants at whatever size the compositor configures, and records the keyboard
 and pointer events it receives. Runs its event loop in a thread."""
 
@@ -11,8 +11,8 @@ import time
 
 import numpy as np
 
-from streaming.wayland.client import Display, ShmPool, WaylandError
-from streaming.wayland.protocols import SHM_XRGB8888
+from media.wayland.client import Display, ShmPool, WaylandError
+from media.wayland.protocols import SHM_XRGB8888
 
 # quadrants: top-left, top-right, bottom-left, bottom-right, as (R, G, B)
 QUADRANTS = [(255, 0, 0), (0, 255, 0), (0, 0, 255), (255, 255, 0)]

@@ -14,9 +14,9 @@ from pathlib import Path
 from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
 
+from compat.nvhttp import crypto
+from compat.nvhttp.names import sanitize_name
 from pairing.models import PairedClient
-from streaming.compat.nvhttp import crypto
-from streaming.compat.nvhttp.names import sanitize_name
 
 
 def _entries(root: dict) -> list[dict]:

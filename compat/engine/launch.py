@@ -1,0 +1,85 @@
+"""What one armed launch carries into the engine, and what the session reports back.
+
+Plain data, so the nvhttp side (which builds a :class:`Launch` from ``/launch``) and the Celery
+task (which reads :class:`SessionStats` into the history record) need not import sockets.
+"""
+
+from __future__ import annotations
+
+import secrets
+import struct
+from dataclasses import dataclass, field
+from typing import Protocol
+
+CONTROL_TIMEOUT_S = 10.0  # no ENet traffic for this long: the client is gone
+
+
+class InputSink(Protocol):
+    """What the session hands 0x0206 payloads to (media.input.session.SessionInput)."""
+
+    def handle(self, payload: bytes) -> object: ...
+
+    def disconnect(self) -> None: ...
+
+
+@dataclass
+class Launch:
+    """What /launch armed: secrets and the endpoints to bind."""
+
+    rikey: bytes
+    rikeyid: int
+    host: str = "0.0.0.0"
+    rtsp_port: int = 48010
+    video_port: int = 47998
+    control_port: int = 47999
+    audio_port: int = 48000
+    ping_payload: str = field(default_factory=lambda: secrets.token_hex(8).upper())
+    connect_data: int = field(default_factory=lambda: secrets.randbits(32))
+    # The IP of the client that called /launch or /resume: the only peer the session's RTSP,
+    # ENet and media ports listen to (compat.endpoint). Empty: the first RTSP peer.
+    client_ip: str = ""
+    fec_percentage: int = 20
+    codec: str = "libx264"
+    control_timeout_s: float = CONTROL_TIMEOUT_S
+    # Socket options from the host config, applied where Linux supports them.
+    dscp_qos: bool = False
+    busy_poll_us: int = 0
+    # `enet_4mib_buffer`: 4 MiB send and receive buffers on the video and audio sockets (the
+    # kernel caps them at net.core.wmem_max / rmem_max); off leaves the kernel defaults.
+    big_buffers: bool = True
+    # Pacing (engine.pacing): the tighter of max_send_mbps and rate_cap_pct % of the speed of
+    # the link that routes to the client; neither (0, or no known link speed) sends each frame
+    # as one burst. Paced frames go out in ~1 ms slots (at most 64 datagrams each).
+    max_send_mbps: float = 0.0
+    rate_cap_pct: int = 0
+    # Off by default: costs a GCM pass per datagram; Moonlight enables whatever is offered.
+    offer_video_encryption: bool = False
+    # True when /launch answered with rtspenc:// (clients with corever >= 1).
+    rtsp_encryption: bool = False
+    # Ceiling on the client's requested bitrate (client profile / host max_bitrate); 0 = none.
+    max_bitrate_kbps: int = 0
+    # Encoder tuning (app `encoder-preset` over host `nvenc_tuning_preset`): see
+    # `engine.encoder.TUNINGS`; -1 keeps the encoder's own low-latency defaults.
+    encoder_tuning: int = -1
+
+    def video_kbps(self, requested_kbps: int) -> int:
+        """The bitrate this stream encodes at: the client's ask under the launch's ceiling."""
+        if self.max_bitrate_kbps and requested_kbps > self.max_bitrate_kbps:
+            return self.max_bitrate_kbps
+        return requested_kbps
+
+
+@dataclass
+class SessionStats:
+    frames_sent: int = 0
+    idr_frames: int = 0
+    bytes_sent: int = 0
+    encode_ms: list[float] = field(default_factory=list)
+    audio_packets: int = 0
+    rtt_ms: list[int] = field(default_factory=list)  # ENet's smoothed RTT at each client ping
+    pace_mbps: float = 0.0  # the video pacer's rate for this client; 0 = one burst per frame
+
+
+def rikeyid_from_iv(iv: bytes) -> int:
+    """Moonlight derives rikeyid from the first 4 bytes of its IV (signed, big-endian)."""
+    return struct.unpack(">i", iv[:4])[0]

@@ -1,0 +1,56 @@
+"""The stream parameters a session takes from the host config (read at each arm, so a config
+edit counts from the next launch or resume, never mid-stream)."""
+
+from __future__ import annotations
+
+from django.conf import settings
+
+from compat.engine.launch import Launch
+
+
+def _config(name: str, default):
+    try:
+        from hostmgmt.config import store
+
+        value = store.get(name)
+    except Exception:  # noqa: BLE001 - a broken config must not stop a stream
+        return default
+    return default if value is None else value
+
+
+def _clamped_int(value, default: int, lo: int, hi: int) -> int:
+    try:
+        number = int(value)
+    except (TypeError, ValueError, OverflowError):
+        return default
+    return lo if number < lo else hi if number > hi else number
+
+
+def capped_fps(fps: int) -> int:
+    """The frame rate a client asked for at launch, capped by `max_fps` (unset: no cap)."""
+    cap = _config("max_fps", None)
+    return min(fps, cap) if isinstance(cap, int) and cap > 0 else fps
+
+
+def make_launch(arm: dict) -> Launch:
+    ports = settings.PORTS
+    return Launch(
+        rikey=bytes.fromhex(arm["rikey"]),
+        rikeyid=int(arm["rikeyid"]),
+        client_ip=str(arm.get("remote") or ""),  # the nvhttp peer of /launch or /resume
+        host=settings.HOST_BIND,
+        rtsp_port=ports.rtsp,
+        video_port=ports.video,
+        control_port=ports.control,
+        audio_port=ports.audio,
+        fec_percentage=int(_config("fec_percentage", 20)),
+        codec="h264_nvenc" if _config("encoder", "auto") == "nvenc" else "libx264",
+        control_timeout_s=int(_config("ping_timeout", 10000)) / 1000,
+        dscp_qos=bool(_config("dscp_qos", True)),
+        big_buffers=bool(_config("enet_4mib_buffer", True)),
+        busy_poll_us=int(_config("busy_poll_us", 0)),
+        # Share of the client's link speed the video pacer may use (engine.pacing); the
+        # schema's 50..95, so a hand-edited file cannot turn pacing off or exceed the link.
+        rate_cap_pct=_clamped_int(_config("rate_cap_pct", 80), 80, 50, 95),
+        # GAP: rtspenc:// (corever >= 1) and video encryption are not offered; plain rtsp://.
+    )

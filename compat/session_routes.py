@@ -1,0 +1,215 @@
+"""/launch, /resume and /cancel on the compat plane's HTTPS listener (reference B.7).
+
+The listener only validates and hands over: the session itself runs in its own process
+(`streaming.sessions.runtime.spawn`, the session manager's), which acquires the display, starts
+the app and binds the stream ports, then reports back through Redis
+(`streaming.services.report`). The request
+waits for that report, so `sessionUrl0` is only sent once the RTSP port listens. The dispatcher
+has already refused unpaired, unpaired-since and disabled clients (401) before these run.
+
+Errors are the usual XML documents: 400 missing or malformed parameter or an app already
+running, 404 unknown app id, 503 no running app (/resume) or the engine could not start.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import secrets
+import time
+
+from compat.nvhttp.dispatch import NvRequest, NvResponse, xml
+
+log = logging.getLogger("compat")
+
+ARM_WAIT_S = 25.0  # display + prep + app start + port bind; MLP waits longer (LAUNCH_TIMEOUT)
+MODE_RE = re.compile(r"^(\d{1,6})x(\d{1,6})x(\d{1,4})$")
+MIN_W, MAX_W, MIN_H, MAX_H, MIN_FPS, MAX_FPS = 320, 7680, 200, 4320, 10, 240
+DEFAULT_MODE = (1920, 1080, 60)
+MISSING = "Missing a required launch parameter"
+
+
+class BadLaunch(Exception):
+    def __init__(self, status: int, message: str):
+        super().__init__(message)
+        self.status, self.message = status, message
+
+
+def parse_mode(raw: str | None) -> tuple[int, int, int]:
+    """`WIDTHxHEIGHTxFPS`; absent or 0x0x0 means the host default."""
+    if raw is None or raw.strip() in ("", "0x0x0"):
+        return DEFAULT_MODE
+    m = MODE_RE.match(raw.strip())
+    if not m:
+        raise BadLaunch(400, "mode must be WIDTHxHEIGHTxFPS")
+    w, h, fps = (int(g) for g in m.groups())
+    if not (MIN_W <= w <= MAX_W and MIN_H <= h <= MAX_H and MIN_FPS <= fps <= MAX_FPS):
+        raise BadLaunch(
+            400, f"mode must be {MIN_W}-{MAX_W} x {MIN_H}-{MAX_H} x {MIN_FPS}-{MAX_FPS}"
+        )
+    return w, h, fps
+
+
+def parse_keys(q: dict[str, str]) -> dict:
+    rikey, rikeyid = q.get("rikey"), q.get("rikeyid")
+    if rikey is None or rikeyid is None:
+        raise BadLaunch(400, MISSING)
+    if not re.fullmatch(r"[0-9A-Fa-f]{32}", rikey):
+        raise BadLaunch(400, "rikey must be 32 hex digits")
+    try:
+        keyid = int(rikeyid)
+    except ValueError:
+        raise BadLaunch(400, "rikeyid must be a signed 32-bit integer") from None
+    if not -(2**31) <= keyid < 2**31:
+        raise BadLaunch(400, "rikeyid must be a signed 32-bit integer")
+    return {"rikey": rikey.lower(), "rikeyid": keyid}
+
+
+def parse_options(q: dict[str, str]) -> dict:
+    """Audio and HDR options: checked, then recorded (the stream is stereo SDR H.264)."""
+    out = {}
+    for name, allowed in (("localAudioPlayMode", {0, 1}), ("hdrMode", {0, 1}), ("sops", {0, 1})):
+        if name in q and q[name] != "":
+            try:
+                value = int(q[name])
+            except ValueError:
+                raise BadLaunch(400, f"{name} must be 0 or 1") from None
+            if value not in allowed:
+                raise BadLaunch(400, f"{name} must be 0 or 1")
+            out[name] = value
+    raw = q.get("surroundAudioInfo")
+    if raw:
+        try:
+            info = int(raw)
+        except ValueError:
+            raise BadLaunch(400, "surroundAudioInfo must be an integer") from None
+        if info < 0 or (info & 0xFFFF) not in (2, 6, 8):
+            raise BadLaunch(400, "surroundAudioInfo must name 2, 6 or 8 channels")
+        out["surroundAudioInfo"] = info
+    # GAP: hdrMode=1 is accepted but streamed as SDR H.264 (no HEVC Main10 encoder path).
+    return out
+
+
+def _url(req: NvRequest) -> str:
+    from django.conf import settings
+
+    local = req.local or "127.0.0.1"
+    host = f"[{local}]" if ":" in local else local
+    return f"rtsp://{host}:{settings.PORTS.rtsp}"
+
+
+def _wait(arm: str, session_id: str | None = None) -> tuple[int, str]:
+    from streaming import services
+
+    result = services.wait_report(arm, ARM_WAIT_S)
+    if result is None:
+        if session_id is not None:  # free the slot; a late task finds its claim gone and exits
+            services.release(session_id)
+        return 503, "The streaming engine did not start the session in time"
+    return int(result["status"]), result.get("message", "")
+
+
+def launch(req: NvRequest) -> NvResponse:
+    from compat import launchconfig
+    from library import catalog
+    from streaming import services
+    from streaming.sessions import registry, runtime
+
+    q = req.query
+    try:
+        if "appid" not in q or "localAudioPlayMode" not in q:
+            raise BadLaunch(400, MISSING)
+        try:
+            app_id = int(q["appid"])
+        except ValueError:
+            raise BadLaunch(400, "appid must be a decimal app id") from None
+        keys = parse_keys(q)
+        width, height, fps = parse_mode(q.get("mode"))
+        fps = launchconfig.capped_fps(fps)  # the host's `max_fps`
+        options = parse_options(q)
+        app = catalog.find_app(str(app_id)) if app_id > 0 else None
+        if app is None:
+            raise BadLaunch(404, "App not found")
+    except BadLaunch as exc:
+        return xml(exc.status, exc.message, {"gamesession": 0})
+    client = req.client
+    arm = secrets.token_hex(8)
+    spec = {
+        "id": registry.new_id(),
+        "arm": arm,
+        "app_id": app_id,
+        "app_name": app.name,
+        "client": {"fingerprint": client.fingerprint, "name": client.name, "uuid": client.uuid},
+        "remote": req.remote,
+        "width": width,
+        "height": height,
+        "fps": fps,
+        "options": options,
+        "corever": q.get("corever", ""),
+        **keys,
+    }
+    record = {
+        "id": spec["id"],
+        "client": client.name,
+        "client_id": registry.client_id(client.fingerprint),
+        "fingerprint": client.fingerprint,
+        "mode": f"{width}x{height}@{fps}",
+        "width": width,
+        "height": height,
+        "fps": fps,
+        "app": str(app_id),
+        "app_title": app.name,
+        "app_id": app_id,
+        "arm": arm,
+        "t_start": time.time(),
+    }
+    if not services.claim(record):
+        return xml(400, "An app is already running on this host", {"gamesession": 0})
+    try:
+        runtime.spawn("compat", spec, timeout_s=10)
+    except runtime.SpawnError as exc:
+        services.release(spec["id"])
+        log.warning("compat session not started: %s", exc)
+        return xml(503, "The streaming engine could not start the session", {"gamesession": 0})
+    status, message = _wait(arm, spec["id"])
+    if status != 200:
+        return xml(status, message, {"gamesession": 0})
+    log.info("launch of %s by %s armed", app.name, client.fingerprint[:12])
+    return xml(200, "", [("sessionUrl0", _url(req)), ("gamesession", 1)])
+
+
+def resume(req: NvRequest) -> NvResponse:
+    from streaming import services
+
+    try:
+        keys = parse_keys(req.query)
+        parse_options(req.query)
+    except BadLaunch as exc:
+        return xml(exc.status, exc.message, {"resume": 0})
+    state = services.current()
+    if state is None or state.get("state") in ("starting", "ending"):
+        return xml(503, "No running app to resume", {"resume": 0})
+    # GAP: any paired client may take over the running session (as GameStream hosts allow).
+    arm = secrets.token_hex(8)
+    # The resuming client's address: the new stream listens to it alone (compat.endpoint).
+    services.request_resume({"arm": arm, "remote": req.remote, **keys})
+    status, message = _wait(arm)
+    if status != 200:
+        return xml(status, message, {"resume": 0})
+    return xml(200, "", [("sessionUrl0", _url(req)), ("resume", 1)])
+
+
+def cancel(req: NvRequest) -> NvResponse:
+    from streaming import services
+
+    services.request_stop("cancel", deliberate=True, wait_s=10)
+    return xml(200, "", {"cancel": 1})
+
+
+def install(dispatcher, backend) -> None:
+    from streaming import services
+
+    dispatcher.register("launch", launch)
+    dispatcher.register("resume", resume)
+    dispatcher.register("cancel", cancel)
+    backend.current_game_provider = services.current_game

@@ -1,0 +1,125 @@
+"""Management routes of the machine's displays, monitors, compositors and capture."""
+
+from __future__ import annotations
+
+from django.http import QueryDict
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiExample, extend_schema
+from rest_framework.response import Response
+
+from displays import capture, compositors, machine, monitors
+from displays import service as displays
+from hostmgmt.api.base import MgmtAPIView
+from hostmgmt.api.errors import ApiError, FieldErrors
+
+OBJ = {200: OpenApiTypes.OBJECT}
+
+
+def json_body(request):
+    """The parsed JSON body; an absent body is a 400, never "every field omitted"."""
+    data = request.data
+    if request.stream is None or isinstance(data, QueryDict):
+        raise ApiError(400, "a JSON request body is required")
+    return data
+
+
+class CaptureMethodsView(MgmtAPIView):
+    @extend_schema(responses=OBJ, description="`[{id, label, available}]`, `auto` first.")
+    def get(self, request):
+        return Response(capture.methods())
+
+
+class CompositorsView(MgmtAPIView):
+    @extend_schema(responses=OBJ, description="`[{id, label, available, default}]`.")
+    def get(self, request):
+        from hostmgmt.config import store
+
+        return Response(compositors.compositors(store.get("compositor")))
+
+
+class HeadlessCompositorsView(MgmtAPIView):
+    @extend_schema(responses=OBJ, description="`[{id, label, available}]`; PATH probes.")
+    def get(self, request):
+        return Response(compositors.headless())
+
+
+class MonitorsView(MgmtAPIView):
+    @extend_schema(responses=OBJ, description="Physical heads of the X server or DRM.")
+    def get(self, request):
+        return Response(monitors.monitors())
+
+
+class DisplaySettingsView(MgmtAPIView):
+    @extend_schema(responses=OBJ)
+    def get(self, request):
+        return Response(displays.settings_state())
+
+    @extend_schema(
+        request=OpenApiTypes.OBJECT,
+        responses=OBJ,
+        examples=[
+            OpenApiExample("pin", value={"preset": "custom", "keep_alive": {"mode": "forever"}})
+        ],
+    )
+    def put(self, request):
+        return Response(displays.put_settings(json_body(request)))
+
+
+class DisplayLayoutView(MgmtAPIView):
+    @extend_schema(
+        request=OpenApiTypes.OBJECT,
+        responses=OBJ,
+        examples=[
+            OpenApiExample(
+                "two", value={"positions": {"0": {"x": 0, "y": 0}, "1": {"x": 1920, "y": 0}}}
+            )
+        ],
+    )
+    def put(self, request):
+        return Response(displays.put_layout(json_body(request)))
+
+
+class PresetsView(MgmtAPIView):
+    @extend_schema(responses=OBJ)
+    def get(self, request):
+        return Response(displays.list_presets())
+
+    @extend_schema(request=OpenApiTypes.OBJECT, responses={201: OpenApiTypes.OBJECT})
+    def post(self, request):
+        return Response(displays.create_preset(json_body(request)), status=201)
+
+
+class PresetView(MgmtAPIView):
+    @extend_schema(request=OpenApiTypes.OBJECT, responses=OBJ)
+    def put(self, request, preset_id: str):
+        return Response(displays.update_preset(preset_id, json_body(request)))
+
+    @extend_schema(responses={204: None})
+    def delete(self, request, preset_id: str):
+        displays.delete_preset(preset_id)
+        return Response(status=204)
+
+
+class DisplayReleaseView(MgmtAPIView):
+    @extend_schema(
+        request=OpenApiTypes.OBJECT,
+        responses=OBJ,
+        description="`{slot?}`: tear down kept displays (one slot, or all); never active ones.",
+    )
+    def post(self, request):
+        body = request.data if request.stream is not None else {}
+        if not isinstance(body, dict):
+            raise FieldErrors("invalid release request", {"body": "must be a JSON object"})
+        extra = {str(k): "unknown field" for k in body if k != "slot"}
+        slot = body.get("slot")
+        if slot is not None and (isinstance(slot, bool) or not isinstance(slot, int) or slot < 0):
+            extra["slot"] = "must be a non-negative integer"
+        if extra:
+            raise FieldErrors("invalid release request", extra)
+        return Response({"released": machine.release(slot)})
+
+
+class DisplayStateView(MgmtAPIView):
+    @extend_schema(responses=OBJ, description="Live and kept virtual displays.")
+    def get(self, request):
+        return Response(machine.state())

@@ -1,0 +1,442 @@
+"""Capture backends: which one a session uses, whether each works here and why not.
+
+The setting is `capture` (inherited name) or `capture_method` (the management API's field),
+else the environment's `HOST_CAPTURE_METHOD`, else `auto`. Backends:
+
+* `x11`: an existing X display the host does not own: `output_name` when it names a local
+  display (`:1`), else the host's own `DISPLAY`. Captured with mss (XShm), one monitor of it
+  (the pin `HOST_CAPTURE_MONITOR` / policy `capture_monitor`, else `output_name` when it names
+  a monitor, else the primary one); input with XTest into that display.
+* `wlr`: the operator's wlroots compositor at `WAYLAND_DISPLAY` (live socket, screencopy in its
+  registry): the output `output_name` / `capture_monitor` names, else its first; captured with
+  wlr-screencopy, input through the virtual keyboard and pointer protocols. Attached: never
+  owned, never torn down.
+* `headless` (`headless_mode = true`): an output per display of the host's own headless sway
+  (displays/headless.py), captured and driven like wlr.
+* `xvfb`: a private Xvfb per session (displays/xvfb.py), the fallback.
+
+`auto` is wlr when WAYLAND_DISPLAY answers with screencopy, else x11 when the host's DISPLAY
+answers (it runs inside a desktop session), else xvfb.
+Probes open only what a session would read from (an X connection, a socket connect), so
+`/capture/methods` and preflight stay read-only.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import socket
+import threading
+from dataclasses import dataclass, field
+
+from displays import xvfb
+from hostmgmt.config.schema import CAPTURE_UNSUPPORTED
+
+METHODS = (
+    ("auto", "Automatic"),
+    ("x11", "X11 display of the desktop session (XShm)"),
+    ("wlr", "wlroots screencopy"),
+    ("xvfb", "Private Xvfb display"),
+    ("portal", "XDG desktop portal (PipeWire)"),
+    ("kwin", "KWin screencast"),
+    ("kms", "KMS/DRM framebuffer"),
+    ("nvfbc", "NVIDIA FBC"),
+)
+# Only local displays: XShm needs the server on this machine, and a TCP display would send the
+# operator's screen over the network.
+LOCAL_X = re.compile(r"^:(\d{1,5})(?:\.(\d{1,2}))?$")
+X_PROBE_TIMEOUT_S = 3.0
+CONFIG_KEYS = ("capture", "capture_method")
+ENV_METHOD = "HOST_CAPTURE_METHOD"
+
+
+class CaptureError(Exception):
+    """The configured backend cannot be used; `status` is what an API answers."""
+
+    def __init__(self, message: str, status: int = 503):
+        super().__init__(message)
+        self.message, self.status = message, status
+
+
+@dataclass
+class XDisplay:
+    """What a probe of one X display found: reachable, its monitors, or why not."""
+
+    name: str
+    ok: bool
+    reason: str = ""
+    monitors: list[dict] = field(default_factory=list)  # mss monitors[1:], with "output"
+
+
+@dataclass
+class Selection:
+    requested: str  # the configured value: auto, x11, wlr or xvfb
+    source: str  # where it came from: capture, capture_method, HOST_CAPTURE_METHOD, default
+    backend: str  # what a session gets: x11, wlr or xvfb
+    reason: str  # why that backend
+    error: str = ""  # non-empty: the session must not start (the backend cannot be used)
+    x_display: str = ""  # x11: the display to attach to
+    region: dict | None = None  # x11: {left, top, width, height} of the captured monitor
+    wayland_socket: str = ""  # wlr: the operator compositor's socket (absolute)
+    output: str = ""  # wlr: the output captured
+    unusable: dict[str, str] = field(default_factory=dict)  # backend -> why not here
+
+
+# -- probes ------------------------------------------------------------------------------------
+def probe_x(name: str, timeout: float = X_PROBE_TIMEOUT_S) -> XDisplay:
+    """Connect to X display `name` as the capture would (mss) and list its monitors.
+
+    In a thread with a deadline: a server that accepts but never answers must not hang a
+    session start or the preflight report.
+    """
+    if not LOCAL_X.match(name or ""):
+        return XDisplay(name, False, f"{name!r} is not a local X display (:N)")
+    box: dict = {}
+
+    def run() -> None:
+        try:
+            import mss
+
+            with mss.MSS(display=name) as sct:
+                box["monitors"] = [dict(m) for m in sct.monitors[1:]]
+        except Exception as exc:  # noqa: BLE001 - any failure is the answer
+            box["error"] = f"{exc.__class__.__name__}: {exc}"
+
+    worker = threading.Thread(target=run, name=f"x-probe-{name}", daemon=True)
+    worker.start()
+    worker.join(timeout)
+    if worker.is_alive():
+        return XDisplay(name, False, f"X display {name} did not answer within {timeout:g} s")
+    if "error" in box:
+        return XDisplay(name, False, f"X display {name} is not reachable ({box['error']})")
+    if not box.get("monitors"):
+        return XDisplay(name, False, f"X display {name} has no monitor to capture")
+    return XDisplay(name, True, monitors=box["monitors"])
+
+
+def wayland_socket(env) -> str | None:
+    """The path WAYLAND_DISPLAY names (relative to XDG_RUNTIME_DIR), or None when unset."""
+    name = env.get("WAYLAND_DISPLAY") or ""
+    if not name:
+        return None
+    if name.startswith("/"):
+        return name
+    runtime = env.get("XDG_RUNTIME_DIR") or ""
+    return os.path.join(runtime, name) if runtime else None
+
+
+def _socket_live(path: str) -> bool:
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.settimeout(1.0)
+    try:
+        s.connect(path)
+        return True
+    except OSError:
+        return False
+    finally:
+        s.close()
+
+
+def wlr_screencopy_advertised(socket_path: str) -> bool | None:
+    """True when the compositor at `socket_path` advertises `zwlr_screencopy_manager_v1` in
+    its registry, False when it does not, None when its registry could not be read."""
+    from media.wayland.client import Display, WaylandError
+
+    try:
+        with Display(socket_path, timeout=X_PROBE_TIMEOUT_S) as d:
+            return d.find_global("zwlr_screencopy_manager_v1") is not None
+    except (WaylandError, OSError):
+        return None
+
+
+def wlr_outputs(socket_path: str) -> list[dict]:
+    """The compositor's outputs: name, x, y, width, height (its registry, read-only)."""
+    from media.wayland.client import Display
+
+    with Display(socket_path, timeout=X_PROBE_TIMEOUT_S) as d:
+        return [{"name": o.name, "x": o.x, "y": o.y, "width": o.width, "height": o.height}
+                for o in d.outputs()]  # fmt: skip
+
+
+def probe_wlr(env) -> tuple[bool, str]:
+    """(available, reason): a live WAYLAND_DISPLAY socket whose compositor has screencopy."""
+    path = wayland_socket(env)
+    if path is None:
+        if env.get("WAYLAND_DISPLAY"):
+            return False, "WAYLAND_DISPLAY is relative and XDG_RUNTIME_DIR is not set"
+        return False, "WAYLAND_DISPLAY is not set (the host does not run in a Wayland session)"
+    if not _socket_live(path):
+        return False, f"no compositor answers at WAYLAND_DISPLAY ({path})"
+    advertised = wlr_screencopy_advertised(path)
+    if advertised is None:
+        return False, f"the compositor at {path} did not answer its registry"
+    if not advertised:
+        return False, f"the compositor at {path} does not offer zwlr_screencopy_manager_v1"
+    return True, ""
+
+
+# -- the setting ---------------------------------------------------------------------------------
+def configured(env=None) -> tuple[str, str, str]:
+    """(value, source, conflict): the capture setting in force and where it came from.
+
+    `capture` and `capture_method` are one setting under two names; set to two different
+    values they are a conflict (reported; sessions refuse to start) rather than one silently
+    winning. A value the host cannot do (a hand edit: the APIs refuse it) is a conflict too.
+    """
+    from hostmgmt.config import store
+    from hostmgmt.config.schema import key
+
+    env = os.environ if env is None else env
+    raw = store.read_raw()
+    found: dict[str, str] = {}
+    for name in CONFIG_KEYS:
+        text = (raw.get(name) or "").strip()
+        if not text:
+            continue
+        try:
+            found[name] = key(name).parse(text)
+        except ValueError as exc:
+            return "", name, f"{name} = {text[:32]} in host.conf: {exc}"
+    values = set(found.values())
+    if len(values) > 1:
+        pairs = ", ".join(f"{k} = {v}" for k, v in found.items())
+        return "", "host.conf", f"{pairs} disagree; set one of them (or both alike)"
+    if found:
+        name = "capture" if "capture" in found else "capture_method"
+        return found[name], name, ""
+    text = (env.get(ENV_METHOD) or "").strip()
+    if text:
+        try:
+            return key("capture_method").parse(text), ENV_METHOD, ""
+        except ValueError as exc:
+            return "", ENV_METHOD, f"{ENV_METHOD}={text[:32]}: {exc}"
+    return "auto", "default", ""
+
+
+def _output_name() -> str:
+    from hostmgmt.config import store
+
+    return (store.get("output_name") or "").strip()
+
+
+def _monitor_pin(env) -> str:
+    from displays import policy
+
+    pin = (env.get("HOST_CAPTURE_MONITOR") or "").strip()
+    if pin:
+        return pin
+    try:
+        return (policy.load()[0].get("capture_monitor") or "").strip()
+    except Exception:  # noqa: BLE001 - a broken policy file is reported by its own route
+        return ""
+
+
+def _pick_monitor(found: XDisplay, pin: str) -> tuple[dict | None, str]:
+    """The monitor to capture: the pinned one (by RandR output name), else the primary."""
+    heads = found.monitors
+    if pin:
+        for head in heads:
+            if str(head.get("output", "")).lower() == pin.lower():
+                return head, ""
+        names = ", ".join(str(h.get("output", "?")) for h in heads) or "none"
+        return None, f"no monitor named {pin!r} on {found.name} (monitors: {names})"
+    for head in heads:
+        if head.get("is_primary"):
+            return head, ""
+    return heads[0], ""
+
+
+def select(env=None) -> Selection:
+    """Which backend a session opened now would use, and why the others are not usable."""
+    env = os.environ if env is None else env
+    requested, source, conflict = configured(env)
+    output = _output_name()
+    output_is_x = bool(LOCAL_X.match(output))
+    x_name = output if output_is_x else (env.get("DISPLAY") or "").strip()
+    x_from = "output_name" if output_is_x else "DISPLAY"
+    pin = _monitor_pin(env) or ("" if output_is_x else output)
+
+    unusable: dict[str, str] = dict(CAPTURE_UNSUPPORTED)
+    if not xvfb.available():
+        unusable["xvfb"] = "Xvfb is not installed (Debian package xvfb)"
+    x_head, x_error_is_pin = None, False
+    if not x_name:
+        unusable["x11"] = "no DISPLAY in the host's environment and output_name names no display"
+    else:
+        found = probe_x(x_name)
+        if not found.ok:
+            unusable["x11"] = f"{x_from} {found.reason}"
+        else:
+            x_head, why = _pick_monitor(found, pin)
+            if x_head is None:
+                unusable["x11"], x_error_is_pin = why, True
+    wlr_ok, wlr_why = probe_wlr(env)
+    wlr_path = wayland_socket(env) or ""
+    wlr_head, wlr_pin_error = None, False
+    if wlr_ok:
+        wlr_pin = _monitor_pin(env) or ("" if output_is_x else output)
+        try:
+            outs = wlr_outputs(wlr_path)
+        except Exception as exc:  # noqa: BLE001 - a compositor going away is the answer
+            outs, wlr_why = [], f"the compositor at {wlr_path} went away: {exc}"
+        if wlr_pin:
+            wlr_head = next((o for o in outs if (o["name"] or "").lower() == wlr_pin.lower()), None)
+            if wlr_head is None:
+                names = ", ".join(str(o["name"]) for o in outs) or "none"
+                wlr_why = f"no output named {wlr_pin!r} on the compositor at {wlr_path} " \
+                          f"(outputs: {names})"  # fmt: skip
+                wlr_pin_error = True
+        elif outs:
+            wlr_head = outs[0]
+        elif not wlr_why:
+            wlr_why = f"the compositor at {wlr_path} has no output"
+    if wlr_head is None:
+        unusable["wlr"] = wlr_why
+
+    sel = Selection(requested or "auto", source, "", "", unusable=unusable)
+    if conflict:
+        sel.error = f"capture setting refused: {conflict}"
+        return sel
+    if _headless_mode():
+        return _select_headless(sel)
+    region = None
+    if x_head is not None:
+        region = {k: int(x_head[k]) for k in ("left", "top", "width", "height")}
+
+    def attach(reason: str) -> Selection:
+        sel.backend, sel.reason, sel.x_display, sel.region = "x11", reason, x_name, region
+        return sel
+
+    if requested == "x11":
+        if "x11" in unusable:
+            sel.backend, sel.error = "x11", f"capture = x11: {unusable['x11']}"
+            return sel
+        return attach(f"capture = x11 ({x_from} {x_name})")
+
+    def attach_wlr(reason: str) -> Selection:
+        sel.backend, sel.reason = "wlr", reason
+        sel.wayland_socket, sel.output = wlr_path, wlr_head["name"]
+        sel.region = {"left": wlr_head["x"], "top": wlr_head["y"],
+                      "width": wlr_head["width"], "height": wlr_head["height"]}  # fmt: skip
+        return sel
+
+    if requested == "wlr":
+        if "wlr" in unusable:
+            sel.backend, sel.error = "wlr", f"capture = wlr: {unusable['wlr']}"
+            return sel
+        return attach_wlr(f"capture = wlr (output {wlr_head['name']} of {wlr_path})")
+    if requested == "xvfb":
+        sel.backend, sel.reason = "xvfb", "capture = xvfb"
+        if "xvfb" in unusable:
+            sel.error = f"capture = xvfb: {unusable['xvfb']}"
+        return sel
+    # auto: the operator's wlroots compositor first (its DISPLAY, if any, is its Xwayland)
+    if "wlr" not in unusable:
+        return attach_wlr(f"capture = auto and a wlroots compositor answers at {wlr_path}")
+    if "x11" not in unusable:
+        return attach(f"capture = auto and {x_from} {x_name} answers (a desktop session)")
+    if wlr_pin_error and (env.get("DISPLAY") or "").strip() == "":
+        sel.backend, sel.error = "wlr", f"capture = auto: {unusable['wlr']}"
+        return sel
+    if output_is_x or x_error_is_pin:
+        # The operator named a display or a monitor: falling back would stream something else.
+        sel.backend, sel.error = "x11", f"capture = auto: {unusable['x11']}"
+        return sel
+    sel.backend = "xvfb"
+    sel.reason = f"capture = auto and x11 is not usable ({unusable['x11']})"
+    if "xvfb" in unusable:
+        sel.error = f"no capture backend usable: x11: {unusable['x11']}; xvfb: {unusable['xvfb']}"
+    return sel
+
+
+def _headless_mode() -> bool:
+    from hostmgmt.config import store
+
+    return bool(store.get("headless_mode"))
+
+
+def _select_headless(sel: Selection) -> Selection:
+    """headless_mode = true: sessions run on outputs of the host's headless compositor,
+    captured with wlr screencopy. A capture setting that names another backend contradicts it
+    and is refused rather than one of the two silently winning."""
+    from displays import headless
+    from displays.sway import CompositorError
+
+    sel.backend = "headless"
+    if sel.requested in ("x11", "xvfb"):
+        sel.error = (f"headless_mode = true runs sessions on a headless compositor, but "
+                     f"{sel.source} = {sel.requested}; set capture to auto or wlr, or turn "
+                     "headless_mode off")  # fmt: skip
+        return sel
+    name, why = headless.backend()
+    if name is None:
+        sel.error = f"headless_mode = true: {why}"
+        return sel
+    try:
+        user = headless.run_as()
+    except CompositorError as exc:
+        sel.error = f"headless_mode = true: {exc}"
+        return sel
+    who = f" as user {user[0]}" if user else ""
+    sel.reason = f"headless_mode = true: each session gets an output of a headless {name}{who}"
+    return sel
+
+
+def require(env=None) -> Selection:
+    """`select()`, raising CaptureError when the session must not start."""
+    sel = select(env)
+    if sel.error:
+        raise CaptureError(sel.error)
+    return sel
+
+
+def methods(env=None) -> list[dict]:
+    """`GET /capture/methods`: each backend, whether it works here, and why not.
+
+    `auto` says what it resolves to now (`resolves_to`) or why it resolves to nothing.
+    """
+    env = os.environ if env is None else env
+    sel = select(env)
+    why_not = dict(sel.unusable)
+    out = []
+    for mid, label in METHODS:
+        if mid == "auto":
+            auto = _auto_view(sel, env)
+            out.append({"id": "auto", "label": label, **auto})
+            continue
+        record = {"id": mid, "label": label, "available": mid not in why_not}
+        if mid in why_not:
+            record["reason"] = why_not[mid]
+        if (mid == sel.backend or (mid == "wlr" and sel.backend == "headless")) and not sel.error:
+            record["selected"] = True
+        out.append(record)
+    return out
+
+
+def _auto_view(sel: Selection, env) -> dict:
+    if sel.requested == "auto" and not sel.error:
+        return {"available": True, "resolves_to": sel.backend}
+    if sel.requested == "auto":
+        return {"available": False, "reason": sel.error}
+    # Not the setting in force: what auto would pick, from the same probes.
+    if "wlr" not in sel.unusable:
+        return {"available": True, "resolves_to": "wlr"}
+    if "x11" not in sel.unusable:
+        return {"available": True, "resolves_to": "x11"}
+    if "xvfb" not in sel.unusable:
+        return {"available": True, "resolves_to": "xvfb"}
+    return {"available": False, "reason": "neither a reachable X display nor Xvfb"}
+
+
+def x_display_live(name: str | None) -> bool:
+    """Cheap liveness for listings: the local X socket of `name` exists."""
+    m = LOCAL_X.match(name or "")
+    return bool(m) and os.path.exists(f"/tmp/.X11-unix/X{m.group(1)}")
+
+
+def grab(x_display: str, region: dict | None = None):
+    """One frame (an `mss` ScreenShot: `.size`, `.rgb`, `.bgra`) of an X display, e.g. `:5`."""
+    import mss
+
+    with mss.MSS(display=x_display) as sct:
+        return sct.grab(region or sct.monitors[1])

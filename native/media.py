@@ -1,0 +1,218 @@
+"""Video for the native plane: an encoder process (the session's frame source, as on the compat
+plane: an X grab or wlr-screencopy of a wlroots output ->
+media.encoder.VideoEncoder -> H.264 Annex-B) and the aiortc track that hands those
+pre-encoded access units to the RTP sender.
+
+Why its own process: next to the asyncio loop that runs DTLS/SRTP, PyAV's encode time grew
+from 2.4 ms to 11.5 ms (issue 10); the GIL is the reason. Why pre-encoded: aiortc's own H.264
+encoder runs at the medium preset with a 3 Mbit/s cap and 30 fps pacing. Keyframes: the RTP
+sender's PLI/FIR handler is pointed at `request_keyframe`, and an IDR also goes out every
+`IDR_EVERY_S` so a browser that lost packets without asking still recovers. No Django here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import fractions
+import struct
+import threading
+import time
+
+import av
+from aiortc.mediastreams import MediaStreamError, MediaStreamTrack
+
+HEADER = struct.Struct("<?dd")  # keyframe, capture wall time, encode ms
+IDR_EVERY_S = 2.0
+CLOCK = 90_000
+# What the encoder child needs of the session's display (plain values: it is spawned).
+SOURCE_KEYS = ("backend", "x_display", "region", "wayland_display", "output")
+
+
+def encoder_main(
+    conn,
+    keyframe,
+    stop,
+    display: dict,
+    width: int,
+    height: int,
+    fps: int,
+    kbps: int,
+    tuning: int = -1,
+    lost=None,
+    figures=None,
+) -> None:
+    """Child process: capture at `fps`, encode, send (header + Annex-B) per frame. `display`:
+    the session's display as `machine.acquire` gave it; the frame source is the compat
+    plane's (`session_display.open_capture`: wlr-screencopy of a wlroots output, else an X
+    grab of the display or the attached monitor's region). When every grab has failed for
+    framesource.LOST_AFTER_S, `lost` is set and the child ends (the session: display_lost).
+    `figures` gets (capture ms, encode ms) per frame, for `/api/stream/latency` (dropped
+    when the session is behind reading them)."""
+    import queue
+
+    from media.encoder import VideoEncoder
+    from streaming.session_display import open_capture
+
+    enc = VideoEncoder(width, height, fps=fps, bitrate_kbps=kbps, tuning=tuning)
+    capture = open_capture(display)
+    interval = 1.0 / fps
+    next_t = time.monotonic()
+    last_idr = 0.0
+    try:
+        while not stop.is_set():
+            now = time.monotonic()
+            if now < next_t:
+                time.sleep(next_t - now)
+            next_t = max(next_t + interval, time.monotonic() - interval)
+            t_cap = time.time()
+            frame = capture(width, height)  # BGRA, at the stream's size
+            capture_ms = capture.capture_ms[-1] if capture.capture_ms else None
+            capture.capture_ms.clear()
+            if capture.lost():
+                if lost is not None:
+                    lost.set()
+                break
+            if keyframe.is_set() or time.monotonic() - last_idr > IDR_EVERY_S:
+                keyframe.clear()
+                enc.request_idr()
+                last_idr = time.monotonic()
+            out = enc.encode(frame)
+            if out is None:
+                continue
+            if figures is not None and capture_ms is not None:
+                try:
+                    figures.put_nowait((capture_ms, out.encode_ms))
+                except queue.Full:
+                    pass
+            try:
+                conn.send_bytes(HEADER.pack(out.keyframe, t_cap, out.encode_ms) + out.data)
+            except (BrokenPipeError, OSError):
+                break
+    finally:
+        if figures is not None:
+            figures.cancel_join_thread()  # never wait on a reader that stopped reading
+        enc.close()
+        capture.close()
+        conn.close()
+
+
+class EncoderProcess:
+    """Owns the child process and the pipe; `frames()` feeds an asyncio queue from a thread."""
+
+    def __init__(
+        self,
+        display: dict,
+        width: int,
+        height: int,
+        fps: int,
+        kbps: int,
+        tuning: int = -1,
+    ):
+        """`display`: `machine.acquire`'s answer (backend, x_display, region, wayland_display,
+        output); `lost` is set when its capture has failed for good."""
+        import multiprocessing as mp
+
+        ctx = mp.get_context("spawn")  # no fork of a process holding Django, sockets and a loop
+        self._recv, send = ctx.Pipe(duplex=False)
+        self.keyframe, self.stop_event, self.lost = ctx.Event(), ctx.Event(), ctx.Event()
+        self.figures = ctx.Queue(maxsize=1200)  # (capture ms, encode ms) per frame
+        display = {k: display.get(k) for k in SOURCE_KEYS}
+        self.proc = ctx.Process(
+            target=encoder_main,
+            args=(
+                send,
+                self.keyframe,
+                self.stop_event,
+                display,
+                width,
+                height,
+                fps,
+                kbps,
+                tuning,
+                self.lost,
+                self.figures,
+            ),
+            daemon=True,
+            name="native-encoder",
+        )
+        self.proc.start()
+        send.close()
+
+    def pump(self, loop: asyncio.AbstractEventLoop, queue: asyncio.Queue) -> None:
+        def run():
+            while True:
+                try:
+                    raw = self._recv.recv_bytes()
+                except (EOFError, OSError):
+                    break
+                loop.call_soon_threadsafe(_put_latest, queue, raw)
+            loop.call_soon_threadsafe(_put_latest, queue, None)
+
+        self._pump = threading.Thread(target=run, daemon=True, name="native-encoder-pipe")
+        self._pump.start()
+
+    def drain_figures(self) -> list[tuple[float, float]]:
+        """The per-frame (capture ms, encode ms) pairs since the last call."""
+        import queue
+
+        out = []
+        while True:
+            try:
+                out.append(self.figures.get_nowait())
+            except (queue.Empty, OSError, ValueError):
+                return out
+
+    def close(self) -> None:
+        self.stop_event.set()
+        self.proc.join(3)
+        if self.proc.is_alive():
+            self.proc.kill()
+            self.proc.join(2)
+        # The encoder is gone, so the pump reads EOF and ends. Wait for that before freeing the
+        # descriptor: a reader still polling a closed number reads whatever reuses it.
+        pump = getattr(self, "_pump", None)
+        if pump is not None:
+            pump.join(2)
+        if pump is None or not pump.is_alive():
+            self._recv.close()
+
+
+def _put_latest(queue: asyncio.Queue, item) -> None:
+    queue.put_nowait(item)
+
+
+class EncodedVideoTrack(MediaStreamTrack):
+    """A track whose `recv()` yields `av.Packet`s (aiortc then only packetizes them)."""
+
+    kind = "video"
+
+    def __init__(self, encoder: EncoderProcess, feed: bool = True):
+        """`feed=False`: the WebCodecs mode takes the frames (wsvideo); RTP video stays idle."""
+        super().__init__()
+        self.encoder = encoder
+        self.queue: asyncio.Queue = asyncio.Queue()
+        self.frames = self.bytes = 0
+        self.encode_ms = 0.0
+        self._t0: float | None = None
+        if feed:
+            encoder.pump(asyncio.get_running_loop(), self.queue)
+
+    def request_keyframe(self) -> None:
+        self.encoder.keyframe.set()
+
+    async def recv(self):
+        raw = await self.queue.get()
+        if raw is None:
+            self.stop()
+            raise MediaStreamError
+        _keyframe, t_cap, encode_ms = HEADER.unpack_from(raw)
+        data = raw[HEADER.size :]
+        if self._t0 is None:
+            self._t0 = t_cap
+        packet = av.Packet(data)
+        packet.pts = int((t_cap - self._t0) * CLOCK)
+        packet.time_base = fractions.Fraction(1, CLOCK)
+        self.frames += 1
+        self.bytes += len(data)
+        self.encode_ms = encode_ms
+        return packet

@@ -1,0 +1,537 @@
+"""The native plane's session: its transport (the aiortc peer connection, or WebCodecs over
+the WebSocket relay) and its admission (the offer, then the DTLS proof) around the one session
+lifecycle (`streaming.sessions.lifecycle.SessionCore`). Runs in its own session process
+(forked by the session manager, `streaming.sessions.process.run`).
+
+Gets the offer record and answers (a JSON line on stdout, the requester's connection) at once,
+having changed nothing on the host. Only when the DTLS handshake has completed with the certificate
+whose fingerprint the offer claimed (the device's identity) does it end this device's previous
+session, acquire a virtual display at the asked mode, open the session's sound sink, launch
+the chosen app into both (native.launch) and start the encoder process. Why that
+order: the offer names the fingerprint in plain text, so anyone can copy a paired device's;
+only the handshake proves the key behind it. Then it runs the aiortc peer connection until
+the browser leaves, the app exits, the device is unpaired or disabled (polled every second),
+the host asks it to end (its registry control list), the session manager dies, or SIGTERM.
+Every exit path ends the app (and its prep undo), releases the display, the sink and the
+encoder process and emits the closing events (`SessionCore.finish`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import signal
+import sys
+import time
+
+log = logging.getLogger("native.peer")
+
+MAX_MESSAGE = 1024  # bytes per data-channel message; more is dropped
+CONNECT_TIMEOUT_S = 30
+# A connection that closes after the browser has sent nothing for this long was not closed by
+# the browser (that comes with its RTCP still flowing) but given up on: ICE consent expired
+# (aioice: about 30 s without an answer), i.e. the peer vanished -> reason `timeout`.
+SILENT_S = 5.0
+
+
+def _reply(obj: dict) -> None:
+    sys.stdout.write(json.dumps(obj) + "\n")
+    sys.stdout.flush()
+    sys.stdout.close()
+
+
+def _allow_loopback_candidates() -> None:
+    """aioice skips 127.0.0.1; a browser on the same machine needs it (issue 10)."""
+    from aioice import ice
+
+    original = ice.get_host_addresses
+
+    def with_loopback(use_ipv4: bool, use_ipv6: bool) -> list[str]:
+        found = original(use_ipv4, use_ipv6)
+        return (["127.0.0.1"] + found) if use_ipv4 else found
+
+    ice.get_host_addresses = with_loopback
+
+
+class _Ended(Exception):
+    """The session ended while it was still starting."""
+
+
+def peer_fingerprint(transport) -> str:
+    """SHA-256 of the certificate the DTLS peer presented (lowercase hex), "" when none.
+    aiortc keeps the TLS connection private; `_ssl` is its pyOpenSSL connection."""
+    from cryptography.hazmat.primitives import hashes
+
+    ssl = getattr(transport, "_ssl", None)
+    cert = ssl.get_peer_certificate(as_cryptography=True) if ssl is not None else None
+    return cert.fingerprint(hashes.SHA256()).hex() if cert is not None else ""
+
+
+class NativePeer:
+    """One native session: the peer connection and media on a SessionCore."""
+
+    def __init__(self, offer: dict):
+        from streaming.sessions import registry
+        from streaming.sessions.lifecycle import SessionCore
+
+        self.offer = offer
+        self.fp = offer["fingerprint"]
+        self.name = offer["name"]
+        self.width, self.height, self.fps = offer["width"], offer["height"], offer["fps"]
+        self.mode = f"{self.width}x{self.height}@{self.fps}"
+        self.id = registry.new_id()
+        self.core = SessionCore("native", self.id, {"name": self.name, "fingerprint": self.fp},
+                                self.width, self.height, self.fps,
+                                offer.get("app") or "desktop", offer.get("app_title") or "Desktop",
+                                remote=offer.get("remote", ""))  # fmt: skip
+        self.core.totals = self.totals
+        self.display = None
+        self.encoder = None
+        self.pc = None
+        self.track = None
+        self.ws = None  # wsvideo.WsVideo in the WebCodecs mode
+        self.video = None  # whichever of track / ws carries the frames (for the figures)
+        self.audio = None
+        self.app = None
+        self.closed = False
+        self.registered = False
+        self.xinput = None  # XTest, made on first input; a WlrInput made at start on wlroots
+        self.pads = None
+        self.done = asyncio.Event()
+        # `reason` is the event's vocabulary (quit | timeout | error); `detail` tells the page.
+        self.reason = "quit"
+        self.detail = "quit"
+        # What the game's lifecycle hears (session_play.CLOSE_REASONS close it; a vanished
+        # peer leaves it to the session settings): see `stop`.
+        self.end_reason, self.deliberate = "client", False
+        self.connected = False
+        self.proven = False  # DTLS completed with the claimed certificate
+        self.choice = None
+        self.video_sender = self.audio_sender = None
+        self.channel = None
+        self.ws_told = False
+        # When the browser last sent anything on the transport (RTCP reports, SCTP, DTLS).
+        self.rx_packets, self.rx_at = 0, time.monotonic()
+
+    @property
+    def error(self) -> str:
+        return self.core.error
+
+    @error.setter
+    def error(self, value: str) -> None:
+        self.core.error = value
+
+    def stop(self, end_reason: str, deliberate: bool, detail: str) -> None:
+        """End the session (the first cause wins)."""
+        if not self.done.is_set():
+            self.end_reason, self.deliberate, self.detail = end_reason, deliberate, detail
+            self.done.set()
+
+    # -- lifecycle ---------------------------------------------------------------------------
+    async def negotiate(self) -> dict:
+        """Answer the offer. Reads the catalog and nothing else: no session is ended, no display,
+        sink, prep step or app is touched until `bring_up` has the DTLS proof."""
+        from aiortc import RTCConfiguration, RTCPeerConnection, RTCSessionDescription
+        from aiortc.rtcrtpsender import RTCRtpSender
+
+        from native import launch
+
+        self.choice = await asyncio.to_thread(launch.resolve, self.offer.get("app") or "desktop")
+        if self.choice is None:
+            raise LookupError("that app is no longer in the catalog or library")
+        self.pc = RTCPeerConnection(RTCConfiguration(iceServers=[]))
+        # The tracks come after the proof (`replaceTrack`); the answer needs only the kinds.
+        # Codec preferences before setRemoteDescription, or aiortc falls back to VP8.
+        video = self.pc.addTransceiver("video", direction="sendonly")
+        h264 = [
+            c
+            for c in RTCRtpSender.getCapabilities("video").codecs
+            if c.mimeType in ("video/H264", "video/rtx")
+        ]
+        video.setCodecPreferences(h264)
+        self.video_sender = video.sender
+        self.audio_sender = self.pc.addTransceiver("audio", direction="sendonly").sender
+
+        @self.pc.on("datachannel")
+        def on_channel(channel):
+            self.channel = channel
+            channel.on("message", self.on_input)
+            self._tell_ws_token()
+
+        @self.pc.on("connectionstatechange")
+        async def on_state():
+            state = self.pc.connectionState
+            log.info("native %s: %s", self.fp[:12], state)
+            if state in ("failed", "closed"):
+                if not self.done.is_set():
+                    silent = time.monotonic() - self.rx_at > SILENT_S
+                    # closed by the browser: quit; gone silent (consent expired): timeout
+                    self.reason = "error" if state == "failed" else "timeout" if silent else "quit"
+                self.stop("client", False, state)  # vanished: the session settings decide
+
+        await self.pc.setRemoteDescription(RTCSessionDescription(self.offer["sdp"], "offer"))
+        if video.mid is None:
+            raise ValueError("the offer has no video to receive")
+        codecs = [c.mimeType for c in video._codecs]
+        if not codecs or codecs[0] != "video/H264":
+            raise ValueError("the browser offered no H.264 (constrained baseline)")
+        await self.pc.setLocalDescription(await self.pc.createAnswer())
+        return {
+            "sdp": self.pc.localDescription.sdp,
+            "type": "answer",
+            "mode": self.mode,
+            "session_id": self.id,
+        }
+
+    def _dtls_transports(self) -> list:
+        found = [t.sender.transport for t in self.pc.getTransceivers()]
+        if self.pc.sctp is not None:
+            found.append(self.pc.sctp.transport)
+        return list({id(t): t for t in found if t is not None}.values())
+
+    async def prove(self) -> bool:
+        """True once every DTLS transport of the connection has completed its handshake with a
+        certificate whose SHA-256 is the fingerprint the offer claimed; False when one fails
+        or closes, or the session ends first (the connect timeout, SIGTERM, unpaired)."""
+        while not self.done.is_set():
+            transports = self._dtls_transports()
+            states = {t.state for t in transports}
+            if states & {"failed", "closed"}:
+                return False
+            if transports and states == {"connected"}:
+                return all(peer_fingerprint(t) == self.fp for t in transports)
+            try:
+                await asyncio.wait_for(self.done.wait(), 0.02)
+            except TimeoutError:
+                pass
+        return False
+
+    async def bring_up(self) -> None:
+        """After the answer: wait for the DTLS proof, then take this device's session over and
+        start everything. Each step looks at `done` first, so a session ended meanwhile stops
+        here and `close` releases what was taken."""
+        from native import sessions
+
+        try:
+            proof = await self.prove()
+        except Exception:  # noqa: BLE001 - no proof is a refusal, never a pass
+            log.exception("native %s: checking the DTLS peer failed", self.fp[:12])
+            proof = False
+        await asyncio.to_thread(sessions.proven, os.getpid())
+        if not proof:
+            failed = any(t.state == "failed" for t in self._dtls_transports())
+            log.warning(
+                "native %s: the DTLS peer did not prove the offered fingerprint (%s); "
+                "nothing was started",
+                self.fp[:12],
+                "handshake failed" if failed else f"ended first: {self.detail}",
+            )
+            self.reason = "error"
+            self.stop("released", False, "the DTLS certificate does not match the offer")
+            return
+        self.proven = True
+        try:
+            await self._start_media()
+        except _Ended:
+            return
+        except Exception as exc:  # noqa: BLE001 - the page hears it in the closing "bye"
+            log.warning("native session %s failed to start: %s", self.fp[:12], exc)
+            self.reason = "error"
+            self.stop("released", True, str(exc))  # a game it started is closed
+            return
+        self._go_live()
+
+    def _step(self) -> None:
+        if self.done.is_set():
+            raise _Ended
+
+    async def _start_media(self) -> None:
+        from hostmgmt.config import store
+        from native import launch, sound
+        from native.media import EncodedVideoTrack, EncoderProcess
+        from streaming import session_display, session_play
+        from streaming.sessions import registry
+
+        # A reconnect replaces the old session, whose game waits per the session settings
+        # (grace) for this one to take it over: let the old peer finish first.
+        self._step()
+        await asyncio.to_thread(registry.stop_clients, [self.fp], "client", False, 10, "native")
+        self._step()
+        self.display = await asyncio.to_thread(self.core.acquire_display, self.name, "native")
+        x_display = self.display["x_display"]
+        if session_display.is_wayland(self.display):
+            # Keyboard and pointer before the app: it binds the seat's devices as they appear.
+            self.xinput = await asyncio.to_thread(session_display.wlr_input, self.display, self.id)
+        values = await asyncio.to_thread(store.values)
+        self._step()
+        capture = await asyncio.to_thread(sound.open_capture, values, f"native{self.id}")
+        self.audio = sound.OpusTrack(capture, values)
+        self._step()
+        self.app = await asyncio.to_thread(
+            self.core.start_app,
+            launch.app_of(self.choice),
+            capture.app_env() if capture else {},
+            session_display.map_timeout(),
+        )
+        self._step()
+        # The client profile and the app's encoder-preset apply as on the compat plane.
+        limits = await asyncio.to_thread(session_play.launch_limits, self.name, self.choice.raw)
+        kbps = int(self.offer.get("kbps", 12_000))
+        if limits["max_bitrate_kbps"]:
+            kbps = min(kbps, limits["max_bitrate_kbps"])
+        self.encoder = EncoderProcess(
+            self.display, self.width, self.height, self.fps, kbps, limits["encoder_preset"]
+        )
+        webcodecs = self.offer.get("transport") == "webcodecs"
+        self.track = EncodedVideoTrack(self.encoder, feed=not webcodecs)
+        self.video = self.track
+        if webcodecs:
+            from native.wsvideo import WsVideo
+
+            self.ws = self.video = WsVideo(self.encoder)
+            await self.ws.start()
+        self.video_sender.replaceTrack(self.track)
+        self.video_sender._send_keyframe = self.track.request_keyframe
+        self.audio_sender.replaceTrack(self.audio)
+        self._step()
+        self.core.state = "streaming"
+        await asyncio.to_thread(
+            self.core.publish,
+            app_pid=self.app.pid,
+            audio_sink=capture.sink_name if capture else None,
+            transport=self.offer.get("transport") or "webrtc",
+            ws_token=self.ws.token if self.ws else None,
+            ws_sock=self.ws.path if self.ws else None,
+            x_display=x_display,
+            slot=self.display["slot"],
+        )
+        self.registered = True
+        self._tell_ws_token()
+
+    def _tell_ws_token(self) -> None:
+        """Only this DTLS-proven device learns the video token, once both exist."""
+        if self.ws is None or self.ws_told or self.channel is None:
+            return
+        if self.channel.readyState == "open":
+            self.channel.send(json.dumps({"t": "ws", "token": self.ws.token}))
+            self.ws_told = True
+
+    def _go_live(self) -> None:
+        self.connected = True
+        self.rx_at = time.monotonic()
+        self.track.request_keyframe()
+        self.core.emit("client.connected")
+        self.core.began()
+        self.core.stream_began()
+
+    def on_input(self, message) -> None:
+        if isinstance(message, bytes) or len(message) > MAX_MESSAGE:
+            return
+        try:
+            ev = json.loads(message)
+        except ValueError:
+            return
+        if not isinstance(ev, dict):
+            return
+        if ev.get("t") == "ping":  # input echo for the latency figure
+            self.channel.send(json.dumps({"t": "pong", "c": ev.get("c")}))
+            return
+        if ev.get("t") == "stop":  # the player pressed Stop: a deliberate end
+            self.stop("cancel", True, "stopped by the player")
+            return
+        if not self.connected:  # not proven and started yet: there is nothing to drive
+            return
+        if ev.get("t") == "kf":  # the WebCodecs page skipped to catch up: it needs an IDR
+            self.encoder.keyframe.set()
+            return
+        from native.inputs import Pads, inject
+
+        if self.pads is None:
+            self.pads = Pads()
+        if self.xinput is None and ev.get("t") != "p":
+            if self.display.get("wayland_display"):
+                return  # the compositor has no virtual keyboard/pointer (logged at start)
+            from media.input.xtest import InputUnavailable, XInput
+
+            try:
+                self.xinput = XInput(self.display["x_display"], region=self.display.get("region"))
+            except InputUnavailable as exc:
+                log.warning("input unavailable: %s", exc)
+                return
+        inject(self.xinput, ev, self.pads)
+
+    async def watch(self) -> None:
+        from native import services
+        from streaming.sessions import registry
+
+        parent = int(os.environ.get("SESSION_MANAGER_PID", "0") or 0)
+        started = time.monotonic()
+        last_stats = 0.0
+        while not self.done.is_set():
+            try:
+                await asyncio.wait_for(self.done.wait(), 1.0)
+                break
+            except TimeoutError:
+                pass
+            for req in await asyncio.to_thread(registry.pop, self.id):
+                if req.get("op") == "stop":  # the host (or this device reconnecting) ends it
+                    deliberate = bool(req.get("deliberate", True))
+                    detail = "ended by the host" if deliberate else "reconnected"
+                    self.stop(req.get("reason") or "api", deliberate, detail)
+            if self.done.is_set():
+                break
+            if self.registered:
+                await asyncio.to_thread(self.core.publish)  # the heartbeat
+            if not await asyncio.to_thread(services.authorized, self.fp):
+                self.stop("unpaired", True, "unpaired or disabled")
+            elif parent and os.getppid() != parent:
+                self.stop("host_shutdown", True, "host exited")
+            elif not self.proven and time.monotonic() - started > CONNECT_TIMEOUT_S:
+                self.reason = "timeout"
+                self.stop("arm_timeout", False, "timeout")
+            elif lost := self._display_lost():
+                # The compositor (or X server) under the session is gone; its app with it,
+                # but the cause is the display, and that is what the session ends with.
+                self.reason, self.error = "error", lost
+                self.stop("display_lost", True, lost)
+            elif self.app is not None and await asyncio.to_thread(self.app.exited):
+                self.stop("app_exited", True, "the app exited")
+            if self.done.is_set():
+                break
+            if self.connected:
+                last_stats = await self._sample(last_stats)
+
+    def _display_lost(self) -> str:
+        """Why the session's display is gone (as on the compat plane), else ""."""
+        from streaming import session_display
+
+        gone = session_display.compositor_gone(self.display)
+        if gone:
+            return gone
+        if self.encoder is not None and self.encoder.lost.is_set():
+            return f"{session_display.open_capture(self.display).what} stopped answering"
+        return ""
+
+    async def _rtt_ms(self) -> float | None:
+        """The video sender's RTT from the browser's RTCP receiver reports (LSR/DLSR); notes
+        when the browser was last heard from, on the way."""
+        try:
+            report = await self.pc.getStats()
+        except Exception:  # noqa: BLE001 - closing under us
+            return None
+        received = sum(s.packetsReceived for s in report.values() if s.type == "transport")
+        if received != self.rx_packets:
+            self.rx_packets, self.rx_at = received, time.monotonic()
+        for s in report.values():
+            if s.type == "remote-inbound-rtp" and s.kind == "video" and s.roundTripTime:
+                return round(s.roundTripTime * 1000, 2)
+        return None
+
+    async def _sample(self, last: float) -> float:
+        """One second's figures: to the page's overlay, `/api/stream/*` and the history
+        record (through the core)."""
+        rtt = await self._rtt_ms()
+        now = time.monotonic()
+        frames, nbytes = self.video.frames, self.video.bytes
+        for capture_ms, encode_ms in self.encoder.drain_figures():
+            self.core.latency(capture_ms, encode_ms)
+        if last:
+            dt = now - last
+            sample = self.core.sample(
+                (nbytes - self._b) * 8 / dt / 1000,
+                rtt,
+                self.video.encode_ms,
+                fps=round((frames - self._f) / dt, 1),
+                audio_packets=self.audio.packets,
+            )
+            if self.channel is not None and self.channel.readyState == "open":
+                # `t` last: the sample's own `t` (its index) must not hide the message type.
+                overlay = {**sample, "t": "stats", "kbps": sample["bitrate_kbps"]}
+                self.channel.send(json.dumps(overlay))
+        self._f, self._b = frames, nbytes
+        return now
+
+    def totals(self) -> tuple[int, int, list, list]:
+        """The session's counters for the record (encode and RTT: the per-second samples)."""
+        video = self.video
+        frames, nbytes = (video.frames, video.bytes) if video is not None else (0, 0)
+        samples = self.core.samples
+        enc = [x["encode_ms"] for x in samples if x.get("encode_ms") is not None]
+        rtt = [x["rtt_ms"] for x in samples if x.get("rtt_ms") is not None]
+        return frames, nbytes, enc, rtt
+
+    async def close(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        from native import sessions
+
+        if self.channel is not None and self.channel.readyState == "open":
+            try:
+                self.channel.send(json.dumps({"t": "bye", "reason": self.detail}))
+                await asyncio.sleep(0.1)
+            except Exception:  # noqa: BLE001 - leaving anyway
+                pass
+        if self.pc is not None:
+            await self.pc.close()
+        if self.ws is not None:
+            await self.ws.close()
+        if self.encoder is not None:
+            await asyncio.to_thread(self.encoder.close)
+        if self.audio is not None:
+            await asyncio.to_thread(self.audio.close)
+        if self.xinput is not None:
+            try:  # a dead compositor (display_lost) must not keep the display from release
+                self.xinput.release_all()
+                self.xinput.close()
+            except Exception:  # noqa: BLE001
+                log.warning("input release failed", exc_info=True)
+        if self.pads is not None:
+            self.pads.close()
+        await asyncio.to_thread(sessions.proven, os.getpid())  # an early exit: no longer waiting
+        if self.connected:
+            self.core.stream_ended()
+        # The game, its group and undo steps, the display, the record, `stream.end`,
+        # session.ended: the session core's, as on every plane.
+        await asyncio.to_thread(self.core.finish, self.end_reason, self.deliberate)
+        if self.connected:
+            self.core.emit("client.disconnected", reason=self.reason)
+
+
+async def run(offer: dict) -> int:
+    from native import sessions
+
+    session = NativePeer(offer)
+    await asyncio.to_thread(sessions.connecting_add, os.getpid(), session.fp)
+    loop = asyncio.get_running_loop()
+    # SIGTERM: the host stops (or ends an unproven peer); registered sessions are ended
+    # through their registry control list (`watch`).
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, session.stop, "host_shutdown", True, "ended by the host")
+    try:
+        try:
+            answer = await session.negotiate()
+        except Exception as exc:  # noqa: BLE001 - becomes the offer's error answer
+            status = getattr(exc, "status", 400 if isinstance(exc, ValueError) else 500)
+            status = 404 if isinstance(exc, LookupError) else status
+            log.warning("native session refused: %s", exc)
+            session.stop("released", True, str(exc))
+            await session.close()
+            _reply({"error": str(exc), "status": status})
+            return 1
+        _reply(answer)
+        bring_up = asyncio.create_task(session.bring_up())
+        await session.watch()
+        await bring_up  # it stops at its next step now that the session is done
+        return 0
+    finally:
+        await session.close()
+
+
+def main(offer: dict) -> int:
+    """The session process's body (`streaming.sessions.process.run`)."""
+    if offer.get("loopback"):
+        _allow_loopback_candidates()
+    return asyncio.run(run(offer))

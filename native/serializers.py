@@ -1,0 +1,88 @@
+"""The player's offer body (`POST /native/offer`), validated before anything is looked up.
+
+Messages name the field, because the player shows the first one to the person at the screen.
+"""
+
+from __future__ import annotations
+
+import re
+
+from rest_framework import serializers
+
+from displays.machine import DisplayError, parse_mode
+from hostmgmt.lib.errors import Invalid
+from native.services import sdp_fingerprint
+
+PIN_RE = re.compile(r"[0-9]{4}")  # not \d: that matches every script's digits
+TRANSPORTS = ("webrtc", "webcodecs")
+
+
+def _int(name: str) -> serializers.IntegerField:
+    return serializers.IntegerField(
+        error_messages={
+            "required": f"{name} is required",
+            "invalid": f"{name} must be an integer",
+            "null": f"{name} must be an integer",
+            "max_string_length": f"{name} must be an integer",
+        }
+    )
+
+
+class OfferSerializer(serializers.Serializer):
+    """`{sdp, width, height, fps, name?, app?, pin?, transport?}`; adds `fingerprint`."""
+
+    sdp = serializers.CharField(
+        trim_whitespace=False,
+        error_messages={
+            "required": "sdp is required",
+            "invalid": "sdp must be an SDP offer",
+            "blank": "sdp must be an SDP offer",
+            "null": "sdp must be an SDP offer",
+        },
+    )
+    width = _int("width")
+    height = _int("height")
+    fps = _int("fps")
+    name = serializers.JSONField(required=False, allow_null=True, default=None)
+    app = serializers.JSONField(required=False, allow_null=True, default=None)
+    pin = serializers.JSONField(required=False, allow_null=True, default=None)
+    transport = serializers.JSONField(required=False, allow_null=True, default="webrtc")
+
+    def validate_sdp(self, sdp: str) -> str:
+        if not sdp.startswith("v=0"):
+            raise serializers.ValidationError("sdp must be an SDP offer")
+        if "m=video" not in sdp:
+            raise serializers.ValidationError("the offer has no video to receive")
+        return sdp
+
+    def validate_app(self, app) -> str:
+        return app if isinstance(app, str) else "desktop"
+
+    def validate_pin(self, raw) -> str | None:
+        """None when absent or blank, else 4 ASCII digits."""
+        if raw is None:
+            return None
+        if not isinstance(raw, str):
+            raise serializers.ValidationError("pin must be a string of 4 digits")
+        pin = raw.strip()
+        if not pin:
+            return None
+        if not PIN_RE.fullmatch(pin):
+            raise serializers.ValidationError("pin must be 4 digits (0-9)")
+        return pin
+
+    def validate_transport(self, transport) -> str:
+        if transport not in TRANSPORTS:
+            raise serializers.ValidationError("transport must be webrtc or webcodecs")
+        return transport
+
+    def validate(self, attrs: dict) -> dict:
+        try:
+            parse_mode(f"{attrs['width']}x{attrs['height']}@{attrs['fps']}")
+        except DisplayError as exc:
+            raise serializers.ValidationError({"mode": str(exc)}) from None
+        try:
+            attrs["fingerprint"] = sdp_fingerprint(attrs["sdp"])
+        except Invalid as exc:
+            raise serializers.ValidationError({"sdp": str(exc)}) from None
+        return attrs

@@ -1,0 +1,82 @@
+"""The native plane's offer: what `POST /native/offer` calls once its body is valid.
+
+A browser's SDP offer names its DTLS certificate (`a=fingerprint:sha-256`): that fingerprint is
+the device's identity (DTLS later proves the peer holds the certificate). Pairing decides
+whether the device may play (`pairing.native.knock`); a paired one gets a peer process and
+its answer (`native.sessions.start`).
+"""
+
+from __future__ import annotations
+
+import re
+
+from compat.launchconfig import capped_fps
+from hostmgmt import redis_client
+from hostmgmt.lib.errors import Invalid, NotFound
+from native import launch, sessions
+from native.ratelimit import OfferLimiter
+from pairing import native as pairing
+
+SDP_FP_RE = re.compile(r"^a=fingerprint:sha-256 ([0-9A-Fa-f:]{95})\s*$", re.M)
+
+
+def authorized(fingerprint: str) -> bool:
+    """The device is still paired and enabled (its peer asks every second)."""
+    return pairing.authorized(fingerprint)
+
+
+def limit(kind: str, who: str) -> None:
+    """Count one offer from an address (`ip`) or a device (`dev`); `Limited` (429) past it."""
+    OfferLimiter(redis_client.client()).hit(kind, who)
+
+
+def sdp_fingerprint(sdp: str) -> str:
+    """The browser's DTLS identity from its offer: lowercase hex, no colons. Invalid (400)
+    when the offer has no SHA-256 fingerprint or two different ones."""
+    found = {m.replace(":", "").lower() for m in SDP_FP_RE.findall(sdp or "")}
+    if len(found) != 1:
+        raise Invalid("the offer must carry exactly one a=fingerprint:sha-256 line")
+    return found.pop()
+
+
+def offer(o: dict, ip: str) -> dict:
+    """A validated offer (`OfferSerializer`) from `ip`: `{"status": "pending", ...}` while the
+    operator decides, `{"status": "paired", "sdp", ...}` with the peer's answer once paired.
+    Domain errors: 403 refused, 404 no such app, 429 too many offers, 4xx/5xx no session."""
+    fp = o["fingerprint"]
+    limit("dev", fp)
+    chosen = launch.resolve(o["app"])
+    if chosen is None:
+        raise NotFound(f"no app {o['app'][:64]!r} in the catalog or library")
+    name = pairing.clean_name(o["name"], fp)
+    decision = pairing.knock(fp, name, ip, o["pin"])
+    if decision.state == "pending":
+        return {
+            "status": "pending",
+            "id": decision.pending_id,
+            "fingerprint": fp,
+            "message": "waiting for the operator to approve this device",
+        }
+    answer = sessions.start(
+        {
+            "sdp": o["sdp"],
+            "fingerprint": fp,
+            "name": decision.client.name or name,
+            "app": chosen.key,
+            "app_title": chosen.title,
+            "width": o["width"],
+            "height": o["height"],
+            "fps": capped_fps(o["fps"]),  # the host's `max_fps`
+            "transport": o["transport"],
+            "remote": ip,
+            "loopback": ip.startswith("127.") or ip == "::1",
+        }
+    )
+    return {
+        "status": "paired",
+        "fingerprint": fp,
+        "sdp": answer["sdp"],
+        "type": "answer",
+        "mode": answer["mode"],
+        "transport": o["transport"],
+    }

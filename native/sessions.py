@@ -1,0 +1,120 @@
+"""The native plane's admission: an offer becomes a session process, bounded while unproven.
+
+A native session runs in its own process like every session (`streaming.sessions.runtime.
+spawn`, a process forked by the session manager): the offer goes
+in, the SDP answer comes back. Until DTLS proves the offered fingerprint the peer is only
+`connecting` (pid -> claimed fingerprint, bounded host-wide and per device); once proven it is
+a live session in the one registry (`streaming.sessions.registry`), ended like any other.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import time
+
+from hostmgmt.lib.errors import DomainError
+from streaming.sessions import registry as sessions_registry
+from streaming.sessions import runtime
+
+log = logging.getLogger("native")
+
+# Peers answered but not yet proven by DTLS: pid -> fingerprint. Bounded, because an offer
+# that claims a paired fingerprint gets a peer process for up to the connect timeout before
+# the handshake can refuse it.
+CONNECTING = f"{sessions_registry.PREFIX}:native-connecting"
+MAX_CONNECTING = 8
+MAX_CONNECTING_PER_DEVICE = 2
+ANSWER_TIMEOUT_S = 20
+
+
+class SessionError(DomainError):
+    def __init__(self, status: int, message: str):
+        super().__init__(message, status=status)
+
+
+def _redis():
+    return sessions_registry.redis()
+
+
+def registry() -> dict[str, dict]:
+    """Live native sessions by device fingerprint (the WebSocket relay and GET /gpus)."""
+    return {rec["fingerprint"]: rec for rec in sessions_registry.live("native")}
+
+
+def connecting() -> dict[int, str]:
+    """Live peers still waiting for their DTLS proof: pid -> claimed fingerprint."""
+    out = {}
+    for pid, fp in _redis().hgetall(CONNECTING).items():
+        if _alive(int(pid)):
+            out[int(pid)] = fp.decode()
+        else:
+            _redis().hdel(CONNECTING, pid)
+    return out
+
+
+def connecting_add(pid: int, fingerprint: str) -> None:
+    _redis().hset(CONNECTING, pid, fingerprint)
+
+
+def proven(pid: int) -> None:
+    """The peer's DTLS proof is in (or it gave up): it no longer counts as connecting."""
+    _redis().hdel(CONNECTING, pid)
+
+
+def _alive(pid) -> bool:
+    if not isinstance(pid, int) or pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def end_connecting(fingerprints: list[str] | None, wait_s: float = 0) -> int:
+    """SIGTERM the unproven peers of these devices (None: all): they have started nothing
+    yet, so there is nothing to hand back."""
+    pids = []
+    for pid, fp in connecting().items():
+        if fingerprints is None or fp in fingerprints:
+            try:
+                os.kill(pid, signal.SIGTERM)
+                pids.append(pid)
+            except ProcessLookupError:
+                pass
+    deadline = time.monotonic() + wait_s
+    while pids and time.monotonic() < deadline and any(_alive(p) for p in pids):
+        time.sleep(0.05)
+    return len(pids)
+
+
+def end(fingerprints: list[str] | None, wait_s: float = 0) -> int:
+    """End these devices' native sessions (None: all), proven or still connecting: a
+    deliberate end, the game is closed."""
+    n = end_connecting(fingerprints)
+    n += sessions_registry.stop_clients(fingerprints, "api", True, wait_s, plane="native")
+    return n
+
+
+def start(offer: dict) -> dict:
+    """Start a session process for a device that claims a paired fingerprint and return its
+    answer {sdp, type, mode}. The claim is not proven yet: the peer ends this device's
+    previous session (a reconnect) and starts anything only after DTLS proves it
+    (`peer.py`); until then it counts against `MAX_CONNECTING` (host-wide) and
+    `MAX_CONNECTING_PER_DEVICE` (429)."""
+    waiting = list(connecting().values())
+    if len(waiting) >= MAX_CONNECTING:
+        raise SessionError(429, "too many sessions are connecting; try again in a few seconds")
+    if waiting.count(offer["fingerprint"]) >= MAX_CONNECTING_PER_DEVICE:
+        raise SessionError(429, "this device is already connecting; try again in a few seconds")
+    try:
+        answer = runtime.spawn("native", offer, ANSWER_TIMEOUT_S)
+    except runtime.SpawnError as exc:
+        raise SessionError(exc.status, str(exc)) from None
+    if "error" in answer:
+        raise SessionError(answer.get("status", 500), answer["error"])
+    return answer

@@ -1,4 +1,0 @@
-"""The streaming engine: capture, encode, packetize and send one session's media.
-
-Built on the protocol packages in :mod:`streaming.compat`; imports no Django views.
-"""

@@ -1,6 +1,0 @@
-"""Game lifecycle: find a launched title's own process and report when it runs and ends."""
-
-from streaming.game.detect import DetectHints, Found, scan
-from streaming.game.watcher import GameEvent, GameWatcher
-
-__all__ = ["DetectHints", "Found", "GameEvent", "GameWatcher", "scan"]
