@@ -124,9 +124,9 @@ def crypto_baseline(rounds: int) -> float:
     """CPU seconds of the host's handshake steps alone (no HTTP, no database)."""
     from cryptography.hazmat.primitives import serialization
 
-    from compat.nvhttp import crypto
     from compat.nvhttp.handshake import HostIdentity, ServerHandshake
     from hostmgmt import identity
+    from pairing import crypto
     from tests.pairing.test_handshake import Client
 
     pem = identity.cert_path().read_bytes()

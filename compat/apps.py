@@ -6,3 +6,8 @@ class CompatConfig(AppConfig):
 
     name = "compat"
     default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        from streaming.sessions import planes
+
+        planes.register("compat", "compat.session:main", warm=("compat.engine.session",))

@@ -26,12 +26,6 @@ def _clamped_int(value, default: int, lo: int, hi: int) -> int:
     return lo if number < lo else hi if number > hi else number
 
 
-def capped_fps(fps: int) -> int:
-    """The frame rate a client asked for at launch, capped by `max_fps` (unset: no cap)."""
-    cap = _config("max_fps", None)
-    return min(fps, cap) if isinstance(cap, int) and cap > 0 else fps
-
-
 def make_launch(arm: dict) -> Launch:
     ports = settings.PORTS
     return Launch(

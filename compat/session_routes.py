@@ -110,9 +110,8 @@ def _wait(arm: str, session_id: str | None = None) -> tuple[int, str]:
 
 
 def launch(req: NvRequest) -> NvResponse:
-    from compat import launchconfig
     from library import catalog
-    from streaming import services
+    from streaming import services, session_play
     from streaming.sessions import registry, runtime
 
     q = req.query
@@ -125,7 +124,7 @@ def launch(req: NvRequest) -> NvResponse:
             raise BadLaunch(400, "appid must be a decimal app id") from None
         keys = parse_keys(q)
         width, height, fps = parse_mode(q.get("mode"))
-        fps = launchconfig.capped_fps(fps)  # the host's `max_fps`
+        fps = session_play.capped_fps(fps)  # the host's `max_fps`
         options = parse_options(q)
         app = catalog.find_app(str(app_id)) if app_id > 0 else None
         if app is None:

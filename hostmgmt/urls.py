@@ -33,7 +33,7 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("welcome", pages.welcome, name="welcome"),
     path("", include("pairing.urls_pages")),
-    path("", include("native.urls_pages")),
+    path("", include("native.api.urls")),
     path("", include("hostmgmt.urls_console")),
 ]
 

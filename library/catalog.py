@@ -38,7 +38,7 @@ log = logging.getLogger("library.catalog")
 DEFAULT_DOCUMENT = {"env": {}, "apps": [{"name": "Desktop", "image-path": "desktop.png"}]}
 # GAP: `detached`, `auto-detach`, `wait-all`, `output` and `elevated` (apps and prep steps) are
 # parsed, stored and ignored; acting on them (or refusing them) is in the app runner, which issue
-# 16 is reworking (streaming/session_runner.py). Issue 19 lists them.
+# 16 is reworking (compat/session.py). Issue 19 lists them.
 BOOL_FIELDS = ("auto-detach", "wait-all", "exclude-global-prep-cmd", "elevated")
 BOOL_DEFAULTS = {"auto-detach": True, "wait-all": True}
 _lock = threading.Lock()

@@ -6,3 +6,12 @@ class NativeConfig(AppConfig):
 
     name = "native"
     default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        from streaming.sessions import planes
+
+        planes.register(
+            "native",
+            "native.peer:main",
+            warm=("native.launch", "native.media", "native.sound", "native.inputs", "aiortc"),
+        )

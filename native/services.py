@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import re
 
-from compat.launchconfig import capped_fps
 from hostmgmt import redis_client
 from hostmgmt.lib.errors import Invalid, NotFound
 from native import launch, sessions
 from native.ratelimit import OfferLimiter
 from pairing import native as pairing
+from streaming.session_play import capped_fps
 
 SDP_FP_RE = re.compile(r"^a=fingerprint:sha-256 ([0-9A-Fa-f:]{95})\s*$", re.M)
 

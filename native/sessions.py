@@ -10,20 +10,17 @@ a live session in the one registry (`streaming.sessions.registry`), ended like a
 from __future__ import annotations
 
 import logging
-import os
-import signal
-import time
 
 from hostmgmt.lib.errors import DomainError
 from streaming.sessions import registry as sessions_registry
 from streaming.sessions import runtime
+from streaming.sessions.registry import connecting, end_connecting
 
 log = logging.getLogger("native")
 
-# Peers answered but not yet proven by DTLS: pid -> fingerprint. Bounded, because an offer
-# that claims a paired fingerprint gets a peer process for up to the connect timeout before
-# the handshake can refuse it.
-CONNECTING = f"{sessions_registry.PREFIX}:native-connecting"
+# Peers answered but not yet proven by DTLS are the registry's `connecting` processes. Bounded,
+# because an offer that claims a paired fingerprint gets a peer process for up to the connect
+# timeout before the handshake can refuse it.
 MAX_CONNECTING = 8
 MAX_CONNECTING_PER_DEVICE = 2
 ANSWER_TIMEOUT_S = 20
@@ -41,55 +38,6 @@ def _redis():
 def registry() -> dict[str, dict]:
     """Live native sessions by device fingerprint (the WebSocket relay and GET /gpus)."""
     return {rec["fingerprint"]: rec for rec in sessions_registry.live("native")}
-
-
-def connecting() -> dict[int, str]:
-    """Live peers still waiting for their DTLS proof: pid -> claimed fingerprint."""
-    out = {}
-    for pid, fp in _redis().hgetall(CONNECTING).items():
-        if _alive(int(pid)):
-            out[int(pid)] = fp.decode()
-        else:
-            _redis().hdel(CONNECTING, pid)
-    return out
-
-
-def connecting_add(pid: int, fingerprint: str) -> None:
-    _redis().hset(CONNECTING, pid, fingerprint)
-
-
-def proven(pid: int) -> None:
-    """The peer's DTLS proof is in (or it gave up): it no longer counts as connecting."""
-    _redis().hdel(CONNECTING, pid)
-
-
-def _alive(pid) -> bool:
-    if not isinstance(pid, int) or pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def end_connecting(fingerprints: list[str] | None, wait_s: float = 0) -> int:
-    """SIGTERM the unproven peers of these devices (None: all): they have started nothing
-    yet, so there is nothing to hand back."""
-    pids = []
-    for pid, fp in connecting().items():
-        if fingerprints is None or fp in fingerprints:
-            try:
-                os.kill(pid, signal.SIGTERM)
-                pids.append(pid)
-            except ProcessLookupError:
-                pass
-    deadline = time.monotonic() + wait_s
-    while pids and time.monotonic() < deadline and any(_alive(p) for p in pids):
-        time.sleep(0.05)
-    return len(pids)
 
 
 def end(fingerprints: list[str] | None, wait_s: float = 0) -> int:

@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from django.db import transaction
 from django.utils import timezone
 
-from compat.nvhttp.names import sanitize_name
 from hostmgmt.lib.errors import Forbidden, Invalid, NotFound, TooMany
+from hostmgmt.lib.names import sanitize_name
 from pairing.models import PLANE_NATIVE, PairedClient
 from pairing.native_pending import MAX_WRONG_PINS, PendingQueue, QueueFull
 from pairing.services import emit_device

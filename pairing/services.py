@@ -13,9 +13,9 @@ from cryptography import x509
 from django.db import transaction
 from django.utils import timezone
 
-from compat.nvhttp import crypto
-from compat.nvhttp.names import sanitize_name
 from hostmgmt.lib.errors import Invalid
+from hostmgmt.lib.names import sanitize_name
+from pairing import crypto
 from pairing.models import PLANE_COMPAT, PLANE_NATIVE, PairedClient, PinRequest
 from pairing.signals import announce_revocation
 

@@ -126,18 +126,16 @@ def current_game() -> int:
 def end_client_sessions(fingerprints: list[str] | None) -> None:
     """Pairing's hook: unpair / disable / unpair-all cut the client's running sessions, on
     either plane (a native peer also re-checks its authorization every second)."""
-    from native import sessions as native
 
     wanted = None if fingerprints is None else [f.lower() for f in fingerprints]
-    native.end_connecting(wanted)  # peers still proving their device: not registered yet
+    registry.end_connecting(wanted)  # admitted, still proving their device: not live yet
     registry.stop_clients(wanted, "unpaired", deliberate=True, wait_s=5)
 
 
 def end_all_sessions(reason: str, wait_s: float) -> None:
     """A deliberate stop of every session on both planes (DELETE /session, /api/apps/close)."""
-    from native import sessions as native
 
-    native.end_connecting(None)
+    registry.end_connecting(None)
     registry.stop_clients(None, reason, deliberate=True, wait_s=wait_s)
 
 
@@ -235,14 +233,13 @@ def live_encoders() -> list[dict]:
     stream sends video (state `streaming`; not while armed, idle or ending), and every
     native session (its encoder process runs for the session's life; libx264 unless its
     record says otherwise). Unreachable Redis: none (the GPU list still answers)."""
-    from native import sessions as native
 
     out: list[dict] = []
     state = current()
     if state and state.get("state") == "streaming":
         out.append(state.get("encoder") or dict(gpus.SOFTWARE))
     try:
-        records = native.registry().values()
+        records = registry.live("native")
     except Exception:  # noqa: BLE001 - no Redis: no native session can be live either
         records = []
     out += [r.get("encoder") or dict(gpus.SOFTWARE) for r in records]

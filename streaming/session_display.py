@@ -1,6 +1,6 @@
 """What a session of either plane does with the display `machine.acquire` gave it.
 
-Why one module: the compat runner (streaming/session_runner.py) and the native peer
+Why one module: the compat runner (compat/session.py) and the native peer
 (native/peer.py) stream the same backends (`xvfb`, `x11`, `wlr`, `sway`), so the
 choices that depend on the backend live here once: which X display an app gets, the virtual
 keyboard and pointer of a wlroots output, launching onto an output of the host's headless

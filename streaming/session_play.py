@@ -1,6 +1,6 @@
 """What makes a compat session playable beside the stream: sound, launch limits, the game.
 
-The compat session (`streaming.session_runner`) calls this module at three moments; the work
+The compat session (`compat.session`) calls this module at three moments; the work
 itself lives in the groundwork modules (docs/playable.md), so this is only the glue and the
 decisions that belong to a session:
 
@@ -24,6 +24,19 @@ import subprocess
 import threading
 
 log = logging.getLogger("streaming.sessions")
+
+
+def capped_fps(fps: int) -> int:
+    """The frame rate a client asked for at launch, capped by `max_fps` (unset: no cap); both
+    planes ask it before they choose the display mode."""
+    try:
+        from hostmgmt.config import store
+
+        cap = store.get("max_fps")
+    except Exception:  # noqa: BLE001 - a broken config must not stop a stream
+        cap = None
+    return min(fps, cap) if isinstance(cap, int) and cap > 0 else fps
+
 
 # Ends where the title is closed whatever the session settings say: the player quit the app
 # (/cancel), the host closed it (DELETE /session, /api/apps/close), the client lost its

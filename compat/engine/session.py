@@ -17,7 +17,7 @@ Everything listens to one client IP (``launch.client_ip``, else the first RTSP p
 connections and ENet connects from elsewhere are dropped, and the video/audio destination
 follows :mod:`compat.endpoint`'s ping rules; a live stream never changes address.
 
-What the caller (``streaming.session_runner``, run by the Celery session task) supplies: the
+What the caller (``compat.session``, run by the Celery session task) supplies: the
 launch's secrets and mode, a ``frame_source`` (the capture backend's frames), and ``on_event``
 to turn lifecycle moments into host events (``client.connected``, ``stream.started``, ...).
 """

@@ -22,9 +22,9 @@ from typing import Protocol
 
 from cryptography import x509
 
-from compat.nvhttp import crypto
 from compat.nvhttp.handshake import DONE, WAITING_PIN, HandshakeError, HostIdentity, ServerHandshake
-from compat.nvhttp.names import sanitize_name
+from hostmgmt.lib.names import sanitize_name
+from pairing import crypto
 
 log = logging.getLogger(__name__)
 

@@ -15,8 +15,9 @@ from dataclasses import dataclass, field
 from typing import Protocol
 from urllib.parse import parse_qsl
 
-from compat.nvhttp import crypto, responses
+from compat.nvhttp import responses
 from compat.nvhttp.coordinator import PairingCoordinator, Result
+from pairing import crypto
 
 log = logging.getLogger(__name__)
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from cryptography import x509
 from cryptography.hazmat.primitives.asymmetric import rsa
 
-from compat.nvhttp import crypto
+from pairing import crypto
 
 WAITING_PIN = "waiting_pin"
 CERT_SENT = "cert_sent"

@@ -4,7 +4,7 @@ a session").
     plan -> display -> prep `do` -> app and game link -> [the plane's transport]
          -> stats, history, stream webhooks, events -> game end, prep `undo` -> display back
 
-A plane (compat: `streaming.session_runner`, native: `native.peer`) admits the
+A plane (compat: `compat.session`, native: `native.peer`) admits the
 client, builds a `SessionCore` and drives its transport; the core does everything else, once,
 so both planes produce the same registry record, event payloads, history record fields,
 `stream.start`/`stream.end` webhooks and `/api/stream/latency` figures.

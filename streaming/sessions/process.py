@@ -14,10 +14,9 @@ import os
 LOG_NAMES = {"native": "native-peer.log"}
 
 
-# What a session imports on its way up, imported while the process waits for its request.
+# What a session imports on its way up, imported while the process waits for its request
+# (with what each plane registered in `planes`).
 WARM = (
-    "streaming.session_runner",
-    "native.peer",
     "streaming.sessions.lifecycle",
     "library.catalog",
     "library.services",
@@ -35,11 +34,6 @@ WARM = (
     "streaming.history",
     "hooks.prep",
     "hooks.stream_webhooks",
-    "native.launch",
-    "native.media",
-    "native.sound",
-    "native.inputs",
-    "aiortc",
 )
 
 
@@ -50,7 +44,9 @@ def warm_up() -> None:
     import django
 
     django.setup()
-    for name in WARM:
+    from streaming.sessions import planes
+
+    for name in (*WARM, *planes.warm_modules()):
         try:
             importlib.import_module(name)
         except Exception:  # noqa: BLE001 - an optional backend missing: imported when used
@@ -69,12 +65,9 @@ def _log_to(plane: str) -> None:
 
 def run(plane: str, spec: dict) -> int:
     _log_to(plane)
-    if plane == "native":
-        from native import peer
+    from streaming.sessions import planes
 
-        return peer.main(spec)
-    if plane == "compat":
-        from streaming import session_runner
-
-        return session_runner.main(spec)
-    return 2
+    body = planes.entry(plane)
+    if body is None:
+        return 2
+    return body(spec)

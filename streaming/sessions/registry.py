@@ -21,6 +21,7 @@ import json
 import logging
 import os
 import secrets
+import signal
 import time
 
 from hostmgmt import redis_client
@@ -143,3 +144,49 @@ def stop_clients(fingerprints: list[str] | None, reason: str, deliberate: bool =
     records = [rec for rec in live(plane)
                if wanted is None or (rec.get("fingerprint") or "").lower() in wanted]  # fmt: skip
     return stop(records, reason, deliberate, wait_s)
+
+
+# -- admitted, not yet proven --------------------------------------------------------------
+CONNECTING_KEY = f"{PREFIX}:connecting"
+
+
+def connecting() -> dict[int, str]:
+    """Session processes admitted but not yet proven (a native peer before its DTLS proof):
+    pid -> claimed fingerprint. They have started nothing, so they are not live sessions."""
+    out = {}
+    for pid, fp in redis().hgetall(CONNECTING_KEY).items():
+        if _pid_alive(int(pid)):
+            out[int(pid)] = fp.decode()
+        else:
+            redis().hdel(CONNECTING_KEY, pid)
+    return out
+
+
+def connecting_add(pid: int, fingerprint: str) -> None:
+    redis().hset(CONNECTING_KEY, pid, fingerprint)
+
+
+def proven(pid: int) -> None:
+    """The peer's DTLS proof is in (or it gave up): it no longer counts as connecting."""
+    redis().hdel(CONNECTING_KEY, pid)
+
+
+def _pid_alive(pid) -> bool:
+    return isinstance(pid, int) and pid > 0 and _alive(pid)
+
+
+def end_connecting(fingerprints: list[str] | None, wait_s: float = 0) -> int:
+    """SIGTERM the unproven peers of these devices (None: all): they have started nothing
+    yet, so there is nothing to hand back."""
+    pids = []
+    for pid, fp in connecting().items():
+        if fingerprints is None or fp in fingerprints:
+            try:
+                os.kill(pid, signal.SIGTERM)
+                pids.append(pid)
+            except ProcessLookupError:
+                pass
+    deadline = time.monotonic() + wait_s
+    while pids and time.monotonic() < deadline and any(_pid_alive(p) for p in pids):
+        time.sleep(0.05)
+    return len(pids)

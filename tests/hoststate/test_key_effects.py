@@ -130,7 +130,7 @@ def test_enet_4mib_buffer_grows_both_socket_buffers_or_leaves_them():
 
 
 def test_max_fps_caps_the_frame_rate_a_client_asks_for(state):
-    from compat.launchconfig import capped_fps
+    from streaming.session_play import capped_fps
 
     assert capped_fps(120) == 120
     store.write({"max_fps": "30"})

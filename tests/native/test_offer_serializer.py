@@ -1,11 +1,11 @@
-"""The offer body's validation (`native/serializers.py`), without a host: every
+"""The offer body's validation (`native/api/serializers.py`), without a host: every
 message names its field, because the player shows the first one."""
 
 from __future__ import annotations
 
 import pytest
 
-from native.serializers import OfferSerializer
+from native.api.serializers import OfferSerializer
 from tests.native.helpers import fake_fp, offer_sdp
 
 

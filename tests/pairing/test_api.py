@@ -10,8 +10,7 @@ from django.core.management import CommandError, call_command
 from django.test import Client
 from django.utils import timezone
 
-from compat.nvhttp import crypto
-from pairing import services
+from pairing import crypto, services
 from pairing.models import PairedClient, PinRequest
 from tests.events import emitted
 from tests.pairing.certs import identity, pem
@@ -215,7 +214,7 @@ def test_trusted_subnets_parse_every_form_and_match_v4_and_v6(clean_config):
 
 
 def test_names_are_sanitized():
-    from compat.nvhttp.names import sanitize_name
+    from hostmgmt.lib.names import sanitize_name
 
     assert sanitize_name("  Den\tTV\x1b[31m \u202eevil ") == "Den TV[31m evil"
     assert len(sanitize_name("é" * 100).encode()) <= 64

@@ -7,8 +7,8 @@ import time
 
 import pytest
 
-from compat.nvhttp import crypto
 from compat.nvhttp.coordinator import COMPLETED, DENIED, PENDING, PairingCoordinator, PinGone
+from pairing import crypto
 from tests.pairing.certs import pem
 from tests.pairing.test_handshake import Client, host
 

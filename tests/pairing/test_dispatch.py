@@ -6,9 +6,9 @@ from xml.etree import ElementTree as ET
 
 import pytest
 
-from compat.nvhttp import crypto
 from compat.nvhttp.coordinator import PairingCoordinator
 from compat.nvhttp.dispatch import App, ClientInfo, Dispatcher, NvRequest, NvResponse, parse_query
+from pairing import crypto
 from tests.pairing.certs import identity
 from tests.pairing.test_coordinator import FakeBackend
 

@@ -8,8 +8,8 @@ import pytest
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import padding
 
-from compat.nvhttp import crypto
 from compat.nvhttp.handshake import DONE, HandshakeError, HostIdentity, ServerHandshake
+from pairing import crypto
 from tests.pairing.certs import identity, pem
 
 

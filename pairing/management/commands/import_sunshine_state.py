@@ -14,8 +14,8 @@ from pathlib import Path
 from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
 
-from compat.nvhttp import crypto
-from compat.nvhttp.names import sanitize_name
+from hostmgmt.lib.names import sanitize_name
+from pairing import crypto
 from pairing.models import PairedClient
 
 

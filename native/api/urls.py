@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from native import views
+from native.api import views
 
 urlpatterns = [
     path("play", views.play, name="native-play"),

@@ -22,7 +22,7 @@ from hostmgmt.auth.admin import client_ip
 from hostmgmt.auth.mgmt import csrf_failure
 from hostmgmt.lib.errors import Invalid, TooLarge
 from native import launch, services
-from native.serializers import OfferSerializer
+from native.api.serializers import OfferSerializer
 
 MAX_OFFER_BYTES = 64 * 1024
 CSP = (
