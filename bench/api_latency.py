@@ -107,7 +107,7 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=8.0)
     parser.add_argument("--connections", default="1,10,50")
     opts = parser.parse_args()
-    from tests.livehost import free_base_port
+    from tests.support.livehost import free_base_port
 
     state = Path(tempfile.mkdtemp(prefix="bench-api-"))
     base = free_base_port()

@@ -147,18 +147,18 @@ def bench_latency(trials: int) -> None:
 
 
 def bench_client_latency(trials: int) -> None:
-    """Capture-to-client latency through a live session (tests/streaming/play_client.py)."""
+    """Capture-to-client latency through a live session (tests/support/play_client.py)."""
     import json
     import tempfile
 
     from tests.conftest import ADMIN_PASSWORD, ADMIN_USER
-    from tests.livehost import ROOT, start_host
-    from tests.pairing.live import Moonlight, post_pin
+    from tests.support.livehost import ROOT, start_host
+    from tests.support.moonlight import Moonlight, post_pin
 
     state = Path(tempfile.mkdtemp(prefix="bench-audio-"))
     marks = state / "marks"
     marks.mkdir()
-    tone_app = ROOT / "tests/streaming/tone_app.py"
+    tone_app = ROOT / "tests/support/tone_app.py"
     apps = {"apps": [{"name": "Tone", "cmd": f"exec {sys.executable} {tone_app} {marks}"}]}
     (state / "apps.json").write_text(json.dumps(apps))
     host = start_host(state_dir=state)
@@ -174,7 +174,7 @@ def bench_client_latency(trials: int) -> None:
         ml.wait_paired()
         (marks / "tone-spec.json").write_text('{"freq": 1000, "amp": 0.25, "seconds": 1}')
         for _ in range(trials):
-            args = [sys.executable, str(ROOT / "tests/streaming/play_client.py"),
+            args = [sys.executable, str(ROOT / "tests/support/play_client.py"),
                     str(host.base_port), str(state / "client"), "Tone", "2", "tone", str(marks),
                     host.url, host.mgmt_token, str(host.cert_path)]  # fmt: skip
             subprocess.run(args, cwd=ROOT, check=True, capture_output=True, timeout=120,

@@ -29,7 +29,6 @@ sys.path.insert(0, str(ROOT))
 import psutil  # noqa: E402
 from playwright.sync_api import sync_playwright  # noqa: E402
 
-from tests.livehost import start_host  # noqa: E402
 from tests.native.browserkit import (  # noqa: E402
     ARGS,
     CANVAS_PIXEL_JS,
@@ -40,6 +39,7 @@ from tests.native.browserkit import (  # noqa: E402
     wait_for,
 )
 from tests.native.test_player import FRAMES_JS, PIXEL_JS, Painter  # noqa: E402
+from tests.support.livehost import start_host  # noqa: E402
 
 COLOURS = [(255, 0, 0), (0, 255, 0), (0, 0, 255), (255, 255, 0), (0, 255, 255), (255, 0, 255)]
 

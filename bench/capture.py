@@ -11,7 +11,7 @@
 - xvfb: Xvfb at the same size grabbed with mss (XShm), through framesource.DisplayCapture,
   the path sessions use today;
 - x11 attached: the host's `capture = x11` path on an "operator desktop" the bench starts (an
-  Xvfb with windows drawn on it, tests/streaming/desktop.py): capture.select() resolves it from
+  Xvfb with windows drawn on it, tests/support/desktop.py): capture.select() resolves it from
   DISPLAY exactly as a session start does (probe, monitor, region) and
   session_display.open_capture() gives the session's frame source for it (a DisplayCapture
   of that monitor's region). "1080p desk->720p" is a 1920x1080 desktop streamed to a
@@ -37,8 +37,8 @@ from displays.sway import SwayCompositor  # noqa: E402
 from media.framesource import DisplayCapture  # noqa: E402
 from media.wayland.screencopy import ScreenCopy  # noqa: E402
 from streaming.session_display import open_capture  # noqa: E402
-from tests.streaming.desktop import OperatorDesktop  # noqa: E402
-from tests.streaming.wl_app import WaylandApp  # noqa: E402
+from tests.support.desktop import OperatorDesktop  # noqa: E402
+from tests.support.wl_app import WaylandApp  # noqa: E402
 
 SIZES = [(1280, 720), (1920, 1080)]
 FRAMES = int(sys.argv[1]) if len(sys.argv) > 1 else 120

@@ -24,7 +24,7 @@ sys.path.insert(0, str(ROOT))
 import httpx  # noqa: E402
 import redis  # noqa: E402
 
-from tests.livehost import start_host  # noqa: E402
+from tests.support.livehost import start_host  # noqa: E402
 
 EMITTER = """
 import json, sys, time

@@ -32,7 +32,7 @@ sys.path.insert(0, str(ROOT))
 
 
 def free_base() -> int:
-    from tests.livehost import free_base_port
+    from tests.support.livehost import free_base_port
 
     return free_base_port()
 
@@ -127,7 +127,7 @@ def crypto_baseline(rounds: int) -> float:
     from compat.nvhttp.handshake import HostIdentity, ServerHandshake
     from hostmgmt import identity
     from pairing import crypto
-    from tests.pairing.test_handshake import Client
+    from tests.compat.test_handshake import Client
 
     pem = identity.cert_path().read_bytes()
     key = serialization.load_pem_private_key(identity.key_path().read_bytes(), None)

@@ -11,7 +11,7 @@ back. The backends (issue 15), each set up as tests/streaming/test_*_e2e.py set 
 
 * xvfb (default): the host's private Xvfb per session; the drawer draws into it.
 * x11: `capture = x11` on an "operator desktop" the bench owns (an Xvfb per mode at the mode's
-  size, with tests/streaming/desktop.py's windows on it): the host starts with DISPLAY at the
+  size, with tests/support/desktop.py's windows on it): the host starts with DISPLAY at the
   first one, and before each mode host.conf's `output_name` names that mode's desktop (a hand
   edit the host reads at the next session start), so no mode is scaled. The drawer draws
   into that desktop, on top of its windows.
@@ -116,7 +116,7 @@ def grant_access(x_display: str) -> None:
     ours to the server's `localuser` list, as `xhost +si:localuser:NAME` does. Needs root."""
     import pwd
 
-    from tests.streaming import x11_app
+    from tests.support import x11_app
 
     st = os.stat(f"/tmp/.X11-unix/X{x_display.lstrip(':')}")
     if st.st_uid == os.geteuid():
@@ -251,15 +251,15 @@ def parse_mode(mode: str) -> tuple[int, int, int]:
 def run_backend(backend: str, modes: list[str], seconds: float) -> list[dict]:
     """One host set up for `backend`, paired, Desktop streamed at each mode; the client's
     figures per mode."""
-    from tests.livehost import start_host
-    from tests.pairing.live import Moonlight, post_pin
+    from tests.support.livehost import start_host
+    from tests.support.moonlight import Moonlight, post_pin
 
     state = Path(tempfile.mkdtemp(prefix=f"bench-stream-{backend}-"))
     env: dict[str, str] = {}
     conf = BASE_CONF
     desks = {}
     if backend == "x11":
-        from tests.streaming.desktop import OperatorDesktop
+        from tests.support.desktop import OperatorDesktop
 
         for mode in modes:
             w, h, _ = parse_mode(mode)

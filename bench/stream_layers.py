@@ -290,7 +290,7 @@ def bench_loopback(w: int, h: int, seconds: float) -> None:
     import subprocess
 
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    script = os.path.join(root, "tests", "compat_protocol", "e2e_client.py")
+    script = os.path.join(root, "tests", "compat", "e2e_client.py")
     out = subprocess.run(
         [sys.executable, script, str(w), str(h), "60", str(seconds)],
         capture_output=True,

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.livehost import running_host
+from tests.support.livehost import running_host
 
 ADMIN_USER = "admin"
 ADMIN_PASSWORD = "correct horse battery staple"

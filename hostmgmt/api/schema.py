@@ -4,7 +4,7 @@
   bearer token), from the two authentication classes.
 - Hand-written routes that are plain (async) Django views rather than DRF views, so the
   generator never visits them: `GET /api/v1/events` (the SSE stream). `HAND_WRITTEN` is the
-  table; `tests/platform/test_api_schema.py` checks that every `/api/...` route of the URL map
+  table; `tests/hostmgmt/test_api_schema.py` checks that every `/api/...` route of the URL map
   is in the schema, so a new plain view without an entry here fails that test.
 """
 

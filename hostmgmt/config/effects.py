@@ -2,7 +2,7 @@
 
 Every key of the schema (pattern keys by their pattern) either has an entry here or is
 refused for any value but its default (`Key.refused_all`, with the reason). The guard test
-(tests/hoststate/test_key_guard.py) fails when a key has neither, both, or names a test that
+(tests/hostmgmt/config/test_key_guard.py) fails when a key has neither, both, or names a test that
 does not exist, so no key can be added that is stored and ignored. The console's config page
 shows the marker beside each key.
 """
@@ -11,13 +11,13 @@ from __future__ import annotations
 
 from hostmgmt.config.schema import key
 
-_E = "tests/hoststate/test_key_effects.py::"
+_E = "tests/hostmgmt/config/test_key_effects.py::"
 _AUDIO = _E + "test_audio_keys_change_the_session_chain_and_opus_settings"
 _LAUNCH = _E + "test_launch_takes_the_stream_keys_from_the_config"
-_PROFILES = "tests/gamelife/test_profiles.py::"
-_HEADLESS = "tests/hoststate/test_headless_machine.py::"
+_PROFILES = "tests/games/test_profiles.py::"
+_HEADLESS = "tests/displays/test_headless_machine.py::"
 _PAIRING = "tests/pairing/test_e2e.py::"
-_CAPTURE = "tests/hoststate/test_capture_select.py::"
+_CAPTURE = "tests/displays/test_capture_select.py::"
 
 EFFECTS: dict[str, str] = {
     # network and start-up
@@ -42,9 +42,9 @@ EFFECTS: dict[str, str] = {
     "webhook_url_N": "tests/hooks/test_e2e_hooks.py::test_stream_webhooks_signed_and_retried",
     "origin_web_ui_allowed": _E + "test_origin_keys_decide_who_may_reach_the_console",
     "csrf_allowed_origins": _E + "test_origin_keys_decide_who_may_reach_the_console",
-    "api_tokens": "tests/console/test_tokens_api.py::test_scope_denial",
+    "api_tokens": "tests/hostmgmt/console/test_tokens_api.py::test_scope_denial",
     "update_manifest_url": (
-        "tests/console/test_updater_platform.py::test_manifest_url_env_fallback_goes_through_the_schema"
+        "tests/hostmgmt/console/test_updater_platform.py::test_manifest_url_env_fallback_goes_through_the_schema"
     ),
     "cert": _E + "test_cert_and_pkey_are_served_instead_of_the_generated_pair",
     "pkey": _E + "test_cert_and_pkey_are_served_instead_of_the_generated_pair",
@@ -55,12 +55,12 @@ EFFECTS: dict[str, str] = {
     "adapter_name": _E + "test_adapter_name_pins_the_selected_gpu",
     "compositor": _E + "test_compositor_is_the_default_of_the_compositor_list",
     "capture_method": (
-        "tests/hoststate/test_capture_select.py::test_a_dead_display_falls_back_under_auto_and_"
+        "tests/displays/test_capture_select.py::test_a_dead_display_falls_back_under_auto_and_"
         "fails_when_asked_for"
     ),
     "capture": _CAPTURE + "test_the_two_names_of_the_setting_must_agree",
     "output_name": (
-        "tests/hoststate/test_capture_select.py::test_output_name_names_the_display_and_the_monitor"
+        "tests/displays/test_capture_select.py::test_output_name_names_the_display_and_the_monitor"
     ),
     "headless_mode": (
         _HEADLESS + "test_the_native_plane_gets_an_output_of_the_headless_compositor_too"
@@ -78,7 +78,7 @@ EFFECTS: dict[str, str] = {
     "client_profile_<name>_hevc_mode": _PROFILES + "test_profile_applies_to_its_client_only",
     "client_profile_<name>_av1_mode": _PROFILES + "test_av1_off_falls_back_through_hevc",
     # audio
-    "stream_audio": "tests/playable/test_capture.py::test_stream_audio_false_means_no_audio_at_all",
+    "stream_audio": "tests/media/test_capture.py::test_stream_audio_false_means_no_audio_at_all",
     "audio_sink": _E + "test_sink_keys_name_the_session_sink",
     "virtual_sink": _E + "test_sink_keys_name_the_session_sink",
     # input and apps

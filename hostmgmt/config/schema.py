@@ -31,7 +31,7 @@ if shutil.which("sway") is None:
     COMPOSITOR_BACKEND_REFUSED["sway"] = "sway is not installed (Debian package sway)"
 
 # Why a key is stored but only its default accepted (`Key.refused_all`); the guard test
-# (tests/hoststate/test_key_guard.py) fails for a key with neither this nor an effect test
+# (tests/hostmgmt/config/test_key_guard.py) fails for a key with neither this nor an effect test
 # registered in hostmgmt/config/effects.py.
 CODECS = "planned: issue 18 (codecs, encoders, encryption, adaptive bitrate)"
 REAL_MACHINE = "planned: issue 15 (real-machine capture and displays)"

@@ -44,7 +44,7 @@ def receiver_tls(tls_material):
 @pytest.fixture(scope="session")
 def hooks_host(tls_material):
     """Our own real host: runhost, daphne TLS, Redis, Celery (both workers)."""
-    from tests.livehost import start_host
+    from tests.support.livehost import start_host
 
     out = Path(tempfile.mkdtemp(prefix="hooks-e2e-out-"))
     env = {

@@ -6,7 +6,7 @@ import pytest
 
 from hooks import dispatch, hook_config
 from hostmgmt import redis_client
-from tests.events import emitted
+from tests.support.events import emitted
 
 STREAM = {
     "seq": 1,

@@ -20,7 +20,7 @@ import psutil
 import pytest
 
 from tests.hooks import helpers
-from tests.livehost import start_host
+from tests.support.livehost import start_host
 
 pytestmark = pytest.mark.e2e
 

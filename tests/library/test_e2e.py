@@ -14,7 +14,7 @@ import pytest
 
 from tests.conftest import ADMIN_PASSWORD, ADMIN_USER
 from tests.library import stores
-from tests.livehost import start_host
+from tests.support.livehost import start_host
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 

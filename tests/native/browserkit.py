@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import time
 
-from tests.browser import CHROMIUM, PLAYER_ARGS
+from tests.support.browser import CHROMIUM, PLAYER_ARGS
 
 ARGS = PLAYER_ARGS
 __all__ = ["ARGS", "CHROMIUM", "close_to", "page_wait", "paint_to_page_ms", "wait_for"]

@@ -29,13 +29,13 @@ import pytest
 
 from displays import sway as swaymod
 from tests.conftest import ADMIN_PASSWORD, ADMIN_USER
-from tests.livehost import running_host
+from tests.displays import test_headless_e2e as hl
+from tests.displays.test_headless_e2e import BACKGROUND_BGR, app_pids, bgr, close
 from tests.native import test_dtls_proof as dtls
 from tests.native.helpers import Knocker, LiveEvents
 from tests.native.test_dtls_proof import Device, fingerprint_of, until
-from tests.streaming import test_headless_e2e as hl
-from tests.streaming import wl_app, x11_app
-from tests.streaming.test_headless_e2e import BACKGROUND_BGR, app_pids, bgr, close
+from tests.support import wl_app, x11_app
+from tests.support.livehost import running_host
 
 # The headless host of the compat e2e (its own instance for this module) and the test peers'
 # loopback ICE candidates.

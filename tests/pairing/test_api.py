@@ -12,8 +12,8 @@ from django.utils import timezone
 
 from pairing import crypto, services
 from pairing.models import PairedClient, PinRequest
-from tests.events import emitted
-from tests.pairing.certs import identity, pem
+from tests.support.certs import identity, pem
+from tests.support.events import emitted
 
 pytestmark = pytest.mark.django_db
 

@@ -14,7 +14,7 @@ from moonlight_python.exceptions import HttpResponseError, PairingAlreadyInProgr
 from zeroconf import IPVersion, ServiceBrowser, ServiceListener, Zeroconf
 
 from compat.mdns import SERVICE_TYPE
-from tests.pairing.live import (
+from tests.support.moonlight import (
     Moonlight,
     TrustedPairHTTP,
     host_config,

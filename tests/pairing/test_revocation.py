@@ -24,7 +24,7 @@ from pairing.models import PLANE_NATIVE, PairedClient
 from pairing.signals import client_revoked
 from streaming import services as sessions_state
 from streaming.sessions import registry
-from tests.pairing.certs import identity
+from tests.support.certs import identity
 
 pytestmark = pytest.mark.django_db
 

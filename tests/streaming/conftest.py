@@ -22,10 +22,11 @@ import httpx
 import pytest
 
 from tests.conftest import ADMIN_PASSWORD, ADMIN_USER
-from tests.livehost import ROOT, running_host
-from tests.pairing.live import Moonlight, post_pin
+from tests.hostmgmt.console.conftest import admin  # noqa: F401 - fixtures
+from tests.support.livehost import ROOT, running_host
+from tests.support.moonlight import Moonlight, post_pin
 
-CLIENT = str(ROOT / "tests/streaming/client.py")
+CLIENT = str(ROOT / "tests/support/client.py")
 
 
 def probe_apps(marks: Path) -> dict:

@@ -20,7 +20,7 @@ import pytest
 
 from hostmgmt.lib.env import without_secrets
 from tests.conftest import ADMIN_PASSWORD, ADMIN_USER
-from tests.livehost import running_host
+from tests.support.livehost import running_host
 
 MGMT = "a1" * 32
 PLUGIN = "b2" * 32

@@ -8,7 +8,6 @@ import time
 import pytest
 
 from tests.conftest import ADMIN_PASSWORD, ADMIN_USER
-from tests.streaming.client import BLUE_BGR, GREEN_BGR
 from tests.streaming.conftest import (
     client_result,
     events,
@@ -17,6 +16,7 @@ from tests.streaming.conftest import (
     run_client,
     wait_for,
 )
+from tests.support.client import BLUE_BGR, GREEN_BGR
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 

@@ -1,0 +1,15 @@
+"""Fixtures for the protocol-layer tests: the real client library, when installed."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.compat import mcc
+from tests.streaming.conftest import stream_host  # noqa: F401 - fixtures
+
+
+@pytest.fixture
+def mcc_lib():
+    if not mcc.available():
+        pytest.skip("moonlight-python (test dependency) is not installed")
+    return mcc

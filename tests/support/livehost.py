@@ -1,0 +1,192 @@
+"""Start the real host (`manage.py runhost`) for end-to-end tests and talk to it like a user."""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import socket
+import ssl
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _free(port: int, kind: int) -> bool:
+    with socket.socket(socket.AF_INET, kind) as sock:
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def _ephemeral_low() -> int:
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
+def free_base_port() -> int:
+    """A base port whose every derived port (base-5 .. base+21, TCP and UDP) is free, below the
+    kernel's ephemeral range: there, no other process's outgoing socket can take one of the
+    host's ports while it runs (preflight would rightly call that port foreign)."""
+    high = max(_ephemeral_low() - 22, 10_100)
+    for _ in range(200):
+        base = random.randrange(10_000, high)
+        ports = range(base - 5, base + 22)
+        if all(_free(p, socket.SOCK_STREAM) and _free(p, socket.SOCK_DGRAM) for p in ports):
+            return base
+    raise RuntimeError("no free base port found")
+
+
+def read_token(path: Path) -> str:
+    return path.read_text().strip().split("=", 1)[1]
+
+
+@dataclass
+class LiveHost:
+    state_dir: Path
+    base_port: int
+    proc: subprocess.Popen
+    log_path: Path
+    extra_env: dict = field(default_factory=dict)
+
+    @property
+    def mgmt_port(self) -> int:
+        return self.base_port + 1
+
+    @property
+    def url(self) -> str:
+        return f"https://127.0.0.1:{self.mgmt_port}"
+
+    @property
+    def cert_path(self) -> Path:
+        return self.state_dir / "tls-cert.pem"
+
+    @property
+    def mgmt_token(self) -> str:
+        return read_token(self.state_dir / "mgmt-token")
+
+    @property
+    def plugin_token(self) -> str:
+        return read_token(self.state_dir / "plugin-token")
+
+    def ssl_context(self) -> ssl.SSLContext:
+        """Trust exactly the host's self-signed certificate: the TLS under test is real."""
+        ctx = ssl.create_default_context(cafile=str(self.cert_path))
+        return ctx
+
+    def client(self, **kwargs) -> httpx.Client:
+        return httpx.Client(base_url=self.url, verify=self.ssl_context(), timeout=30, **kwargs)
+
+    def mgmt(self) -> httpx.Client:
+        return self.client(headers={"Authorization": f"Bearer {self.mgmt_token}"})
+
+    def set_first_admin(self, user: str, password: str) -> None:
+        """Set the admin credentials through the first-run route, as a newcomer would."""
+        body = {"newUsername": user, "newPassword": password, "confirmNewPassword": password}
+        with self.client() as c:
+            r = c.post("/api/password", json=body)
+            assert r.status_code == 200, r.text
+
+    def log_tail(self, lines: int = 60) -> str:
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+        except FileNotFoundError:
+            return ""
+
+    def wait_ready(self, timeout: float = 60.0) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"host exited with {self.proc.returncode}:\n{self.log_tail()}")
+            try:
+                with self.client() as c:
+                    if c.get("/api/v1/health").status_code == 200 and self._compat_listening():
+                        return
+            except (httpx.HTTPError, ssl.SSLError, OSError):
+                pass
+            time.sleep(0.2)
+        raise RuntimeError(f"host did not become ready in {timeout} s:\n{self.log_tail()}")
+
+    def _compat_listening(self) -> bool:
+        """The compat plane's nvhttp port accepts connections (it starts beside daphne)."""
+        try:
+            socket.create_connection(("127.0.0.1", self.base_port), timeout=0.5).close()
+            return True
+        except OSError:
+            return False
+
+    def stop(self, timeout: float = 30.0) -> int:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        return self.proc.returncode
+
+
+def start_host(
+    state_dir: Path | None = None,
+    base_port: int | None = None,
+    args: list[str] | None = None,
+    env: dict | None = None,
+    wait: bool = True,
+) -> LiveHost:
+    state_dir = state_dir or Path(tempfile.mkdtemp(prefix="hostmgmt-e2e-"))
+    base_port = base_port or free_base_port()
+    full_env = {k: v for k, v in os.environ.items() if not k.startswith("HOST_")}
+    full_env.pop("REDIS_URL", None)
+    # The desktop the tests run in (if any) is not the host's: capture `auto` would attach to
+    # it. A test that wants an attached desktop passes DISPLAY in `env`.
+    for name in ("DISPLAY", "WAYLAND_DISPLAY", "XAUTHORITY"):
+        full_env.pop(name, None)
+    full_env.update(
+        {
+            "HOST_STATE_DIR": str(state_dir),
+            "HOST_PORT": str(base_port),
+            "DJANGO_SETTINGS_MODULE": "hostmgmt.settings",
+            "HOST_WORKER_CONCURRENCY": "2",
+        }
+    )
+    full_env.update(env or {})
+    log_path = state_dir.parent / f"{state_dir.name}.out"
+    log_file = open(log_path, "ab")  # noqa: SIM115 - owned by the process for its lifetime
+    proc = subprocess.Popen(
+        [sys.executable, str(ROOT / "manage.py"), "runhost", *(args or [])],
+        cwd=ROOT,
+        env=full_env,
+        stdout=log_file,
+        stderr=subprocess.STDOUT,
+    )
+    host = LiveHost(state_dir, base_port, proc, log_path, env or {})
+    if wait:
+        host.wait_ready()
+    return host
+
+
+@contextmanager
+def running_host(admin: tuple[str, str] | None = None, **kwargs) -> Iterator[LiveHost]:
+    """`start_host(**kwargs)`, the admin credentials set through the first-run route, and a
+    stop that prints the host's log tail when it did not exit cleanly."""
+    host = start_host(**kwargs)
+    try:
+        if admin is not None:
+            host.set_first_admin(*admin)
+        yield host
+    finally:
+        if host.stop() != 0:
+            print(host.log_tail())
