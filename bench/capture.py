@@ -33,7 +33,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from displays import capture  # noqa: E402
-from displays.sway import SwayCompositor  # noqa: E402
+from displays.sway import SwayCompositor, repaint_rate  # noqa: E402
 from media.framesource import DisplayCapture  # noqa: E402
 from media.wayland.screencopy import ScreenCopy  # noqa: E402
 from streaming.session_display import open_capture  # noqa: E402
@@ -91,7 +91,7 @@ def timed(fn, n: int, rate: float | None = None, work_ms: float = 0.0) -> list[f
 
 
 def wlr_rows(comp: SwayCompositor, w: int, h: int) -> dict[str, list[float]]:
-    out = comp.create_output(w, h, 60)
+    out = comp.create_output(w, h, repaint_rate(60))  # as sessions' outputs (headless.py)
     comp.focus_output(out)
     app = WaylandApp(comp.wayland_socket, title=f"bench-{w}")
     try:

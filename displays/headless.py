@@ -179,7 +179,7 @@ def create_output(width: int, height: int, refresh: int, x: int, y: int,
     try:
         with _locked():
             comp.refresh_retired(in_use)
-            name = comp.create_output(width, height, refresh, x=x, y=y)
+            name = comp.create_output(width, height, swaymod.repaint_rate(refresh), x=x, y=y)
             if focus:
                 comp.focus_output(name)
             return comp, name

@@ -118,8 +118,9 @@ def test_displays_are_outputs_at_the_client_mode_placed_and_retired(state, host_
         comp = headless.current()
         try:
             outs = {o["name"]: o for o in comp.outputs()}
+            # the output repaints a little faster than the stream's 60 (sway.repaint_rate)
             assert outs[a["output"]]["current_mode"] == {"width": 1280, "height": 720,
-                                                          "refresh": 60000}  # fmt: skip
+                                                          "refresh": 71000}  # fmt: skip
             assert outs[b["output"]]["current_mode"]["width"] == 800
             # placed per the layout: a row, left to right, apart (default topology: exclusive)
             assert outs[a["output"]]["rect"]["x"] == a["x"] == 0
@@ -351,3 +352,13 @@ def test_preflight_says_which_backend_and_why_the_headless_compositor_cannot_run
         assert checks["capture-backends"]["status"] == "pass", checks["capture-backends"]
         comp = checks["headless-compositor"]
         assert comp["status"] == "pass" and "starts as nobody" in comp["detail"], comp
+
+
+def test_repaint_rate_leaves_the_compositor_room_to_render_each_frame():
+    """wlroots' headless timer waits `1000 // Hz` ms after each commit: the asked rate must
+    make that wait two milliseconds shorter than the stream's frame interval."""
+    for fps in (30, 60, 90, 120, 144, 240):
+        hz = sway.repaint_rate(fps)
+        assert hz >= fps
+        assert 1000 // hz <= 1000 / fps - 2, (fps, hz)
+        assert 1000 // hz >= 1000 // fps - 3, (fps, hz)  # not needlessly fast
