@@ -102,7 +102,9 @@ class WaylandCapture:
         t0 = time.perf_counter()
         try:
             if self._cap is None:
-                self._cap = ScreenCopy(self.wayland_socket, self.output, timeout=2.0)
+                self._cap = ScreenCopy(
+                    self.wayland_socket, self.output, timeout=2.0, prefetch=True
+                )  # see docs/host-state.md
             frame = self._cap.grab()  # a copy: the shared buffer is reused by the next grab
             if frame.shape[0] != height or frame.shape[1] != width:
                 import cv2
