@@ -10,8 +10,8 @@ from __future__ import annotations
 import pytest
 
 from media import encoders, gpus
-from native import sessions as native
 from streaming import services
+from streaming.sessions import registry
 from tests.media.test_machine import fake_card
 
 pytestmark = pytest.mark.django_db
@@ -67,7 +67,7 @@ def test_live_encoders_count_a_streaming_compat_session_and_every_native_one(mon
     record = {"id": 7, "state": "armed", "encoder": nvenc(NV0["id"])}
     monkeypatch.setattr(services, "current", lambda: record)
     peers = {}
-    monkeypatch.setattr(native, "registry", lambda: peers)
+    monkeypatch.setattr(registry, "live", lambda plane=None: list(peers.values()))
     assert services.live_encoders() == []  # armed: no encoder runs before the client connects
     record["state"] = "streaming"
     assert services.live_encoders() == [nvenc(NV0["id"])]
@@ -79,7 +79,7 @@ def test_live_encoders_count_a_streaming_compat_session_and_every_native_one(mon
     def down():
         raise ConnectionError("no redis")
 
-    monkeypatch.setattr(native, "registry", down)
+    monkeypatch.setattr(registry, "live", lambda plane=None: down())
     record["state"] = "streaming"
     assert services.live_encoders() == [nvenc(NV0["id"])]
 
@@ -88,7 +88,7 @@ def test_gpu_state_reports_active_from_the_live_sessions(monkeypatch, state, tmp
     root = tmp_path / "sys"
     fake_card(root, 0, "10de", "2c05", driver="nvidia", pci="0000:01:00.0")
     nvml = {"0000:01:00.0": {"name": "NVIDIA H100", "vram_mb": 81559, "device": 0x2C05}}
-    monkeypatch.setattr(native, "registry", lambda: {})
+    monkeypatch.setattr(registry, "live", lambda plane=None: [])
     monkeypatch.setattr(services, "current", lambda: None)
     assert gpus.gpu_state(services.live_encoders(), root, nvml)["active"] is None
     live = {"id": 1, "state": "streaming", "encoder": nvenc("10de-2c05-0")}
