@@ -86,7 +86,7 @@ class CompatSession:
         self.connected = False
         self.disconnect_sent = False
         self.stream_started = False
-        self.armed_at = self.idle_since = 0.0
+        self.armed_at = 0.0
         self._cursor: dict = {}
         self.frames = 0
         self.bytes = 0
@@ -269,7 +269,7 @@ class CompatSession:
                     return
                 # `keep`: the app stays for a /resume or /cancel (no deadline: the game is
                 # never ended by the host; the title exiting still ends the session).
-                self.idle_since, stream = now, None
+                stream = None
                 self.publish("idle")
             gone = session_display.compositor_gone(self.core.display)
             if gone:

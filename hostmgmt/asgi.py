@@ -48,15 +48,13 @@ class BodyLimit:
                 if length > limit:
                     return await self._reply(scope, send, 413, "request body too large")
         seen = 0
-        too_large = False
 
         async def limited_receive():
-            nonlocal seen, too_large
+            nonlocal seen
             message = await receive()
             if message["type"] == "http.request":
                 seen += len(message.get("body", b""))
                 if seen > limit:
-                    too_large = True
                     raise BodyTooLarge()
             return message
 
