@@ -212,14 +212,14 @@ class NativePeer:
         """After the answer: wait for the DTLS proof, then take this device's session over and
         start everything. Each step looks at `done` first, so a session ended meanwhile stops
         here and `close` releases what was taken."""
-        from native import sessions
+        from streaming.sessions import registry
 
         try:
             proof = await self.prove()
         except Exception:  # noqa: BLE001 - no proof is a refusal, never a pass
             log.exception("native %s: checking the DTLS peer failed", self.fp[:12])
             proof = False
-        await asyncio.to_thread(sessions.proven, os.getpid())
+        await asyncio.to_thread(registry.proven, os.getpid())
         if not proof:
             failed = any(t.state == "failed" for t in self._dtls_transports())
             log.warning(
@@ -466,7 +466,7 @@ class NativePeer:
         if self.closed:
             return
         self.closed = True
-        from native import sessions
+        from streaming.sessions import registry
 
         if self.channel is not None and self.channel.readyState == "open":
             try:
@@ -490,7 +490,7 @@ class NativePeer:
                 log.warning("input release failed", exc_info=True)
         if self.pads is not None:
             self.pads.close()
-        await asyncio.to_thread(sessions.proven, os.getpid())  # an early exit: no longer waiting
+        await asyncio.to_thread(registry.proven, os.getpid())  # an early exit: no longer waiting
         if self.connected:
             self.core.stream_ended()
         # The game, its group and undo steps, the display, the record, `stream.end`,
@@ -501,10 +501,10 @@ class NativePeer:
 
 
 async def run(offer: dict) -> int:
-    from native import sessions
+    from streaming.sessions import registry
 
     session = NativePeer(offer)
-    await asyncio.to_thread(sessions.connecting_add, os.getpid(), session.fp)
+    await asyncio.to_thread(registry.connecting_add, os.getpid(), session.fp)
     loop = asyncio.get_running_loop()
     # SIGTERM: the host stops (or ends an unproven peer); registered sessions are ended
     # through their registry control list (`watch`).
