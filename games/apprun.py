@@ -59,17 +59,24 @@ def app_vars(app, client: dict, mode: tuple) -> dict:
 
 
 class AppProcess:
-    def __init__(self, cmd: str, env: dict, working_dir: str = "", exit_timeout: float = 5.0):
+    """`output_fd`: where stdout and stderr go (the entry's `output` file, opened append-only
+    by the caller), else nowhere."""
+
+    def __init__(self, cmd: str, env: dict, working_dir: str = "", exit_timeout: float = 5.0,
+                 output_fd: int | None = None):  # fmt: skip
         self.exit_timeout = max(float(exit_timeout or 0), 0.5)
+        sink = output_fd if output_fd is not None else subprocess.DEVNULL
         self.proc = subprocess.Popen(
             ["/bin/sh", "-c", cmd],
             env=env,
             cwd=working_dir or None,
             stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
+            stdout=sink,
+            stderr=sink,
             start_new_session=True,
         )
+        self.started = time.monotonic()
+        self.ended_at: float | None = None
         self.pgid = self.proc.pid
         log.info("app started: pid %d", self.proc.pid)
 
@@ -78,7 +85,25 @@ class AppProcess:
         return self.proc.pid
 
     def exited(self) -> bool:
-        return self.proc.poll() is not None
+        return self.status() is not None
+
+    def status(self) -> int | None:
+        """The launched command's exit status (negative: the signal), None while it runs."""
+        code = self.proc.poll()
+        if code is not None and self.ended_at is None:
+            self.ended_at = time.monotonic()
+        return code
+
+    def verdict(self, auto_detach: bool, wait_all: bool) -> str:
+        """`appfields.exit_verdict` for this command: running, detached (a launcher) or ended."""
+        from games import appfields
+        from games.appfields import exit_verdict, group_alive
+
+        code = self.status()
+        ran = (self.ended_at or time.monotonic()) - self.started
+        alive = code is not None and wait_all and group_alive(self.pgid)
+        return exit_verdict(code, ran, alive, auto_detach=auto_detach, wait_all=wait_all,
+                            window_s=appfields.AUTO_DETACH_WINDOW_S)  # fmt: skip
 
     def terminate(self) -> None:
         """SIGTERM to the group, SIGKILL after exit_timeout; reaps the leader."""
@@ -117,6 +142,16 @@ class CompositorApp:
         from displays.sway import _alive
 
         return not _alive(self._pid)
+
+    def verdict(self, auto_detach: bool, wait_all: bool) -> str:
+        """Not our child, so its exit status is unknown: never a detach (the compositor's
+        launch already fails a command that exits before mapping a window); `wait_all` follows
+        its process group."""
+        from games.appfields import ENDED, RUNNING, group_alive
+
+        if not self.exited() or (wait_all and group_alive(self.pgid)):
+            return RUNNING
+        return ENDED
 
     def terminate(self) -> None:
         """SIGTERM to the group, SIGKILL after exit_timeout (not our child: nothing to reap)."""

@@ -35,6 +35,7 @@ import psutil
 
 from games import closer, registry
 from games import settings as game_settings
+from games.appfields import group_alive  # also the app runner's wait-all
 from games.detect import DetectHints
 from games.watcher import REASON_NOT_FOUND, REASON_TERMINATED, GameEvent, GameWatcher
 from hooks import event_kinds, events, prep
@@ -350,31 +351,6 @@ def _group_gone(key: str) -> None:
         return  # the host is closing it: the closer reports `terminated`
     if _finish(key, "exited"):
         _after_exit(key, rec, "exited")
-
-
-def group_alive(pgid: int) -> bool:
-    """Whether a live (not zombie) process is left in process group `pgid`."""
-    try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:
-        entries = os.listdir("/proc")
-    except OSError:
-        return True
-    for name in entries:
-        if not name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{name}/stat", "rb") as f:
-                fields = f.read().rsplit(b")", 1)[1].split()
-        except (OSError, IndexError):
-            continue
-        if len(fields) > 2 and fields[2] == str(pgid).encode() and fields[0] not in (b"Z", b"X"):
-            return True
-    return False
 
 
 def _mark_running(rec: dict | None, ev: GameEvent) -> bool:

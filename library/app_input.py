@@ -1,11 +1,14 @@
 """Validation of an app entry posted to `POST /api/apps`, field by field of the spec.
 
 Known fields are type-checked; unknown keys are dropped; an out-of-range `encoder-preset` is
-dropped silently (the host default stays), as the spec asks.
+dropped silently (the host default stays), as the spec asks. `elevated: true` (the entry's or
+a prep step's) is refused with the reason, and `output` must be a file the host can append to
+(games.appfields).
 """
 
 from __future__ import annotations
 
+from games import appfields
 from library import catalog, conf
 
 STRING_FIELDS = ("cmd", "working-dir", "output", "image-path")
@@ -59,6 +62,13 @@ def clean(body: dict) -> tuple[int, dict]:
     for key in catalog.BOOL_FIELDS:
         if key in body and body[key] is not None:
             app[key] = _bool(body[key], key)
+    if app.get("elevated"):
+        raise AppInputError(f"elevated: {appfields.ELEVATED_REASON}")
+    if app.get("output"):
+        try:
+            appfields.check_output_path(app["output"])
+        except ValueError as exc:
+            raise AppInputError(str(exc)) from None
     if body.get("exit-timeout") is not None:
         timeout = _int(body["exit-timeout"], "exit-timeout")
         if not 0 <= timeout <= 3600:
@@ -83,6 +93,8 @@ def clean(body: dict) -> tuple[int, dict]:
             }
             if "elevated" in step:
                 item["elevated"] = _bool(step["elevated"], f"prep-cmd[{i}].elevated")
+                if item["elevated"]:
+                    raise AppInputError(f"prep-cmd[{i}].elevated: {appfields.ELEVATED_REASON}")
             steps.append(item)
         app["prep-cmd"] = steps
     if body.get("detached"):

@@ -36,9 +36,9 @@ from library import conf, imaging
 log = logging.getLogger("library.catalog")
 
 DEFAULT_DOCUMENT = {"env": {}, "apps": [{"name": "Desktop", "image-path": "desktop.png"}]}
-# GAP: `detached`, `auto-detach`, `wait-all`, `output` and `elevated` (apps and prep steps) are
-# parsed, stored and ignored; acting on them (or refusing them) is in the app runner, which issue
-# 16 is reworking (compat/session.py). Issue 19 lists them.
+# `detached`, `auto-detach`, `wait-all`, `output` and `elevated` act in the app runner of both
+# planes (games.appfields, streaming.sessions.lifecycle.AppRun); `elevated: true` is refused at
+# write time and reported by the readiness report when a hand edit sets it.
 BOOL_FIELDS = ("auto-detach", "wait-all", "exclude-global-prep-cmd", "elevated")
 BOOL_DEFAULTS = {"auto-detach": True, "wait-all": True}
 _lock = threading.Lock()

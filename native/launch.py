@@ -33,6 +33,12 @@ class Choice:
     prep: list = field(default_factory=list)
     exit_timeout: float = 5.0
     raw: dict = field(default_factory=dict)  # what the lifecycle layer reads: detect, store...
+    # The catalog entry's run fields (games.appfields); library titles keep the defaults.
+    output: str = ""
+    detached: list = field(default_factory=list)
+    auto_detach: bool = True
+    wait_all: bool = True
+    elevated: bool = False
 
 
 def _library_cmd(launch) -> str:
@@ -101,6 +107,11 @@ def resolve(key: str) -> Choice | None:
             prep=list(app.prep or []),
             exit_timeout=float(app.exit_timeout or 5),
             raw=dict(app.raw or {}),
+            output=app.output,
+            detached=list(app.detached or []),
+            auto_detach=app.auto_detach,
+            wait_all=app.wait_all,
+            elevated=app.elevated,
         )
     from library import services as library
 
@@ -119,7 +130,9 @@ def app_of(choice: Choice) -> SimpleNamespace:
     c = choice
     return SimpleNamespace(id=c.key, name=c.title, cmd=c.cmd, env=c.env, raw=c.raw,
                            working_dir=c.working_dir, prep=c.prep,
-                           exit_timeout=c.exit_timeout)  # fmt: skip
+                           exit_timeout=c.exit_timeout, output=c.output, detached=c.detached,
+                           auto_detach=c.auto_detach, wait_all=c.wait_all,
+                           elevated=c.elevated)  # fmt: skip
 
 
 class AppRun(lifecycle.AppRun):

@@ -261,6 +261,33 @@ def compat_broadcast() -> dict:
     )
 
 
+def app_catalog() -> dict:
+    """apps.json entries whose run fields this host cannot honour as written (a hand edit;
+    both APIs refuse them): `elevated` (they run with the host's own rights) and an `output`
+    file the host cannot append to (their launch fails). A broken file is a failure."""
+    from games import appfields
+    from library import catalog
+
+    label = "App catalog (apps.json)"
+    try:
+        apps = catalog.build_apps(catalog.load_document())
+    except catalog.CatalogBroken as exc:
+        return _check("app-catalog", label, FAIL, str(exc), "fix apps.json by hand")
+    problems = []
+    for app in apps:
+        for name in appfields.elevated_fields(app.raw):
+            problems.append(f"{app.name!r}: {name}: {appfields.ELEVATED_REASON}")
+        if app.output:
+            try:
+                appfields.check_output_path(app.output)
+            except ValueError as exc:
+                problems.append(f"{app.name!r}: {exc} (its launch fails)")
+    if problems:
+        return _check("app-catalog", label, WARN, "; ".join(problems),
+                      "edit these entries (POST /api/apps refuses them)")  # fmt: skip
+    return _check("app-catalog", label, PASS, f"{len(apps)} entries")
+
+
 def report() -> dict:
     checks = [
         config_storage(),
@@ -271,6 +298,7 @@ def report() -> dict:
         *capture(),
         ports(),
         compat_broadcast(),
+        app_catalog(),
     ]
     return {
         "schema": 1,

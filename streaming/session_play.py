@@ -20,6 +20,7 @@ decisions that belong to a session:
 from __future__ import annotations
 
 import logging
+import os
 import subprocess
 import threading
 
@@ -122,6 +123,10 @@ def _on_game_exit(session_id, reason: str) -> None:
     with _links_lock:
         link = _links.get(session_id)
     if link is not None:
+        from games import registry
+
+        rec = (registry.get(link.key) if link.key else None) or {}
+        link.game_seen = bool(rec.get("game"))  # found, not only followed through the group
         link.game_exit = reason
 
 
@@ -135,6 +140,7 @@ class GameLink:
         self.key: str | None = None
         self.resumed = False
         self.game_exit: str | None = None  # set when session_on_game_exit ends the session
+        self.game_seen = False  # with game_exit: the game's own process had been found
         from games import lifecycle
 
         self._lc = lifecycle
@@ -191,6 +197,26 @@ class GameLink:
         from games import registry
 
         return registry.get(self.key) is not None
+
+    def seen_game(self) -> tuple[bool, bool] | None:
+        """The game the lifecycle layer found for this title and has not yet reported gone, as
+        (alive, in process group of the launched command); None when there is none."""
+        if self.key is None:
+            return None
+        from games import closer, registry
+
+        rec = registry.get(self.key) or {}
+        game = rec.get("game") or {}
+        if rec.get("state") == registry.EXITED or not game.get("pid"):
+            return None
+        found = closer.verified(game)
+        if found is None:
+            return (False, False)
+        try:
+            inside = os.getpgid(found.pid) == rec.get("pgid")
+        except ProcessLookupError:
+            return (False, False)
+        return (True, inside)
 
     def finish(self, reason: str, deliberate: bool) -> bool:
         """Apply the session's end to its title; True when the title lives on (kept/grace)."""

@@ -30,6 +30,15 @@ class PrepCmdSerializer(serializers.Serializer):
     undo = serializers.CharField(
         required=False, allow_blank=True, max_length=4096, trim_whitespace=False
     )
+    # Accepted for Sunshine-shaped steps; only `false` (games.appfields.ELEVATED_REASON).
+    elevated = serializers.BooleanField(required=False)
+
+    def validate_elevated(self, value: bool) -> bool:
+        from games.appfields import ELEVATED_REASON
+
+        if value:
+            raise serializers.ValidationError(ELEVATED_REASON)
+        return value
 
 
 class DetectSerializer(serializers.Serializer):

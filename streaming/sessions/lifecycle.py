@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import shlex
 import time
 from datetime import UTC, datetime
 
@@ -29,6 +30,7 @@ log = logging.getLogger("streaming.sessions")
 # are deliberate (operator, /cancel, unpair, the app or display gone) and skip the linger.
 CLIENT_REASONS = {"client", "timeout", "protocol_error", "no_video_ping", "arm_timeout",
                   "host_shutdown"}  # fmt: skip
+SETTLE_S = 2.0  # how long an ended command waits for its found game's exit to be reported
 
 
 class AppRun:
@@ -44,6 +46,14 @@ class AppRun:
         self.prep = list(app.prep or [])
         self.prep_key = f"{plane}-session-{session_id}"
         self.proc = None  # apprun.AppProcess or the compositor's app
+        # The apps.json run fields (games.appfields); a library title has none: the defaults.
+        self.output = (getattr(app, "output", "") or "").strip()
+        self.detached = [d for d in getattr(app, "detached", None) or [] if str(d).strip()]
+        self.auto_detach = bool(getattr(app, "auto_detach", True))
+        self.wait_all = bool(getattr(app, "wait_all", True))
+        self.detached_pids: list[int] = []
+        self.launcher_detached = False  # auto-detach: the launched command was a launcher
+        self._settle_t0 = 0.0
         self.prepped = False
         self.resumed = False
         self.game = GameLink(session_id, client_name, plane=plane)
@@ -53,12 +63,22 @@ class AppRun:
         """Prep `do`, then the command in the session's display: onto its output of the
         headless compositor (`sway`), else in its own process group with DISPLAY (and
         WAYLAND_DISPLAY on `wlr`). A game of this app waiting out its grace window is taken
-        over instead. Raises OSError or session_display.DisplayLaunchError."""
+        over instead. The entry's `detached` commands start after the prep steps, untracked;
+        its `output` file takes the app's output (appfields.OutputError, an OSError, when it
+        cannot be opened: the launch fails). `elevated` is reported and not honoured.
+        Raises OSError or session_display.DisplayLaunchError."""
+        from games import appfields
         from games.apprun import AppProcess, app_vars, session_env
         from hooks import prep
         from streaming import session_display
 
-        if not self.cmd and not self.prep:
+        if getattr(self.app, "elevated", False) or any(
+            isinstance(p, dict) and p.get("elevated") for p in self.prep
+        ):
+            log.warning("app %r asks for `elevated`, which this host does not honour (%s); it "
+                        "runs with the host's own rights", self.app.name,
+                        appfields.ELEVATED_REASON)  # fmt: skip
+        if not self.cmd and not self.prep and not self.detached:
             return
         if self.cmd and self.game.resume(self.app):
             self.resumed = True
@@ -67,18 +87,31 @@ class AppRun:
                           app=self.app, client=client, mode=mode,
                           wayland=display.get("wayland_display") or "")  # fmt: skip
         env.update(extra_env)
-        if self.prep:
-            self.prepped = True
-            prep.run_do(self.prep_key, self.prep, env)
-        if not self.cmd:
-            return
-        if display.get("backend") == "sway":
-            own = {**app_vars(self.app, client, mode), **extra_env}
-            self.proc = session_display.launch_in_compositor(
-                display, self.cmd, own, self.app.working_dir, self.app.exit_timeout, map_timeout
-            )
-        else:
-            self.proc = AppProcess(self.cmd, env, self.app.working_dir, self.app.exit_timeout)
+        out_fd = appfields.open_output(self.output) if self.output else None
+        try:
+            if self.prep:
+                self.prepped = True
+                prep.run_do(self.prep_key, self.prep, env)
+            if self.detached:
+                self.detached_pids = appfields.start_detached(
+                    self.detached, env, self.app.working_dir, out_fd
+                )
+            if not self.cmd:
+                return
+            if display.get("backend") == "sway":
+                own = {**app_vars(self.app, client, mode), **extra_env}
+                cmd = self.cmd
+                if self.output:  # sway runs `exec <cmd>`: the redirection applies to the app
+                    cmd = f"{cmd} >>{shlex.quote(self.output)} 2>&1"
+                self.proc = session_display.launch_in_compositor(
+                    display, cmd, own, self.app.working_dir, self.app.exit_timeout, map_timeout
+                )
+            else:
+                self.proc = AppProcess(self.cmd, env, self.app.working_dir,
+                                       self.app.exit_timeout, out_fd)  # fmt: skip
+        finally:
+            if out_fd is not None:
+                os.close(out_fd)  # the children hold their own copies
         self.game.launched(self.app, self.proc.pgid, self.prep_key if self.prep else None)
 
     @property
@@ -86,9 +119,19 @@ class AppRun:
         return self.proc.pid if self.proc else None
 
     def exited(self) -> bool:
-        """The session must end for its game: `session_on_game_exit` and the game exited, or
-        (a title the lifecycle layer does not track) the launched command exited."""
-        if self.game.game_exit is not None:
+        """The session must end for its app (docs/library.md, "How an entry runs"):
+        `session_on_game_exit` and the game the lifecycle layer saw exited; or the launched
+        command is over (`appfields.exit_verdict`: with `wait-all` its whole group, else the
+        command alone) and was not a launcher that detached (`auto-detach`: status 0 within
+        the window). After a detach the session goes on with what the launcher started (the
+        game the lifecycle layer finds) or, when nothing of it is ever seen, with the display.
+        With `auto-detach` on, a game the lifecycle layer follows outside the launched group
+        (a store client's hand-off) keeps the session too; with it off, the command's end
+        ends the session whatever it left (see `_over`)."""
+        from games import appfields
+
+        if self.game.game_exit is not None and not (self.launcher_detached
+                                                    and not self.game.game_seen):  # fmt: skip
             return True
         if self.resumed:  # its watcher may live in another process: read the record
             from games import registry as games
@@ -97,7 +140,33 @@ class AppRun:
             rec = games.get(self.game.key or "")
             gone = rec is None or rec.get("state") == games.EXITED
             return gone and game_settings.load().session_on_game_exit
-        return self.proc is not None and self.proc.exited() and not self.game.watching()
+        if self.proc is None:
+            return False
+        verdict = self.proc.verdict(self.auto_detach, self.wait_all)
+        if verdict == appfields.DETACHED:
+            if not self.launcher_detached:
+                self.launcher_detached = True
+                log.info("app %r exited with status 0 within %.0f s: a launcher that detached "
+                         "(auto-detach); the session goes on", self.app.name,
+                         appfields.AUTO_DETACH_WINDOW_S)  # fmt: skip
+            return False
+        if verdict == appfields.RUNNING:
+            return False
+        return self._over()
+
+    def _over(self) -> bool:
+        """The launched command is over: the session ends, unless the lifecycle layer still
+        holds a game it found: one that just died (its watcher reports it within a poll, and
+        the session ends through `session_on_game_exit` like any game's; SETTLE_S at most),
+        or, with `auto-detach`, one alive outside the launched group (a launcher's hand-off)."""
+        seen = self.game.seen_game()
+        if seen is None:
+            return True
+        alive, inside = seen
+        if not alive:
+            self._settle_t0 = self._settle_t0 or time.monotonic()
+            return time.monotonic() - self._settle_t0 > SETTLE_S
+        return inside or not self.auto_detach
 
     def end(self, reason: str = "api", deliberate: bool = True) -> bool:
         """The session's end applied to the game (session_play.CLOSE_REASONS close it, else the
