@@ -53,6 +53,8 @@ def test_v1_custom_prep_refuses_elevated_with_the_reason(state, mgmt):
 
 
 def test_preflight_reports_a_hand_edit_that_sets_elevated_or_a_bad_output(state, tmp_path):
+    assert preflight.app_catalog()["status"] == "pass"
+    assert not (state / "apps.json").exists()  # the report creates nothing
     doc = {"env": {}, "apps": [
         {"name": "Fine", "output": str(tmp_path / "ok.log")},
         {"name": "Admin", "elevated": True, "prep-cmd": [{"do": "x", "elevated": "true"}]},
@@ -66,4 +68,5 @@ def test_preflight_reports_a_hand_edit_that_sets_elevated_or_a_bad_output(state,
     (state / "apps.json").write_text(json.dumps({"env": {}, "apps": [doc["apps"][0]]}))
     assert preflight.app_catalog()["status"] == "pass"
     (state / "apps.json").write_text("{broken")
-    assert preflight.app_catalog()["status"] == "fail"
+    broken = preflight.app_catalog()
+    assert broken["status"] == "warn" and "not valid JSON" in broken["detail"]
