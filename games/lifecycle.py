@@ -51,7 +51,7 @@ FIND_TIMEOUT_S = 60.0
 
 # -- engine entry points ------------------------------------------------------------------
 def game_launched(
-    session_id: int | None,
+    session_id: str | None,
     app_id: str | None,
     title: str,
     *,
@@ -117,7 +117,7 @@ def on_game_exit(callback) -> Callable[[], None]:
     return unregister
 
 
-def session_ended(session_id: int, deliberate: bool) -> dict:
+def session_ended(session_id: str, deliberate: bool) -> dict:
     """Apply the session settings to the games of a session that ended.
 
     Returns `{"closed": n, "grace": n, "kept": n}`. Deliberate ends close at once (this waits
@@ -168,7 +168,7 @@ def session_ended(session_id: int, deliberate: bool) -> dict:
     return counts
 
 
-def resume_game(session_id: int, app_id: str | None = None, client: str | None = None) -> bool:
+def resume_game(session_id: str, app_id: str | None = None, client: str | None = None) -> bool:
     """A client came back inside the grace window: its waiting game joins the new session."""
 
     def claim(records):
@@ -187,7 +187,7 @@ def resume_game(session_id: int, app_id: str | None = None, client: str | None =
     return bool(registry.update(claim))
 
 
-def close_game(session_id: int | None = None, app_id: str | None = None) -> int:
+def close_game(session_id: str | None = None, app_id: str | None = None) -> int:
     """The host closes a live session's title (`/api/apps/close`, `DELETE /session`):
     the games of that session (and app), or every game not already exited. Returns how many."""
 
