@@ -2,25 +2,16 @@
 
 from __future__ import annotations
 
-from django.http import QueryDict
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiExample, extend_schema
 from rest_framework.response import Response
 
 from displays import capture, compositors, machine, monitors
 from displays import service as displays
-from hostmgmt.api.base import MgmtAPIView
-from hostmgmt.api.errors import ApiError, FieldErrors
+from hostmgmt.api.base import MgmtAPIView, json_body
+from hostmgmt.api.errors import FieldErrors
 
 OBJ = {200: OpenApiTypes.OBJECT}
-
-
-def json_body(request):
-    """The parsed JSON body; an absent body is a 400, never "every field omitted"."""
-    data = request.data
-    if request.stream is None or isinstance(data, QueryDict):
-        raise ApiError(400, "a JSON request body is required")
-    return data
 
 
 class CaptureMethodsView(MgmtAPIView):

@@ -5,7 +5,7 @@ Every route of an app subclasses one of these; nothing else decides who may call
 
 from __future__ import annotations
 
-from django.http import HttpResponseRedirect
+from django.http import HttpResponseRedirect, QueryDict
 from rest_framework.exceptions import PermissionDenied
 from rest_framework.views import APIView
 
@@ -94,6 +94,14 @@ class AdminAPIView(APIView):
 
 def _wants_html(request) -> bool:
     return "text/html" in request.headers.get("Accept", "")
+
+
+def json_body(request):
+    """The parsed JSON body; an absent body is a 400, never "every field omitted"."""
+    data = request.data
+    if request.stream is None or isinstance(data, QueryDict):
+        raise ApiError(400, "a JSON request body is required")
+    return data
 
 
 def json_object(request) -> dict:

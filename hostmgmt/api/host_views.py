@@ -6,12 +6,11 @@ import logging
 import os
 import threading
 
-from django.http import QueryDict
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiExample, extend_schema
 from rest_framework.response import Response
 
-from hostmgmt.api.base import AdminAPIView, MgmtAPIView
+from hostmgmt.api.base import AdminAPIView, MgmtAPIView, json_body
 from hostmgmt.api.errors import ApiError
 from hostmgmt.config import service
 from hostmgmt.supervisor import main as supervisor
@@ -61,14 +60,6 @@ class HostCompatView(MgmtAPIView):
     )
     def put(self, request):
         return Response(service.set_compat(json_body(request)))
-
-
-def json_body(request):
-    """The parsed JSON body; an absent body is a 400, never "every field omitted"."""
-    data = request.data
-    if request.stream is None or isinstance(data, QueryDict):
-        raise ApiError(400, "a JSON request body is required")
-    return data
 
 
 def _later(fn) -> None:
