@@ -94,6 +94,22 @@ def open_output(path: str) -> int:
         raise OutputError(f"App output file {path} cannot be opened: {exc.strerror}") from None
 
 
+# -- starting commands -----------------------------------------------------------------------
+def shell(cmd: str, env: dict, working_dir: str = "", output_fd: int | None = None):
+    """`/bin/sh -c cmd` in a session and process group of its own (so its whole group can be
+    signalled, or left alone), stdout and stderr to the entry's `output` file or nowhere."""
+    sink = output_fd if output_fd is not None else subprocess.DEVNULL
+    return subprocess.Popen(
+        ["/bin/sh", "-c", cmd],
+        env=env,
+        cwd=working_dir or None,
+        stdin=subprocess.DEVNULL,
+        stdout=sink,
+        stderr=sink,
+        start_new_session=True,
+    )
+
+
 # -- detached --------------------------------------------------------------------------------
 def start_detached(commands: list[str], env: dict, working_dir: str = "",
                    output_fd: int | None = None) -> list[int]:  # fmt: skip
@@ -101,20 +117,11 @@ def start_detached(commands: list[str], env: dict, working_dir: str = "",
     forget it: a thread reaps it when it ends, nothing signals it. A command that cannot
     start is logged and skipped (the app itself still launches). Returns the pids."""
     pids = []
-    sink = output_fd if output_fd is not None else subprocess.DEVNULL
     for cmd in commands:
         if not isinstance(cmd, str) or not cmd.strip():
             continue
         try:
-            proc = subprocess.Popen(
-                ["/bin/sh", "-c", cmd],
-                env=env,
-                cwd=working_dir or None,
-                stdin=subprocess.DEVNULL,
-                stdout=sink,
-                stderr=sink,
-                start_new_session=True,
-            )
+            proc = shell(cmd, env, working_dir, output_fd)
         except OSError as exc:
             log.warning("detached command not started (%s): %s", exc.strerror, cmd)
             continue

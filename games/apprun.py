@@ -65,16 +65,9 @@ class AppProcess:
     def __init__(self, cmd: str, env: dict, working_dir: str = "", exit_timeout: float = 5.0,
                  output_fd: int | None = None):  # fmt: skip
         self.exit_timeout = max(float(exit_timeout or 0), 0.5)
-        sink = output_fd if output_fd is not None else subprocess.DEVNULL
-        self.proc = subprocess.Popen(
-            ["/bin/sh", "-c", cmd],
-            env=env,
-            cwd=working_dir or None,
-            stdin=subprocess.DEVNULL,
-            stdout=sink,
-            stderr=sink,
-            start_new_session=True,
-        )
+        from games.appfields import shell
+
+        self.proc = shell(cmd, env, working_dir, output_fd)
         self.started = time.monotonic()
         self.ended_at: float | None = None
         self.pgid = self.proc.pid
