@@ -14,7 +14,7 @@ import logging
 from hostmgmt.lib.errors import DomainError
 from streaming.sessions import registry as sessions_registry
 from streaming.sessions import runtime
-from streaming.sessions.registry import connecting, end_connecting
+from streaming.sessions.registry import connecting
 
 log = logging.getLogger("native")
 
@@ -31,21 +31,9 @@ class SessionError(DomainError):
         super().__init__(message, status=status)
 
 
-def _redis():
-    return sessions_registry.redis()
-
-
 def registry() -> dict[str, dict]:
     """Live native sessions by device fingerprint (the WebSocket relay and GET /gpus)."""
     return {rec["fingerprint"]: rec for rec in sessions_registry.live("native")}
-
-
-def end(fingerprints: list[str] | None, wait_s: float = 0) -> int:
-    """End these devices' native sessions (None: all), proven or still connecting: a
-    deliberate end, the game is closed."""
-    n = end_connecting(fingerprints)
-    n += sessions_registry.stop_clients(fingerprints, "api", True, wait_s, plane="native")
-    return n
 
 
 def start(offer: dict) -> dict:
