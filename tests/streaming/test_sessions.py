@@ -10,7 +10,9 @@ from django.test import Client
 from streaming import history
 from streaming.models import SessionRecord
 
-pytestmark = pytest.mark.django_db
+# restore_config: the tokens a test mints live in the config file, which comes back as found
+# (the console folder these tests came from did this for every test)
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("restore_config")]
 
 T0 = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)
 
