@@ -19,6 +19,7 @@ import json
 import logging
 import time
 
+from hostmgmt import redis_client
 from media import gpus
 from streaming.sessions import registry
 
@@ -28,10 +29,6 @@ CLAIM_KEY = f"{registry.PREFIX}:compat-claim"
 RESULT_PREFIX = f"{registry.PREFIX}:result"
 STATE_TTL_S = 15
 RESULT_TTL_S = 60
-
-
-def _redis():
-    return registry.redis()
 
 
 def result_key(arm: str) -> str:
@@ -52,7 +49,7 @@ def current() -> dict | None:
 def claim(record: dict) -> bool:
     """Take the compat port claim and register the starting session; False when a session
     holds it."""
-    if not _redis().set(CLAIM_KEY, str(record["id"]), nx=True, ex=STATE_TTL_S):
+    if not redis_client.client().set(CLAIM_KEY, str(record["id"]), nx=True, ex=STATE_TTL_S):
         return False
     registry.put({**record, "plane": "compat", "pid": 0, "state": "starting"})
     return True
@@ -61,7 +58,7 @@ def claim(record: dict) -> bool:
 def publish(core) -> bool:
     """The compat session's heartbeat (a `SessionCore`): refresh the claim and the record
     while the claim is still this session's."""
-    r = _redis()
+    r = redis_client.client()
     owner = r.get(CLAIM_KEY)
     if owner is None or owner.decode() != str(core.id):
         return False
@@ -71,7 +68,7 @@ def publish(core) -> bool:
 
 
 def release(session_id: str) -> None:
-    r = _redis()
+    r = redis_client.client()
     owner = r.get(CLAIM_KEY)
     if owner is not None and owner.decode() == str(session_id):
         r.delete(CLAIM_KEY)
@@ -96,13 +93,13 @@ def request_resume(arm: dict) -> None:
 
 def report(arm: str, status: int, message: str = "") -> None:
     """The session tells the waiting /launch or /resume how arming went."""
-    r = _redis()
+    r = redis_client.client()
     r.rpush(result_key(arm), json.dumps({"status": status, "message": message}))
     r.expire(result_key(arm), RESULT_TTL_S)
 
 
 def wait_report(arm: str, timeout_s: float) -> dict | None:
-    r = _redis()
+    r = redis_client.client()
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         item = r.blpop([result_key(arm)], timeout=1)

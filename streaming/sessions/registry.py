@@ -35,11 +35,6 @@ CTL_TTL_S = 60
 CLIENT_ID_LEN = 12  # `client_id`: the certificate fingerprint's first 12 hex digits
 
 
-def redis():
-    """The host's one Redis accessor (`hostmgmt.redis_client`)."""
-    return redis_client.client()
-
-
 def new_id() -> str:
     """A session id: 8 random hex digits (never a pid or a clock reading, so ids neither
     repeat after a restart nor tell anything about the host)."""
@@ -56,11 +51,11 @@ def ctl_key(session_id: str) -> str:
 
 def put(record: dict) -> None:
     """Write (or refresh) a session's record; stamps the heartbeat."""
-    redis().hset(LIVE, str(record["id"]), json.dumps({**record, "beat": time.time()}))
+    redis_client.client().hset(LIVE, str(record["id"]), json.dumps({**record, "beat": time.time()}))
 
 
 def remove(session_id: str) -> None:
-    r = redis()
+    r = redis_client.client()
     r.hdel(LIVE, str(session_id))
     r.delete(ctl_key(str(session_id)))
 
@@ -79,7 +74,7 @@ def _alive(pid) -> bool:
 
 def live(plane: str | None = None) -> list[dict]:
     """Live records, oldest first; dead ones are removed on the way."""
-    r = redis()
+    r = redis_client.client()
     out = []
     now = time.time()
     for key, raw in r.hgetall(LIVE).items():
@@ -102,7 +97,7 @@ def get(session_id: str) -> dict | None:
 
 # -- requests to a session -------------------------------------------------------------------
 def push(session_id: str, message: dict) -> None:
-    r = redis()
+    r = redis_client.client()
     key = ctl_key(str(session_id))
     r.rpush(key, json.dumps(message))
     r.expire(key, CTL_TTL_S)
@@ -110,7 +105,7 @@ def push(session_id: str, message: dict) -> None:
 
 def pop(session_id: str) -> list[dict]:
     """The requests waiting for this session (its own poll)."""
-    r = redis()
+    r = redis_client.client()
     out = []
     while (raw := r.lpop(ctl_key(str(session_id)))) is not None:
         try:
@@ -154,21 +149,21 @@ def connecting() -> dict[int, str]:
     """Session processes admitted but not yet proven (a native peer before its DTLS proof):
     pid -> claimed fingerprint. They have started nothing, so they are not live sessions."""
     out = {}
-    for pid, fp in redis().hgetall(CONNECTING_KEY).items():
+    for pid, fp in redis_client.client().hgetall(CONNECTING_KEY).items():
         if _pid_alive(int(pid)):
             out[int(pid)] = fp.decode()
         else:
-            redis().hdel(CONNECTING_KEY, pid)
+            redis_client.client().hdel(CONNECTING_KEY, pid)
     return out
 
 
 def connecting_add(pid: int, fingerprint: str) -> None:
-    redis().hset(CONNECTING_KEY, pid, fingerprint)
+    redis_client.client().hset(CONNECTING_KEY, pid, fingerprint)
 
 
 def proven(pid: int) -> None:
     """The peer's DTLS proof is in (or it gave up): it no longer counts as connecting."""
-    redis().hdel(CONNECTING_KEY, pid)
+    redis_client.client().hdel(CONNECTING_KEY, pid)
 
 
 def _pid_alive(pid) -> bool:

