@@ -1,0 +1,136 @@
+"""The console's Apps, Library and Hooks pages in a real headless Chromium against a real host
+of their own (runhost: daphne over TLS, Redis, Celery and the hook worker), fixture stores for
+the library scanners and a real HTTP receiver for a webhook.
+
+Each test does the operator's task end to end, checks the files and records the host wrote,
+and leaves a screenshot in the test artifacts (tests/support/consolepage.py).
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from playwright.sync_api import expect
+
+from tests.library import stores
+from tests.support.consolepage import browser_page, logged_in, shot
+from tests.support.livehost import start_host
+
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+
+
+@pytest.fixture(scope="module")
+def host(tmp_path_factory):
+    sandbox = tmp_path_factory.mktemp("console-catalog")
+    base = sandbox / "stores"
+    base.mkdir()
+    stores.make_steam(base, {570: "Dota 2"}, {292030: "The Witcher 3: Wild Hunt"})
+    stores.make_heroic(base, {"Fortnite": "Fortnite"})
+    stores.make_lutris(base, [(7, "Diablo II", 1)])
+    cdn = stores.CDN()
+    cdn.files["/steam/apps/570/library_600x900.jpg"] = stores.jpeg_bytes(color=(40, 40, 200))
+    cdn.files["/steam/apps/292030/library_600x900.jpg"] = stores.jpeg_bytes(color=(30, 160, 30))
+    env = {
+        **stores.store_env(base),
+        "HOST_ART_CDN_URL": cdn.url,
+        "HOST_COVER_URL_PREFIX": cdn.url + "/covers/",
+        "HOST_ART_FETCH_TIMEOUT_S": "5",
+    }
+    h = start_host(state_dir=sandbox / "state", env=env)
+    h.sandbox, h.stores = sandbox, base
+    try:
+        with browser_page(h) as page:
+            h.page = logged_in(page)
+            yield h
+            assert page.script_errors == []
+    finally:
+        h.stop()
+        cdn.close()
+
+
+def _apps_file(host) -> dict:
+    return json.loads((host.state_dir / "apps.json").read_text())
+
+
+def test_apps_page_adds_an_app_with_a_cover_shows_a_400_at_its_field_edits_and_deletes(
+    host, tmp_path
+):
+    page = host.page
+    page.goto("/apps")
+    expect(page.locator("#next-connect-hint")).to_contain_text("next time the app is launched")
+    expect(page.locator("#order-hint")).to_contain_text("sorted by name")
+    expect(page.locator("#apps tbody tr[data-name=Desktop]")).to_be_visible()
+
+    # Every field of the form, filled from the keyboard side (labels name the inputs).
+    page.get_by_label("Name", exact=True).fill("Retro Arcade")
+    page.get_by_label("Command", exact=True).fill("retroarch --fullscreen")
+    page.get_by_label("Working directory").fill("/tmp")
+    page.get_by_label("Output file").fill(str(tmp_path / "arcade.log"))
+    page.get_by_label("Exit timeout").fill("9999")  # out of range: the API's 400
+    page.get_by_label("Encoder preset").select_option("0")
+    page.get_by_label("Skip the global prep commands").check()
+    page.get_by_label("Wait for the whole process group").uncheck()
+    page.click("#add-env")
+    page.get_by_label("Variable 1 name").fill("ARCADE_MODE")
+    page.get_by_label("Variable 1 value").fill("kiosk")
+    page.click("#add-prep")
+    page.get_by_label("Step 1: do").fill("xset s off")
+    page.get_by_label("Step 1: undo").fill("xset s on")
+    page.get_by_label("Started beside the app").fill("pulseaudio-helper --quiet")
+    cover = tmp_path / "cover.jpg"
+    cover.write_bytes(stores.jpeg_bytes(w=120, h=180, color=(0, 90, 220)))
+    page.set_input_files("#f-cover", str(cover))
+    expect(page.locator("#cover-preview")).to_be_visible()
+    assert page.locator("#cover-preview").evaluate("img => img.naturalWidth") == 120
+    page.click("#save")
+
+    error = page.locator("#e-exit-timeout")
+    expect(error).to_have_text("exit-timeout must be 0 to 3600 seconds")
+    expect(page.get_by_label("Exit timeout")).to_have_attribute("aria-invalid", "true")
+    assert not any(a["name"] == "Retro Arcade" for a in _apps_file(host)["apps"])
+    shot(page, "apps-field-error")
+
+    page.get_by_label("Exit timeout").fill("20")
+    page.click("#save")
+    expect(page.locator("#flash")).to_contain_text("Added Retro Arcade")
+    row = page.locator("#apps tbody tr[data-name='Retro Arcade']")
+    expect(row).to_be_visible()
+    expect(row.locator("img.thumb")).to_be_visible()
+    assert row.locator("img.thumb").evaluate("img => img.naturalWidth") > 0
+    saved = next(a for a in _apps_file(host)["apps"] if a["name"] == "Retro Arcade")
+    assert saved["cmd"] == "retroarch --fullscreen" and saved["working-dir"] == "/tmp"
+    assert saved["output"] == str(tmp_path / "arcade.log")
+    assert saved["exit-timeout"] == 20 and saved["encoder-preset"] == 0
+    assert saved["exclude-global-prep-cmd"] is True and saved["wait-all"] is False
+    assert saved["auto-detach"] is True and saved["elevated"] is False
+    assert saved["env"] == {"ARCADE_MODE": "kiosk"}
+    assert saved["prep-cmd"] == [{"do": "xset s off", "undo": "xset s on", "elevated": False}]
+    assert saved["detached"] == ["pulseaudio-helper --quiet"]
+    png = (host.state_dir / "covers" / "Retro Arcade.png").read_bytes()
+    assert png.startswith(b"\x89PNG") and saved["image-path"].endswith("Retro Arcade.png")
+    shot(page, "apps-added")
+
+    # Edit: the form comes back filled; a refused field (elevated) shows its reason in place.
+    row.get_by_role("button", name="Edit Retro Arcade").click()
+    expect(page.get_by_label("Name", exact=True)).to_have_value("Retro Arcade")
+    expect(page.get_by_label("Step 1: undo")).to_have_value("xset s on")
+    expect(page.locator("#cover-preview")).to_be_visible()
+    page.get_by_label("Elevated (Windows only").check()
+    page.click("#save")
+    expect(page.locator("#e-elevated")).to_contain_text("administrator on Windows")
+    page.get_by_label("Elevated (Windows only").uncheck()
+    page.get_by_label("Name", exact=True).fill("Arcade (Retro)")
+    page.get_by_label("Remove step 1").click()
+    page.get_by_label("Name", exact=True).press("Enter")  # submit from the keyboard
+    expect(page.locator("#flash")).to_contain_text("Saved Arcade (Retro)")
+    names = [a["name"] for a in _apps_file(host)["apps"]]
+    assert names == sorted(names, key=str.encode) and "Retro Arcade" not in names
+    edited = next(a for a in _apps_file(host)["apps"] if a["name"] == "Arcade (Retro)")
+    assert "prep-cmd" not in edited or edited["prep-cmd"] == []
+    assert edited["image-path"] == saved["image-path"]  # the cover stays
+
+    page.once("dialog", lambda dialog: dialog.accept())
+    page.get_by_role("button", name="Delete Arcade (Retro)").click()
+    expect(page.locator("#apps tbody tr[data-name='Arcade (Retro)']")).to_have_count(0)
+    assert all(a["name"] != "Arcade (Retro)" for a in _apps_file(host)["apps"])
