@@ -220,6 +220,19 @@ def wait_released(
     return left
 
 
+def queue_firing(event: dict, action: str, entry: dict, client) -> str | None:
+    """Queue one firing outside matching (the console's test-fire): the permit it holds, or
+    None when the cap is full or the broker is down (nothing queued, nothing held)."""
+    timeout = int(entry.get("timeout_s") or conf.HOOK_TIMEOUT_DEFAULT_S)
+    token = acquire_permit(client, timeout)
+    if token is None:
+        return None
+    if _send("hooks.fire", [event, action, entry, token]):
+        return token
+    release_permit(token, client)
+    return None
+
+
 def _send(name: str, args: list) -> bool:
     try:
         from hostmgmt.celery import app

@@ -6,12 +6,15 @@ import hashlib
 import hmac
 import json
 import logging
+import time
 from pathlib import Path
+
+import redis
 
 from hooks import conf, deliveries, dispatch, hook_config, runner, ssrf, webhook_client
 from hooks.models import Delivery
 from hostmgmt import redis_client
-from hostmgmt.lib.errors import Failed, Invalid
+from hostmgmt.lib.errors import Conflict, Failed, Invalid, NotFound, Unavailable
 
 log = logging.getLogger("hooks")
 
@@ -119,3 +122,75 @@ def record_drop(event: dict, action: str, entry: dict) -> None:
         Delivery.DROPPED,
         error=f"{conf.HOOKS_MAX_IN_FLIGHT} firings already in flight",
     )
+
+
+# -- the console's test-fire and delivery log -------------------------------------------------
+DELIVERY_FIELDS = (
+    "id",
+    "channel",
+    "target",
+    "event_kind",
+    "event_seq",
+    "outcome",
+    "attempt",
+    "exit_code",
+    "http_status",
+    "duration_ms",
+    "error",
+)
+DELIVERIES_MAX = 500
+
+
+def test_event(entry: dict) -> dict:
+    """A made-up event of a kind the entry listens to, marked `test: true` (no seq: it never
+    went through the bus), so a hook script can tell a test from the real thing."""
+    from hooks import event_kinds
+
+    pattern = entry["on"].strip()
+    kind = pattern
+    if pattern.endswith(".*"):
+        kind = next(k for k in sorted(event_kinds.KINDS) if event_kinds.pattern_matches(pattern, k))
+    ts_ms = int(time.time() * 1000)
+    return {"seq": None, "ts_ms": ts_ms, "schema": event_kinds.SCHEMA_VERSION, "kind": kind,
+            "test": True}  # fmt: skip
+
+
+def test_fire(index: int) -> dict:
+    """Hand hook `index` of the saved document to the hook worker now, whatever its filter
+    and debounce say: `{queued: [actions], event}`. The outcome lands in the delivery log."""
+    snapshot = hook_config.current()
+    if not snapshot.valid:
+        raise Conflict("hooks.json is invalid and every hook is disabled; fix it first")
+    if not 0 <= index < len(snapshot.entries):
+        raise NotFound("no hook at that index")
+    entry = snapshot.entries[index]
+    event = test_event(entry)
+    client = redis_client.client()
+    queued = []
+    for action in ("run", "webhook"):
+        if not entry.get(action):
+            continue
+        try:
+            permit = dispatch.queue_firing(event, action, entry, client)
+        except redis.RedisError:
+            raise Unavailable("the event bus (Redis) is out of reach", retry_after=5) from None
+        if permit is None:
+            raise Unavailable(
+                "the hook worker cannot take it now (8 firings in flight, or no broker)",
+                retry_after=5,
+            )
+        queued.append(action)
+    return {"queued": queued, "event": event}
+
+
+def list_deliveries(limit: int = 100, channel: str | None = None) -> list[dict]:
+    """The newest delivery records first (exit codes, HTTP statuses, durations)."""
+    rows = Delivery.objects.all()
+    if channel:
+        rows = rows.filter(channel=channel)
+    out = []
+    for row in rows[: max(1, min(limit, DELIVERIES_MAX))]:
+        item = {name: getattr(row, name) for name in DELIVERY_FIELDS}
+        item["created"] = row.created.isoformat().replace("+00:00", "Z")
+        out.append(item)
+    return out

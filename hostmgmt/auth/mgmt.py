@@ -85,6 +85,8 @@ PLUGIN_DENIED: dict[str, str] = {
     "update/status": "updater",
     "update/check": "updater",
     "hooks": "hook registration",
+    "hooks/test": "hook registration",
+    "hooks/deliveries": "hook registration",
     "clients": "pairing administration",
     "clients/<str:fingerprint>": "pairing administration",
     "native/pending": "pairing administration",
