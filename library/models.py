@@ -63,6 +63,10 @@ class ScannerState(models.Model):
     signature = models.TextField(blank=True, default="")
     count = models.IntegerField(default=0)
     scanned_at = models.DateTimeField(null=True, blank=True)
+    # A rescan's progress, for the console: asked for (POST /library/scan), begun, failed.
+    requested_at = models.DateTimeField(null=True, blank=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    error = models.CharField(max_length=512, blank=True, default="")
 
     def __str__(self) -> str:
         return self.id

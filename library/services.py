@@ -169,8 +169,15 @@ def signature(store: str) -> str:
 def rescan(store: str, force_emit: bool = False) -> int:
     """Replace `store`'s cached titles with what its files say now; emits only on a change."""
     scanner = SCANNERS[store]
+    ScannerState.objects.update_or_create(pk=store, defaults={"started_at": timezone.now()})
     sig = signature(store)  # taken first: a change during the scan triggers another one
-    titles = scanner.scan() if scanner_enabled(store) else []
+    try:
+        titles = scanner.scan() if scanner_enabled(store) else []
+    except Exception as exc:
+        ScannerState.objects.filter(pk=store).update(
+            error=f"{exc.__class__.__name__}: {exc}"[:512], scanned_at=timezone.now()
+        )
+        raise
     new = {}
     for t in titles:
         new[t.id] = InstalledTitle(
@@ -196,7 +203,12 @@ def rescan(store: str, force_emit: bool = False) -> int:
         InstalledTitle.objects.bulk_create(fresh, batch_size=500)
         ScannerState.objects.update_or_create(
             pk=store,
-            defaults={"signature": sig, "count": len(new), "scanned_at": timezone.now()},
+            defaults={
+                "signature": sig,
+                "count": len(new),
+                "scanned_at": timezone.now(),
+                "error": "",
+            },
         )
         if stale or fresh or force_emit:
             emit_changed(store)
@@ -219,12 +231,48 @@ def rescan_all() -> dict[str, int]:
     return out
 
 
+def _when(value) -> str | None:
+    return value.isoformat().replace("+00:00", "Z") if value else None
+
+
+def scan_state(state: ScannerState | None) -> str:
+    """Where a store's rescan stands: `queued` (asked for, not begun), `scanning`, `failed`
+    (its last scan raised; `error` says why) or `done`; `never` before its first scan."""
+    if state is None or (state.scanned_at is None and state.started_at is None):
+        return "queued" if state is not None and state.requested_at else "never"
+    done, begun = state.scanned_at, state.started_at
+    if begun and (done is None or begun > done):
+        return "scanning"
+    if state.requested_at and (done is None or state.requested_at > done):
+        return "queued"
+    return "failed" if state.error else "done"
+
+
 def list_scanners() -> list[dict]:
     states = {s.id: s for s in ScannerState.objects.all()}
-    return [
-        {"id": sid, "label": mod.LABEL, "enabled": states[sid].enabled if sid in states else True}
-        for sid, mod in SCANNERS.items()
-    ]
+    out = []
+    for sid, mod in SCANNERS.items():
+        state = states.get(sid)
+        out.append(
+            {
+                "id": sid,
+                "label": mod.LABEL,
+                "enabled": state.enabled if state else True,
+                "state": scan_state(state),
+                "count": state.count if state else 0,
+                "scanned_at": _when(state.scanned_at) if state else None,
+                "error": state.error if state else "",
+            }
+        )
+    return out
+
+
+def request_rescan() -> str:
+    """Mark every store as asked for (the console shows each one's progress); returns when."""
+    now = timezone.now()
+    for store in SCANNERS:
+        ScannerState.objects.update_or_create(pk=store, defaults={"requested_at": now})
+    return _when(now)
 
 
 def set_scanner(store: str, enabled: bool) -> list[dict]:

@@ -111,6 +111,18 @@ class ScannerSerializer(serializers.Serializer):
     id = serializers.CharField()
     label = serializers.CharField()
     enabled = serializers.BooleanField()
+    state = serializers.ChoiceField(
+        choices=["never", "queued", "scanning", "done", "failed"],
+        help_text="progress of the store's latest rescan",
+    )
+    count = serializers.IntegerField(help_text="titles found by the last finished scan")
+    scanned_at = serializers.DateTimeField(allow_null=True)
+    error = serializers.CharField(allow_blank=True, help_text="why the last scan failed")
+
+
+class ScanQueuedSerializer(serializers.Serializer):
+    queued = serializers.BooleanField()
+    requested_at = serializers.DateTimeField()
 
 
 class ScannerToggleSerializer(serializers.Serializer):

@@ -1,4 +1,5 @@
-"""Management API routes of the library (`/api/v1/library*`)."""
+"""Management API routes of the library (`/api/v1/library*`); the console calls them with its
+login session (`ConsoleMgmtAPIView`), art images included."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework.response import Response
 
-from hostmgmt.api.base import MgmtAPIView
+from hostmgmt.api.base import ConsoleMgmtAPIView
 from hostmgmt.api.errors import ApiError
 from library import art, services
 from library.api import serializers as s
@@ -19,7 +20,7 @@ def _valid(serializer_class, data, **kwargs):
     return ser.validated_data
 
 
-class LibraryView(MgmtAPIView):
+class LibraryView(ConsoleMgmtAPIView):
     @extend_schema(
         parameters=[
             OpenApiParameter("provider", str, description="entries owned by this provider"),
@@ -35,21 +36,22 @@ class LibraryView(MgmtAPIView):
         return Response(services.list_library(provider=provider, platform=platform))
 
 
-class LibraryScanView(MgmtAPIView):
+class LibraryScanView(ConsoleMgmtAPIView):
     """Rescan every store now (it also happens on start and when store files change)."""
 
-    @extend_schema(request=None, responses={202: OpenApiResponse(description="scan queued")})
+    @extend_schema(request=None, responses={202: s.ScanQueuedSerializer})
     def post(self, request):
         from library import tasks
 
+        requested_at = services.request_rescan()
         try:
             tasks.rescan_all.delay()
         except Exception:  # noqa: BLE001 - no broker reachable: do the (sub-second) scan here
             services.rescan_all()
-        return Response({"queued": True}, status=202)
+        return Response({"queued": True, "requested_at": requested_at}, status=202)
 
 
-class ArtView(MgmtAPIView):
+class ArtView(ConsoleMgmtAPIView):
     @extend_schema(
         responses={(200, "image/jpeg"): OpenApiTypes.BINARY, 404: OpenApiResponse()},
         description="kind: portrait, hero, logo or header; only steam:<appid> ids are backed",
@@ -64,14 +66,14 @@ class ArtView(MgmtAPIView):
         return response
 
 
-class CustomListView(MgmtAPIView):
+class CustomListView(ConsoleMgmtAPIView):
     @extend_schema(request=s.CustomInputSerializer, responses={201: s.CustomEntrySerializer})
     def post(self, request):
         data = _valid(s.CustomInputSerializer, request.data)
         return Response(services.create_custom(data), status=201)
 
 
-class CustomDetailView(MgmtAPIView):
+class CustomDetailView(ConsoleMgmtAPIView):
     @extend_schema(responses=s.CustomEntrySerializer)
     def get(self, request, entry_id: str):
         return Response(services.get_custom(entry_id))
@@ -88,7 +90,7 @@ class CustomDetailView(MgmtAPIView):
         return Response(status=204)
 
 
-class ProviderView(MgmtAPIView):
+class ProviderView(ConsoleMgmtAPIView):
     @extend_schema(
         request=s.ProviderEntryInputSerializer(many=True),
         responses=s.CustomEntrySerializer(many=True),
@@ -106,13 +108,13 @@ class ProviderView(MgmtAPIView):
         return Response({"removed": services.remove_provider(provider)})
 
 
-class ScannersView(MgmtAPIView):
+class ScannersView(ConsoleMgmtAPIView):
     @extend_schema(responses=s.ScannerSerializer(many=True))
     def get(self, request):
         return Response(services.list_scanners())
 
 
-class ScannerView(MgmtAPIView):
+class ScannerView(ConsoleMgmtAPIView):
     @extend_schema(request=s.ScannerToggleSerializer, responses=s.ScannerSerializer(many=True))
     def put(self, request, scanner: str):
         data = _valid(s.ScannerToggleSerializer, request.data)

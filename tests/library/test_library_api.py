@@ -158,7 +158,9 @@ def test_scanner_toggle_hides_a_store_and_emits(fixture_stores, mgmt, events):
     with events.during():
         services.rescan_all()
         r = mgmt.put("/api/v1/library/scanners/lutris", {"enabled": False}, "json")
-    assert {"id": "lutris", "label": "Lutris", "enabled": False} in r.json()
+    lutris = next(s for s in r.json() if s["id"] == "lutris")
+    assert (lutris["label"], lutris["enabled"], lutris["state"]) == ("Lutris", False, "done")
+    assert lutris["count"] == 0  # a disabled store lists nothing
     assert not any(e["store"] == "lutris" for e in mgmt.get("/api/v1/library").json())
     assert events.seen[-1] == ("library.changed", {"source": "lutris"})
     assert mgmt.put("/api/v1/library/scanners/nope", {"enabled": False}, "json").status_code == 404
@@ -194,3 +196,32 @@ def test_cached_listing_follows_every_kind_of_change(fixture_stores, events):
         assert "steam:20" in {e["id"] for e in services.list_library()}
         services.reconcile("romm", [{"external_id": "1", "title": "Prov"}])
         assert "Prov" in {e["title"] for e in services.list_library()}
+
+
+def test_rescan_progress_per_store_queued_scanning_done_failed(fixture_stores, mgmt, monkeypatch):
+    """The console's progress: POST /library/scan marks every store queued; each store's own
+    scan moves it to done with its count; a scanner that raises is `failed` with the reason."""
+    from library.scanners import SCANNERS
+
+    services.rescan_all()
+    before = {s["id"]: s for s in mgmt.get("/api/v1/library/scanners").json()}
+    assert before["steam"]["state"] == "done" and before["steam"]["count"] > 0
+    r = mgmt.post("/api/v1/library/scan")
+    assert r.status_code == 202 and r.json()["queued"] is True
+    # no broker in this process: the scan ran inline, so every store is done again
+    after = {s["id"]: s for s in mgmt.get("/api/v1/library/scanners").json()}
+    assert {s["state"] for s in after.values()} == {"done"}
+    assert after["steam"]["scanned_at"] >= r.json()["requested_at"]
+
+    services.request_rescan()
+    assert {s["state"] for s in services.list_scanners()} == {"queued"}
+
+    def broken():
+        raise OSError("store file unreadable")
+
+    monkeypatch.setattr(SCANNERS["heroic"], "scan", broken)
+    services.rescan_all()
+    states = {s["id"]: s for s in services.list_scanners()}
+    assert states["heroic"]["state"] == "failed"
+    assert "store file unreadable" in states["heroic"]["error"]
+    assert states["steam"]["state"] == "done"
