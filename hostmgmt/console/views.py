@@ -34,6 +34,8 @@ NAV = [
     ("/", "Dashboard"),
     ("/clients", "Clients"),
     ("/apps", "Apps"),
+    ("/library", "Library"),
+    ("/hooks", "Hooks"),
     ("/config", "Configuration"),
     ("/sessions", "Sessions"),
     ("/tokens", "Tokens"),
@@ -137,6 +139,19 @@ def clients(request):
 @console_page
 def apps(request):
     return page(request, "apps.html")
+
+
+@console_page
+def library(request):
+    return page(request, "library.html")
+
+
+@console_page
+def hooks(request):
+    from hooks.event_kinds import DOMAINS, KINDS
+
+    patterns = sorted(KINDS) + sorted(f"{d}.*" for d in DOMAINS)
+    return page(request, "hooks.html", {"patterns": patterns})
 
 
 @console_page

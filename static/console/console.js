@@ -23,7 +23,10 @@ const Console = (() => {
     const data = type.includes("json") ? await response.json() : await response.text();
     if (!response.ok || (data && data.status === false)) {
       const message = (data && data.error) || response.status + " " + response.statusText;
-      throw new Error(message);
+      const error = new Error(message);
+      error.status = response.status;
+      error.fields = (data && data.fields) || []; // v1: [{field, message}] of a 400
+      throw error;
     }
     return data;
   }

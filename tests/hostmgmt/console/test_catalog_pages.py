@@ -9,6 +9,7 @@ and leaves a screenshot in the test artifacts (tests/support/consolepage.py).
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 from playwright.sync_api import expect
@@ -134,3 +135,108 @@ def test_apps_page_adds_an_app_with_a_cover_shows_a_400_at_its_field_edits_and_d
     page.get_by_role("button", name="Delete Arcade (Retro)").click()
     expect(page.locator("#apps tbody tr[data-name='Arcade (Retro)']")).to_have_count(0)
     assert all(a["name"] != "Arcade (Retro)" for a in _apps_file(host)["apps"])
+
+
+def test_library_page_shows_art_filters_rescans_per_store_and_edits_custom_entries(host):
+    page = host.page
+    page.goto("/library")
+    dota = page.locator(".title-card[data-id='steam:570']")
+    expect(dota).to_be_visible(timeout=30_000)  # the workers' first scan may still run
+    expect(dota.locator("img.art")).to_be_visible()
+    page.wait_for_function(
+        "() => document.querySelector(\".title-card[data-id='steam:570'] img.art\")"
+        "?.naturalWidth > 0"
+    )  # the portrait came through the console session from the host's art route
+    fortnite = page.locator(".title-card", has_text="Fortnite")
+    expect(fortnite.locator("a.link")).to_have_attribute("href", re.compile("^https://cdn"))
+    diablo = page.locator(".title-card", has_text="Diablo II")
+    expect(diablo.locator(".placeholder")).to_be_visible()  # Lutris: no art of its own
+    shot(page, "library-titles")
+
+    filters = page.locator("#filters")
+    filters.get_by_label("Store").select_option("steam")
+    expect(page.locator(".title-card")).to_have_count(2)
+    assert set(page.locator(".title-card").evaluate_all("cs => cs.map(c => c.dataset.store)")) == {
+        "steam"
+    }
+    filters.get_by_label("Store").select_option("")
+    filters.get_by_label("Title").fill("witch")
+    expect(page.locator(".title-card")).to_have_count(2)  # Witcher 3 (steam), The Witcher (gog)
+    filters.get_by_label("Title").fill("")
+
+    # Rescan: a game installed since shows up; every store's row reaches `done`.
+    stores.write_manifest(host.stores / "Steam", 10, "Counter-Strike")
+    page.click("#rescan")
+    expect(page.locator("#rescan-state")).to_have_text("Rescan finished.", timeout=60_000)
+    for store in ("steam", "heroic", "lutris"):
+        expect(page.locator(f"#scanners tr[data-store={store}]")).to_have_attribute(
+            "data-state", "done"
+        )
+    expect(page.locator("#scanners tr[data-store=steam] td").nth(3)).to_have_text("3")
+    expect(page.locator(".title-card[data-id='steam:10']")).to_be_visible()
+
+    # A custom entry: the API's 400s land at their fields, then it saves with detect and prep.
+    form = page.locator("#entry-form")
+    form.get_by_label("Portrait").fill("ftp://example.com/zelda.png")
+    form.get_by_label("Release year").fill("99999")
+    page.click("#save-entry")
+    expect(form.locator(".field-error[data-for=title]")).to_contain_text("blank")
+    expect(form.locator(".field-error[data-for='art.portrait']")).to_have_text(
+        "must be an http(s) URL"
+    )
+    expect(form.locator(".field-error[data-for=release_year]")).to_be_visible()
+    expect(form.get_by_label("Title", exact=True)).to_be_focused()
+    shot(page, "library-field-errors")
+    form.get_by_label("Title", exact=True).fill("Zelda (SNES)")
+    form.get_by_label("Portrait").fill("")
+    form.get_by_label("Release year").fill("1991")
+    form.get_by_label("Platform").fill("snes")
+    form.get_by_label("Launch with").select_option("command")
+    form.get_by_label("Launch value").fill("snes9x /roms/zelda.sfc")
+    form.get_by_label("Executable").fill("/usr/bin/snes9x")
+    form.get_by_label("Process name").fill("snes9x")
+    page.click("#add-prep")
+    form.get_by_label("Step 1: do").fill("pactl set-sink-volume @DEFAULT_SINK@ 60%")
+    form.get_by_label("Step 1: undo").fill("pactl set-sink-volume @DEFAULT_SINK@ 100%")
+    form.get_by_label("Genres").fill("action, adventure")
+    page.click("#save-entry")
+    expect(page.locator("#flash")).to_have_text("Added Zelda (SNES).")
+    card = page.locator(".title-card[data-store=custom]", has_text="Zelda (SNES)")
+    expect(card).to_be_visible()
+    bare = card.get_attribute("data-id").split(":", 1)[1]
+    with host.mgmt() as c:
+        stored = c.get(f"/api/v1/library/custom/{bare}").json()
+    assert stored["detect"] == {"exe": "/usr/bin/snes9x", "process_name": "snes9x"}
+    assert stored["prep"] == [
+        {"do": "pactl set-sink-volume @DEFAULT_SINK@ 60%",
+         "undo": "pactl set-sink-volume @DEFAULT_SINK@ 100%"}
+    ]  # fmt: skip
+    assert stored["launch"] == {"kind": "command", "value": "snes9x /roms/zelda.sfc"}
+    assert (stored["platform"], stored["release_year"], stored["genres"]) == (
+        "snes",
+        1991,
+        ["action", "adventure"],
+    )
+    page.locator("#filters").get_by_label("Platform").select_option("snes")
+    expect(page.locator(".title-card")).to_have_count(1)
+    shot(page, "library")
+    page.locator("#filters").get_by_label("Platform").select_option("")
+
+    card.get_by_role("button", name="Edit Zelda (SNES)").click()
+    expect(form.get_by_label("Executable")).to_have_value("/usr/bin/snes9x")
+    expect(form.get_by_label("Step 1: undo")).to_have_value(
+        "pactl set-sink-volume @DEFAULT_SINK@ 100%"
+    )
+    form.get_by_label("Title", exact=True).fill("The Legend of Zelda")
+    form.get_by_label("Remove step 1").click()
+    page.click("#save-entry")
+    expect(page.locator("#flash")).to_have_text("Saved The Legend of Zelda.")
+    with host.mgmt() as c:
+        stored = c.get(f"/api/v1/library/custom/{bare}").json()
+    assert stored["title"] == "The Legend of Zelda" and "prep" not in stored
+
+    page.once("dialog", lambda dialog: dialog.accept())
+    page.get_by_role("button", name="Delete The Legend of Zelda").click()
+    expect(page.locator(f".title-card[data-id='custom:{bare}']")).to_have_count(0)
+    with host.mgmt() as c:
+        assert c.get(f"/api/v1/library/custom/{bare}").status_code == 404
