@@ -8,12 +8,14 @@ and leaves a screenshot in the test artifacts (tests/support/consolepage.py).
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import re
 
 import pytest
 from playwright.sync_api import expect
 
+from tests.hooks import helpers
 from tests.library import stores
 from tests.support.consolepage import browser_page, logged_in, shot
 from tests.support.livehost import start_host
@@ -240,3 +242,82 @@ def test_library_page_shows_art_filters_rescans_per_store_and_edits_custom_entri
     expect(page.locator(f".title-card[data-id='custom:{bare}']")).to_have_count(0)
     with host.mgmt() as c:
         assert c.get(f"/api/v1/library/custom/{bare}").status_code == 404
+
+
+@pytest.fixture
+def receiver():
+    """A real HTTP receiver that answers 500, on an address the host may post to (the SSRF
+    rule refuses loopback)."""
+    ip = helpers.receiver_ip()
+    if ipaddress.ip_address(ip).is_loopback:
+        pytest.skip("no non-loopback IPv4 address here to run a webhook receiver on")
+    rec = helpers.start_receiver(ip, statuses=[500])
+    yield rec
+    rec.close()
+
+
+def test_hooks_page_shows_field_errors_in_place_test_fires_and_logs_deliveries(
+    host, tmp_path, receiver
+):
+    page = host.page
+    page.goto("/hooks")
+    expect(page.locator("#no-hooks")).to_be_visible()
+    expect(page.locator("#no-deliveries")).to_be_visible()
+    out = tmp_path / "fired.json"
+
+    page.click("#add-hook")
+    first = page.locator("fieldset.hook").nth(0)
+    expect(first.get_by_label("On (event kind or domain.*)")).to_be_focused()
+    first.get_by_label("On (event kind or domain.*)").fill("stream.*")
+    first.get_by_label("Run (shell command)").fill(f"cat > {out}; exit 3")
+    first.get_by_label("Timeout (s, 1 to 600)").fill("0")
+    first.get_by_label("Only for client").fill("Living room TV")
+    page.click("#add-hook")
+    second = page.locator("fieldset.hook").nth(1)
+    second.get_by_label("On (event kind or domain.*)").fill("library.changed")
+    second.get_by_label("Webhook (http(s) URL)").fill("http://127.0.0.1:9/hook")
+    page.click("#save-hooks")
+
+    expect(first.locator(".field-error[data-for='hooks[0].timeout_s']")).to_have_text(
+        "must be an integer from 1 to 600"
+    )
+    expect(second.locator(".field-error[data-for='hooks[1].webhook']")).to_contain_text("loopback")
+    expect(page.locator("#flash")).to_contain_text("Nothing saved: 2 fields to fix")
+    assert not (host.state_dir / "hooks.json").exists()
+    shot(page, "hooks-field-errors")
+
+    first.get_by_label("Timeout (s, 1 to 600)").fill("10")
+    second.get_by_label("Webhook (http(s) URL)").fill(receiver.url)
+    expect(first.get_by_role("button", name="Test-fire hook 1")).to_be_disabled()  # not saved
+    page.click("#save-hooks")
+    expect(page.locator("#flash")).to_have_text("Saved 2 hooks.")
+    doc = json.loads((host.state_dir / "hooks.json").read_text())
+    assert doc["hooks"][0] == {
+        "on": "stream.*",
+        "run": f"cat > {out}; exit 3",
+        "timeout_s": 10,
+        "filter": {"client": "Living room TV"},
+    }
+    assert doc["hooks"][1] == {"on": "library.changed", "webhook": receiver.url}
+
+    # Test-fire through the hook worker: the command's exit code, the webhook's HTTP status.
+    page.get_by_role("button", name="Test-fire hook 1").click()
+    expect(page.locator("#flash")).to_contain_text("Hook 1 test-fired (stream.started: run)")
+    run_row = page.locator("#deliveries tbody tr", has_text="cat >")
+    expect(run_row).to_have_count(1, timeout=30_000)
+    cells = run_row.locator("td")
+    expect(cells.nth(1)).to_have_text("run")
+    expect(cells.nth(3)).to_have_text("stream.started test")
+    expect(cells.nth(4)).to_have_text("failed")
+    expect(cells.nth(5)).to_have_text("3")
+    expect(cells.nth(7)).to_have_text(re.compile(r"^\d+ ms$"))
+    assert json.loads(out.read_text())["test"] is True
+
+    page.get_by_role("button", name="Test-fire hook 2").click()
+    hook_row = page.locator("#deliveries tbody tr", has_text=receiver.url)
+    expect(hook_row).to_have_count(1, timeout=30_000)
+    expect(hook_row.locator("td").nth(6)).to_have_text("500")
+    expect(hook_row.locator("td").nth(8)).to_have_text("HTTP 500")
+    got = receiver.get(timeout=5)
+    assert json.loads(got.body)["kind"] == "library.changed"
+    shot(page, "hooks")
