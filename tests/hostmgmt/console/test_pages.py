@@ -13,7 +13,7 @@ from streaming import history
 
 pytestmark = pytest.mark.django_db
 
-PAGES = ["/", "/clients", "/apps", "/config", "/sessions", "/tokens", "/logs"]
+PAGES = ["/", "/clients", "/apps", "/library", "/hooks", "/config", "/sessions", "/tokens", "/logs"]
 
 
 @pytest.fixture
