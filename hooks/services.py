@@ -150,9 +150,13 @@ def test_event(entry: dict) -> dict:
     kind = pattern
     if pattern.endswith(".*"):
         kind = next(k for k in sorted(event_kinds.KINDS) if event_kinds.pattern_matches(pattern, k))
-    ts_ms = int(time.time() * 1000)
-    return {"seq": None, "ts_ms": ts_ms, "schema": event_kinds.SCHEMA_VERSION, "kind": kind,
-            "test": True}  # fmt: skip
+    return {
+        "seq": None,
+        "ts_ms": int(time.time() * 1000),
+        "schema": event_kinds.SCHEMA_VERSION,
+        "kind": kind,
+        "test": True,
+    }
 
 
 def test_fire(index: int) -> dict:

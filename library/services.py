@@ -167,17 +167,22 @@ def signature(store: str) -> str:
 
 
 def rescan(store: str, force_emit: bool = False) -> int:
-    """Replace `store`'s cached titles with what its files say now; emits only on a change."""
+    """Replace `store`'s cached titles with what its files say now; emits only on a change.
+    Its progress (begun, done, failed and why) is kept in its ScannerState for the console."""
     scanner = SCANNERS[store]
     ScannerState.objects.update_or_create(pk=store, defaults={"started_at": timezone.now()})
-    sig = signature(store)  # taken first: a change during the scan triggers another one
     try:
-        titles = scanner.scan() if scanner_enabled(store) else []
+        return _rescan(store, scanner, force_emit)
     except Exception as exc:
         ScannerState.objects.filter(pk=store).update(
             error=f"{exc.__class__.__name__}: {exc}"[:512], scanned_at=timezone.now()
         )
         raise
+
+
+def _rescan(store: str, scanner, force_emit: bool) -> int:
+    sig = signature(store)  # taken first: a change during the scan triggers another one
+    titles = scanner.scan() if scanner_enabled(store) else []
     new = {}
     for t in titles:
         new[t.id] = InstalledTitle(
