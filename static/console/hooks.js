@@ -88,7 +88,9 @@
     saved = doc.hooks || [];
     const invalid = document.getElementById("invalid");
     invalid.hidden = !doc.invalid;
-    invalid.textContent = doc.invalid ? `${doc.invalid} Saving a valid document fixes it.` : "";
+    invalid.textContent = doc.invalid
+      ? `hooks.json on disk is invalid, so every hook is disabled (${doc.invalid}). ` +
+        "Saving a valid document fixes it." : "";
     render(saved);
   }
 

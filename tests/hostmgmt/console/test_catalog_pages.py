@@ -260,7 +260,9 @@ def test_hooks_page_shows_field_errors_in_place_test_fires_and_logs_deliveries(
     host, tmp_path, receiver
 ):
     page = host.page
+    (host.state_dir / "hooks.json").write_text('{"hooks": [{"on": "nope.*"}]}')  # a hand edit
     page.goto("/hooks")
+    expect(page.locator("#invalid")).to_contain_text("Saving a valid document fixes it")
     expect(page.locator("#no-hooks")).to_be_visible()
     expect(page.locator("#no-deliveries")).to_be_visible()
     out = tmp_path / "fired.json"
@@ -283,7 +285,8 @@ def test_hooks_page_shows_field_errors_in_place_test_fires_and_logs_deliveries(
     )
     expect(second.locator(".field-error[data-for='hooks[1].webhook']")).to_contain_text("loopback")
     expect(page.locator("#flash")).to_contain_text("Nothing saved: 2 fields to fix")
-    assert not (host.state_dir / "hooks.json").exists()
+    assert "nope" in (host.state_dir / "hooks.json").read_text()  # nothing written
+    expect(page.locator("#invalid")).to_contain_text("every hook is disabled")
     shot(page, "hooks-field-errors")
 
     first.get_by_label("Timeout (s, 1 to 600)").fill("10")
@@ -291,6 +294,7 @@ def test_hooks_page_shows_field_errors_in_place_test_fires_and_logs_deliveries(
     expect(first.get_by_role("button", name="Test-fire hook 1")).to_be_disabled()  # not saved
     page.click("#save-hooks")
     expect(page.locator("#flash")).to_have_text("Saved 2 hooks.")
+    expect(page.locator("#invalid")).to_be_hidden()
     doc = json.loads((host.state_dir / "hooks.json").read_text())
     assert doc["hooks"][0] == {
         "on": "stream.*",
