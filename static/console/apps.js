@@ -247,6 +247,10 @@
       return;
     }
     apps = data.apps || [];
+    const env = Object.entries(data.env || {});
+    document.getElementById("catalog-env-count").textContent = env.length;
+    document.getElementById("catalog-env-list").replaceChildren(...env.flatMap(([k, v]) =>
+      [el("dt", {}, el("code", {}, k)), el("dd", {}, el("code", {}, String(v)))]));
     body.replaceChildren();
     document.getElementById("no-apps").hidden = apps.length > 0;
     apps.forEach((app, index) => {

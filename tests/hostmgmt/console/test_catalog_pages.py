@@ -40,9 +40,10 @@ def host(tmp_path_factory):
         "HOST_COVER_URL_PREFIX": cdn.url + "/covers/",
         "HOST_ART_FETCH_TIMEOUT_S": "5",
     }
-    h = start_host(state_dir=sandbox / "state", env=env)
+    h = start_host(state_dir=sandbox / "state", env=env, wait=False)
     h.sandbox, h.stores = sandbox, base
     try:
+        h.wait_ready(timeout=180)  # the planes import slowly on a loaded machine
         with browser_page(h) as page:
             h.page = logged_in(page)
             yield h
@@ -61,6 +62,14 @@ def test_apps_page_adds_an_app_with_a_cover_shows_a_400_at_its_field_edits_and_d
 ):
     page = host.page
     page.goto("/apps")
+    expect(page.locator("#apps tbody tr[data-name=Desktop]")).to_be_visible()  # file made
+    catalog = _apps_file(host)
+    catalog["env"] = {"ROMS": "/srv/roms"}  # a hand edit of the file's top-level env
+    (host.state_dir / "apps.json").write_text(json.dumps(catalog))
+    page.reload()
+    expect(page.locator("#catalog-env-count")).to_have_text("1")
+    page.locator("#catalog-env summary").click()
+    expect(page.locator("#catalog-env-list")).to_contain_text("/srv/roms")
     expect(page.locator("#next-connect-hint")).to_contain_text("next time the app is launched")
     expect(page.locator("#order-hint")).to_contain_text("sorted by name")
     expect(page.locator("#apps tbody tr[data-name=Desktop]")).to_be_visible()
@@ -110,6 +119,7 @@ def test_apps_page_adds_an_app_with_a_cover_shows_a_400_at_its_field_edits_and_d
     assert saved["env"] == {"ARCADE_MODE": "kiosk"}
     assert saved["prep-cmd"] == [{"do": "xset s off", "undo": "xset s on", "elevated": False}]
     assert saved["detached"] == ["pulseaudio-helper --quiet"]
+    assert _apps_file(host)["env"] == {"ROMS": "/srv/roms"}  # the page's save kept it
     png = (host.state_dir / "covers" / "Retro Arcade.png").read_bytes()
     assert png.startswith(b"\x89PNG") and saved["image-path"].endswith("Retro Arcade.png")
     shot(page, "apps-added")
