@@ -104,3 +104,11 @@ def test_delivery_log_shows_http_status_newest_first_and_checks_its_query(db, mg
     for query in ("limit=0", "limit=501", "limit=-1", "limit=x", "channel=nope"):
         assert mgmt.get(f"/api/v1/hooks/deliveries?{query}").status_code == 400, query
     assert APIClient().get("/api/v1/hooks/deliveries").status_code == 401
+
+
+def test_test_fire_without_redis_is_503_not_500(bus, sent, mgmt, settings, tmp_path):
+    _save([{"on": "library.changed", "run": "true"}])
+    settings.REDIS_URL = f"unix://{tmp_path}/no-redis.sock"  # nothing listens there
+    r = mgmt.post("/api/v1/hooks/test", {"index": 0}, "json")
+    assert r.status_code == 503 and "Redis" in r.json()["error"]
+    assert r.headers["Retry-After"] == "5" and sent == []
