@@ -174,7 +174,11 @@ def start_host(
     )
     host = LiveHost(state_dir, base_port, proc, log_path, env or {})
     if wait:
-        host.wait_ready()
+        try:
+            host.wait_ready()
+        except BaseException:
+            host.stop()  # the caller never gets the host to stop: leave no processes behind
+            raise
     return host
 
 
