@@ -113,8 +113,11 @@
     reader.readAsDataURL(file);
   });
 
+  // The host percent-escapes the key into one file name, so distinct names keep distinct
+  // covers; only what it refuses (a leading slash or dot, ".." segments, NUL) is replaced.
   function coverKey(name) {
-    return (name.replace(/[^A-Za-z0-9 _-]+/g, "_").trim() || "cover").slice(0, 150);
+    const key = name.replace(/\0/g, "").replace(/^[\/\\.]+/, "").replace(/\.\./g, "__");
+    return (key.trim() || "cover").slice(0, 150);
   }
 
   // -- the form ---------------------------------------------------------------------------
