@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from django.conf import settings
 
+from compat.engine import encryption
 from compat.engine.launch import Launch
 
 
@@ -26,8 +27,24 @@ def _clamped_int(value, default: int, lo: int, hi: int) -> int:
     return lo if number < lo else hi if number > hi else number
 
 
+def encryption_policy(remote: str, corever: object) -> encryption.Policy:
+    """The launch's encryption (`lan_/wan_encryption_mode` by `network_policy`); raises
+    `encryption.Refused` when it is required and the client sent no `corever >= 1`."""
+    mode = encryption.mode_for(
+        str(remote or ""),
+        str(_config("network_policy", "auto")),
+        _clamped_int(_config("lan_encryption_mode", 0), 0, 0, 2),
+        _clamped_int(_config("wan_encryption_mode", 1), 1, 0, 2),
+    )
+    return encryption.decide(mode, encryption.corever(corever))
+
+
 def make_launch(arm: dict) -> Launch:
     ports = settings.PORTS
+    try:
+        policy = encryption_policy(arm.get("remote"), arm.get("corever"))
+    except encryption.Refused:  # /launch and /resume refuse this first; stay strict here too
+        policy = encryption.Policy(encryption.REQUIRED)
     return Launch(
         rikey=bytes.fromhex(arm["rikey"]),
         rikeyid=int(arm["rikeyid"]),
@@ -46,5 +63,6 @@ def make_launch(arm: dict) -> Launch:
         # Share of the client's link speed the video pacer may use (engine.pacing); the
         # schema's 50..95, so a hand-edited file cannot turn pacing off or exceed the link.
         rate_cap_pct=_clamped_int(_config("rate_cap_pct", 80), 80, 50, 95),
-        # GAP: rtspenc:// (corever >= 1) and video encryption are not offered; plain rtsp://.
+        encryption_mode=policy.mode,
+        rtsp_encryption=policy.rtsp_encrypted,
     )

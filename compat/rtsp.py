@@ -8,7 +8,9 @@ SETUP video, SETUP control, ANNOUNCE (the client's stream parameters as SDP), PL
 
 :class:`RtspSession` holds one launch's state and answers each request with bytes, raising
 nothing: a malformed or out-of-order request gets an RTSP error reply (400/404/455), which is
-what keeps the listener alive on bad input. No sockets here.
+what keeps the listener alive on bad input. An ANNOUNCE that leaves off an encryption layer the
+host requires (``encryption_required``, mode 2 of :mod:`compat.engine.encryption`) gets 403
+and sets ``refused``, which ends the session. No sockets here.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ ENC_AUDIO = 0x04
 STATUS_TEXT = {
     200: "OK",
     400: "Bad Request",
+    403: "Forbidden",
     404: "Not Found",
     405: "Method Not Allowed",
     413: "Request Entity Too Large",
@@ -162,7 +165,8 @@ def describe_sdp(
     encryption_requested: int = ENC_CONTROL_V2,
     feature_flags: int = 0,
 ) -> bytes:
-    """H.264-only offer: no HEVC/AV1 markers, no RFI. Video encryption not advertised."""
+    """H.264-only offer: no HEVC/AV1 markers, no RFI. The encryption bits come from the
+    launch's policy (:mod:`compat.engine.encryption`)."""
     return (
         f"a=x-ss-general.featureFlags:{feature_flags}\n"
         f"a=x-ss-general.encryptionSupported:{encryption_supported}\n"
@@ -249,6 +253,12 @@ class StreamParams:
     def control_v2(self) -> bool:
         return bool(self.encryption_enabled & ENC_CONTROL_V2)
 
+    def missing_encryption(self, required: int) -> list[str]:
+        """The layers of ``required`` this ANNOUNCE leaves in clear (audio also by flag 0x20)."""
+        enabled = self.encryption_enabled | (ENC_AUDIO if self.audio_encrypted else 0)
+        names = ((ENC_CONTROL_V2, "control"), (ENC_VIDEO, "video"), (ENC_AUDIO, "audio"))
+        return [name for bit, name in names if required & bit and not enabled & bit]
+
 
 def parse_announce(body: bytes) -> StreamParams:
     """Validate the ANNOUNCE SDP. Raises RtspError(400) naming the first bad attribute."""
@@ -296,6 +306,8 @@ class RtspSession:
     connect_data: int  # u32, matched against the ENet CONNECT data
     encryption_supported: int = ENC_CONTROL_V2 | ENC_AUDIO
     encryption_requested: int = ENC_CONTROL_V2
+    encryption_required: int = 0  # layers an ANNOUNCE must enable (else 403 and `refused`)
+    refused: str | None = None  # why the session must end (set with an RTSP 403)
     setup_done: set[str] = field(default_factory=set)
     described: bool = False
     params: StreamParams | None = None
@@ -340,7 +352,12 @@ class RtspSession:
         if method == "ANNOUNCE":
             if not {"video", "control"} <= self.setup_done or self.playing:
                 raise RtspError(455, "ANNOUNCE before SETUP of video and control")
-            self.params = parse_announce(req.body)
+            params = parse_announce(req.body)
+            missing = params.missing_encryption(self.encryption_required)
+            if missing:
+                self.refused = f"encryption required; the client left {', '.join(missing)} in clear"
+                raise RtspError(403, self.refused)
+            self.params = params
             return build_response(200, req.cseq)
         if method == "PLAY":
             if self.params is None:

@@ -8,7 +8,9 @@ waits for that report, so `sessionUrl0` is only sent once the RTSP port listens.
 has already refused unpaired, unpaired-since and disabled clients (401) before these run.
 
 Errors are the usual XML documents: 400 missing or malformed parameter or an app already
-running, 404 unknown app id, 503 no running app (/resume) or the engine could not start.
+running, 403 encryption required (`lan_/wan_encryption_mode` 2 for the client's network) and
+the client sent no `corever >= 1`, 404 unknown app id, 503 no running app (/resume) or the
+engine could not start. `sessionUrl0` is `rtspenc://` when the policy encrypts RTSP.
 """
 
 from __future__ import annotations
@@ -90,12 +92,23 @@ def parse_options(q: dict[str, str]) -> dict:
     return out
 
 
-def _url(req: NvRequest) -> str:
+def _url(req: NvRequest, encrypted: bool = False) -> str:
     from django.conf import settings
 
     local = req.local or "127.0.0.1"
     host = f"[{local}]" if ":" in local else local
-    return f"rtsp://{host}:{settings.PORTS.rtsp}"
+    return f"{'rtspenc' if encrypted else 'rtsp'}://{host}:{settings.PORTS.rtsp}"
+
+
+def _encryption(req: NvRequest):
+    """The launch's encryption policy; BadLaunch(403) when required and unsupported."""
+    from compat import launchconfig
+    from compat.engine import encryption
+
+    try:
+        return launchconfig.encryption_policy(req.remote, req.query.get("corever"))
+    except encryption.Refused as exc:
+        raise BadLaunch(403, str(exc)) from None
 
 
 def _wait(arm: str, session_id: str | None = None) -> tuple[int, str]:
@@ -129,6 +142,7 @@ def launch(req: NvRequest) -> NvResponse:
         app = catalog.find_app(str(app_id)) if app_id > 0 else None
         if app is None:
             raise BadLaunch(404, "App not found")
+        policy = _encryption(req)
     except BadLaunch as exc:
         return xml(exc.status, exc.message, {"gamesession": 0})
     client = req.client
@@ -174,7 +188,7 @@ def launch(req: NvRequest) -> NvResponse:
     if status != 200:
         return xml(status, message, {"gamesession": 0})
     log.info("launch of %s by %s armed", app.name, client.fingerprint[:12])
-    return xml(200, "", [("sessionUrl0", _url(req)), ("gamesession", 1)])
+    return xml(200, "", [("sessionUrl0", _url(req, policy.rtsp_encrypted)), ("gamesession", 1)])
 
 
 def resume(req: NvRequest) -> NvResponse:
@@ -183,6 +197,7 @@ def resume(req: NvRequest) -> NvResponse:
     try:
         keys = parse_keys(req.query)
         parse_options(req.query)
+        policy = _encryption(req)
     except BadLaunch as exc:
         return xml(exc.status, exc.message, {"resume": 0})
     state = services.current()
@@ -191,11 +206,12 @@ def resume(req: NvRequest) -> NvResponse:
     # GAP: any paired client may take over the running session (as GameStream hosts allow).
     arm = secrets.token_hex(8)
     # The resuming client's address: the new stream listens to it alone (compat.endpoint).
-    services.request_resume({"arm": arm, "remote": req.remote, **keys})
+    corever = req.query.get("corever", "")
+    services.request_resume({"arm": arm, "remote": req.remote, "corever": corever, **keys})
     status, message = _wait(arm)
     if status != 200:
         return xml(status, message, {"resume": 0})
-    return xml(200, "", [("sessionUrl0", _url(req)), ("resume", 1)])
+    return xml(200, "", [("sessionUrl0", _url(req, policy.rtsp_encrypted)), ("resume", 1)])
 
 
 def cancel(req: NvRequest) -> NvResponse:

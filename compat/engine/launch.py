@@ -53,9 +53,13 @@ class Launch:
     max_send_mbps: float = 0.0
     rate_cap_pct: int = 0
     # Off by default: costs a GCM pass per datagram; Moonlight enables whatever is offered.
+    # Encryption mode 1 or 2 (compat.engine.encryption) offers it too.
     offer_video_encryption: bool = False
     # True when /launch answered with rtspenc:// (clients with corever >= 1).
     rtsp_encryption: bool = False
+    # lan_/wan_encryption_mode for this client's network class: 0 off, 1 when supported,
+    # 2 required (the DESCRIBE requests every layer and an ANNOUNCE without one gets 403).
+    encryption_mode: int = 0
     # Ceiling on the client's requested bitrate (client profile / host max_bitrate); 0 = none.
     max_bitrate_kbps: int = 0
     # Encoder tuning (app `encoder-preset` over host `nvenc_tuning_preset`): see

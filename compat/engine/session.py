@@ -36,6 +36,7 @@ import numpy as np
 from compat import control, endpoint, rtsp
 from compat.audio import AudioPacketizer, OpusSilence
 from compat.enet_transport import EnetHost
+from compat.engine import encryption
 from compat.engine.launch import InputSink, Launch, SessionStats, rikeyid_from_iv
 from compat.video import FRAME_TYPE_IDR, FRAME_TYPE_P, VideoPacketizer
 from media import pacing
@@ -84,7 +85,8 @@ class StreamSession:
         self.frame_source = frame_source
         self.on_event = on_event or (lambda kind, **data: None)
         self.input_sink = input_sink
-        offered = rtsp.ENC_CONTROL_V2 | rtsp.ENC_AUDIO
+        policy = encryption.Policy(launch.encryption_mode, launch.rtsp_encryption)
+        offered = policy.offered
         if launch.offer_video_encryption:
             offered |= rtsp.ENC_VIDEO
         self.rtsp = rtsp.RtspSession(
@@ -94,6 +96,8 @@ class StreamSession:
             launch.ping_payload,
             launch.connect_data,
             encryption_supported=offered,
+            encryption_requested=policy.requested,
+            encryption_required=policy.required,
             key=launch.rikey if launch.rtsp_encryption else None,
         )
         self.stats = SessionStats()
@@ -267,6 +271,10 @@ class StreamSession:
                 conn.sendall(reply)
             except OSError:
                 return
+            finally:
+                if self.rtsp.refused:  # the 403 went out (or could not): the session is over
+                    log.warning("session refused: %s", self.rtsp.refused)
+                    self._end("encryption_required")
 
     # ---- control: ENet + AES-GCM ----
 

@@ -325,7 +325,6 @@ _HOST = _keys(
         default="auto",
         choices=("auto", "lan", "wan"),
         group="network",
-        refused_all=CODECS,
     ),
 )
 
@@ -433,7 +432,6 @@ _INHERITED = _keys(
         min=0,
         max=2,
         group="network",
-        refused_all=CODECS,
     ),
     I(
         name="wan_encryption_mode",
@@ -441,7 +439,6 @@ _INHERITED = _keys(
         min=0,
         max=2,
         group="network",
-        refused_all=CODECS,
     ),
     I(name="ping_timeout", default=10000, min=100, max=600_000, group="network"),
     I(
