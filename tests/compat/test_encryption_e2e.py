@@ -1,0 +1,92 @@
+"""Encryption required (mode 2) on a real host, with the real client, and the wire sniffed.
+
+A raw AF_PACKET socket on the loopback interface (root here; skipped otherwise) sees every UDP
+datagram the host's video port sends: each must be in the encrypted layout (IV with the
+per-session counter and ``'V'``, the frame index, the tag, then ciphertext) and no H.264 start
+code may appear in clear, while the client still decodes every frame.
+"""
+
+from __future__ import annotations
+
+import socket
+import struct
+import threading
+
+import pytest
+
+from tests.compat.test_launch_control import KEYS, app_id, status_of
+from tests.streaming.conftest import client_result, pair, run_client
+from tests.support.moonlight import host_config
+
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+
+ETH_P_ALL = 0x0003
+PACKET_OUTGOING = 4
+
+
+class VideoSniffer:
+    """UDP payloads sent from ``port`` on ``lo`` (each datagram once: outgoing copies skipped)."""
+
+    def __init__(self, port: int):
+        try:
+            self.sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ALL))
+        except (PermissionError, AttributeError):
+            pytest.skip("a raw packet socket needs root (CAP_NET_RAW) on Linux")
+        self.sock.bind(("lo", 0))
+        self.sock.settimeout(0.2)
+        self.port = port
+        self.payloads: list[bytes] = []
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        while not self.stop.is_set():
+            try:
+                frame, addr = self.sock.recvfrom(65535)
+            except TimeoutError:
+                continue
+            if addr[2] == PACKET_OUTGOING or frame[12:14] != b"\x08\x00":
+                continue
+            ip = frame[14:]
+            ihl = (ip[0] & 0x0F) * 4
+            if ip[9] != socket.IPPROTO_UDP:
+                continue
+            src_port, _, length = struct.unpack_from(">HHH", ip, ihl)
+            if src_port == self.port:
+                self.payloads.append(bytes(ip[ihl + 8 : ihl + length]))
+
+    def close(self) -> list[bytes]:
+        self.stop.set()
+        self.thread.join(2)
+        self.sock.close()
+        return self.payloads
+
+
+def test_required_encryption_refuses_old_clients_and_encrypts_every_video_datagram(
+    stream_host, tmp_path
+):
+    host = stream_host
+    ml = pair(host, tmp_path / "ml", pin="9753", name="Encrypted")
+    with host_config(host, {"lan_encryption_mode": "2"}):  # loopback is LAN under auto
+        desktop = app_id(ml, "Desktop")
+        # A client without corever cannot encrypt: refused before anything starts.
+        xml = ml.https("launch", f"appid={desktop}&mode=640x360x30&{KEYS}")
+        assert status_of(xml) == 403 and "requires encryption" in xml, xml
+        sniffer = VideoSniffer(host.base_port + 9)
+        try:
+            proc = run_client(host, tmp_path / "ml", 640, 360, 30, 4, "quit", draw=False)
+            r = client_result(proc)
+        finally:
+            payloads = sniffer.close()
+    assert r["session_url"] == f"rtspenc://127.0.0.1:{host.base_port + 21}"
+    assert r["frames"] > 40 and r["decoded"] == r["frames"], r
+    video = [p for p in payloads if len(p) > 64]  # the pings the host answers nothing to
+    assert len(video) > 40
+    counters = []
+    for p in video:
+        assert p[8:12] == b"\x00\x00\x00V", p[:16].hex()  # the video IV layout
+        assert b"\x00\x00\x00\x01" not in p  # no Annex-B start code in clear
+        assert len(p) == 1360 + 16 + 32  # the client's packetSize (1392 - 32) + RTP + overhead
+        counters.append(struct.unpack_from("<Q", p)[0])
+    assert counters == list(range(counters[0], counters[0] + len(counters)))  # one per datagram
