@@ -207,7 +207,7 @@ def interpret(msg_type: int, payload: bytes, rfi_supported: bool = False) -> Con
         ev.ping = True
     elif msg_type == INPUT_DATA:
         ev.input_data = payload
-    elif msg_type == FRAME_FEC_STATUS:  # GAP: parsed, not yet used for adaptive FEC
+    elif msg_type == FRAME_FEC_STATUS:  # loss_pct and adaptive bitrate (engine.adaptive)
         ev.fec_status = parse_fec_status(payload)
     else:  # START_B, LOSS_STATS, FRAME_STATS, LTR ACK without RFI, unknown: keep-alive only
         ev.ignored = True

@@ -63,6 +63,9 @@ def make_launch(arm: dict) -> Launch:
         # Share of the client's link speed the video pacer may use (engine.pacing); the
         # schema's 50..95, so a hand-edited file cannot turn pacing off or exceed the link.
         rate_cap_pct=_clamped_int(_config("rate_cap_pct", 80), 80, 50, 95),
+        adaptive_bitrate=bool(_config("adaptive_bitrate_enabled", False)),
+        adaptive_min_kbps=_clamped_int(_config("adaptive_bitrate_min", 0), 0, 0, 1_000_000),
+        adaptive_max_kbps=_clamped_int(_config("adaptive_bitrate_max", 0), 0, 0, 1_000_000),
         encryption_mode=policy.mode,
         rtsp_encryption=policy.rtsp_encrypted,
     )

@@ -24,6 +24,7 @@ import signal
 import threading
 import time
 
+from compat.engine import adaptive
 from compat.engine.session import StreamSession
 from compat.launchconfig import make_launch
 from media.framesource import DisplayCapture, WaylandCapture
@@ -344,7 +345,11 @@ class CompatSession:
         if not self.stream_started:
             return
         encode = sum(new_enc) / len(new_enc) if new_enc else None
-        self.core.sample(kbps, rtt, encode, target_kbps=params.bitrate_kbps if params else None)
+        sent_n, lost_n, _ = stream.loss.snapshot()  # 0x5502 reports against datagrams sent
+        loss = adaptive.loss_pct(sent_n - sent.get("sent", 0), lost_n - sent.get("lost", 0))
+        sent["sent"], sent["lost"] = sent_n, lost_n
+        target = s.target_kbps or (params.bitrate_kbps if params else None)
+        self.core.sample(kbps, rtt, encode, target_kbps=target, loss_pct=loss)
 
     def finish(self) -> None:
         """Undo everything in reverse; safe after a partial start."""

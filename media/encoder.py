@@ -114,6 +114,8 @@ class VideoEncoder:
             codec = "libx264"
             self._ctx = self._open(codec, bitrate_kbps, max_ref_frames, threads)
         self.codec_name = codec
+        self.bitrate_kbps = bitrate_kbps
+        self._reopen_args = (max_ref_frames, threads)
         self._pts = 0
         self._idr_pending = True  # the first frame is always an IDR
 
@@ -153,6 +155,27 @@ class VideoEncoder:
         self.options = dict(ctx.options)  # what was asked of the encoder, for tests and logs
         ctx.open()
         return ctx
+
+    def set_bitrate(self, kbps: int) -> float:
+        """Move the encoder to ``kbps`` (adaptive bitrate); returns the milliseconds it took.
+
+        PyAV 18's libx264 context ignores a new ``bit_rate`` once open (measured: 4000 kbps
+        asked down to 500 kept coming out at ~4000), so the context is reopened at the new
+        rate and VBV: the next frame is one IDR, bounded by the new VBV. The engine calls this
+        at most once a second (``compat.engine.adaptive``), so there is no IDR storm.
+        """
+        if kbps == self.bitrate_kbps:
+            return 0.0
+        start = time.perf_counter()
+        old = self._ctx
+        self._ctx = self._open(self.codec_name, kbps, *self._reopen_args)
+        self.bitrate_kbps = kbps
+        self._idr_pending = True  # a fresh context starts with a keyframe: say so to the client
+        try:
+            old.encode(None)
+        except Exception:  # noqa: BLE001 - the old context is dropped either way
+            pass
+        return (time.perf_counter() - start) * 1000
 
     def request_idr(self) -> None:
         """The client asked for a keyframe (control 0x0302 or an RFI we answer with IDR)."""

@@ -65,6 +65,11 @@ class Launch:
     # Encoder tuning (app `encoder-preset` over host `nvenc_tuning_preset`): see
     # `engine.encoder.TUNINGS`; -1 keeps the encoder's own low-latency defaults.
     encoder_tuning: int = -1
+    # Adaptive bitrate (compat.engine.adaptive): the client's loss reports move the rate between
+    # adaptive_min_kbps (0: a fifth of the ceiling) and min(adaptive_max_kbps, negotiated).
+    adaptive_bitrate: bool = False
+    adaptive_min_kbps: int = 0
+    adaptive_max_kbps: int = 0
 
     def video_kbps(self, requested_kbps: int) -> int:
         """The bitrate this stream encodes at: the client's ask under the launch's ceiling."""
@@ -82,6 +87,9 @@ class SessionStats:
     audio_packets: int = 0
     rtt_ms: list[int] = field(default_factory=list)  # ENet's smoothed RTT at each client ping
     pace_mbps: float = 0.0  # the video pacer's rate for this client; 0 = one burst per frame
+    target_kbps: int = 0  # the wire rate the video aims at now (adaptive bitrate moves it)
+    fec_pct: int = 0  # the FEC share now
+    rate_changes: int = 0  # adaptive bitrate changes (each one encoder reopen and one IDR)
 
 
 def rikeyid_from_iv(iv: bytes) -> int:

@@ -36,7 +36,7 @@ import numpy as np
 from compat import control, endpoint, rtsp
 from compat.audio import AudioPacketizer, OpusSilence
 from compat.enet_transport import EnetHost
-from compat.engine import encryption
+from compat.engine import adaptive, encryption
 from compat.engine.launch import InputSink, Launch, SessionStats, rikeyid_from_iv
 from compat.video import FRAME_TYPE_IDR, FRAME_TYPE_P, VideoPacketizer
 from media import pacing
@@ -101,6 +101,8 @@ class StreamSession:
             key=launch.rikey if launch.rtsp_encryption else None,
         )
         self.stats = SessionStats()
+        # Datagrams sent and reported lost (0x5502): loss_pct, and the adaptive bitrate's input.
+        self.loss = adaptive.LossMeter()
         # The only peer served (compat.endpoint); media endpoints appear at ANNOUNCE.
         self.client = endpoint.SessionClient(launch.client_ip)
         self.endpoints: dict[str, endpoint.MediaEndpoint] = {}
@@ -314,6 +316,10 @@ class StreamSession:
                     break
                 if actions.idr_requested:
                     self._idr.set()
+                    if self.stats.frames_sent:  # after the start message: a frame was lost
+                        self.loss.frame_lost()
+                if actions.fec_status is not None:
+                    self.loss.fec_status(actions.fec_status)
                 if actions.input_data is not None and self.input_sink is not None:
                     try:
                         self.input_sink.handle(actions.input_data)
@@ -381,16 +387,21 @@ class StreamSession:
             if not self._stop.is_set():
                 self._end("no_video_ping")
             return
+        rate = adaptive.AdaptiveRate(
+            self.loss,
+            self.launch.video_kbps(params.bitrate_kbps),
+            self.launch.adaptive_min_kbps,
+            self.launch.adaptive_max_kbps,
+            self.launch.fec_percentage,
+        )
+        if not self.launch.adaptive_bitrate:  # fixed: the negotiated rate, the configured FEC
+            rate.floor = rate.ceiling = rate.kbps = self.launch.video_kbps(params.bitrate_kbps)
+        self.stats.target_kbps, self.stats.fec_pct = rate.kbps, rate.fec_pct
         encoder = VideoEncoder(
             params.width,
             params.height,
             params.fps,
-            bitrate_kbps=max(
-                self.launch.video_kbps(params.bitrate_kbps)
-                * (100 - self.launch.fec_percentage)
-                // 100,
-                500,
-            ),
+            bitrate_kbps=rate.current.encoder_kbps,
             codec=self.launch.codec,
             max_ref_frames=max(params.max_ref_frames, 1),
             tuning=self.launch.encoder_tuning,
@@ -424,6 +435,7 @@ class StreamSession:
                         latency_01ms=int(frame.encode_ms * 10),
                     )
                     self._send_video(rows, video.addr)
+                    self.loss.sent_datagrams(rows.shape[0])
                     video.went_live()  # from here on the destination never changes
                     self.stats.frames_sent += 1
                     self.stats.idr_frames += frame.keyframe
@@ -431,6 +443,8 @@ class StreamSession:
                     self.stats.encode_ms.append(frame.encode_ms)
                     if self.stats.frames_sent == 1:
                         self.on_event("stream.started")
+                if self.launch.adaptive_bitrate:
+                    self._adapt(rate, encoder, packetizer)
                 next_at += interval
                 delay = next_at - time.monotonic()
                 if delay > 0:
@@ -440,6 +454,22 @@ class StreamSession:
         finally:
             encoder.close()
             self.on_event("stream.stopped")
+
+    def _adapt(self, rate: adaptive.AdaptiveRate, encoder, packetizer) -> None:
+        """At most once a second: the client's losses move the rate and the FEC share."""
+        if self.stats.rtt_ms:
+            rate.rtt(self.stats.rtt_ms[-1])
+        change = rate.tick()
+        if change is None:
+            return
+        took_ms = encoder.set_bitrate(change.encoder_kbps)
+        packetizer.fec_percentage = change.fec_pct
+        self.stats.target_kbps, self.stats.fec_pct = change.kbps, change.fec_pct
+        self.stats.rate_changes += 1
+        log.info(
+            "adaptive bitrate: %d kbps, FEC %d %% (loss %.1f %%, encoder reopened in %.1f ms)",
+            change.kbps, change.fec_pct, rate.last_loss_pct, took_ms,
+        )  # fmt: skip
 
     def _audio_loop(self) -> None:
         while not self._announced.wait(0.2):

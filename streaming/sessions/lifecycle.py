@@ -331,11 +331,14 @@ class SessionCore:
 
         self._stats(stats.record_latency, capture_ms, encode_ms)
 
-    def sample(self, bitrate_kbps: float, rtt_ms, encode_ms, target_kbps=None, **extra) -> dict:
-        """One second's figures: `/api/stream/network` and the history record's samples."""
+    def sample(
+        self, bitrate_kbps: float, rtt_ms, encode_ms, target_kbps=None, loss_pct=0.0, **extra
+    ) -> dict:
+        """One second's figures: `/api/stream/network` and the history record's samples
+        (`loss_pct`: datagrams the client reported lost, of those sent, in that second)."""
         from streaming import stats
 
-        self._stats(stats.record_network, rtt_ms=rtt_ms, loss_pct=0.0,
+        self._stats(stats.record_network, rtt_ms=rtt_ms, loss_pct=loss_pct,
                     bitrate_kbps=bitrate_kbps, target_kbps=target_kbps)  # fmt: skip
         s = {
             "t": round(time.time() - self.t_start.timestamp(), 1),
