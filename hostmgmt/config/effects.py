@@ -18,6 +18,9 @@ _PROFILES = "tests/games/test_profiles.py::"
 _HEADLESS = "tests/displays/test_headless_machine.py::"
 _PAIRING = "tests/pairing/test_e2e.py::"
 _CAPTURE = "tests/displays/test_capture_select.py::"
+_ADAPTIVE = (
+    "tests/compat/test_adaptive.py::test_adaptive_keys_reach_the_launch_and_bound_the_controller"
+)
 _ENCRYPTION = (
     "tests/compat/test_encryption.py::test_encryption_modes_come_from_the_config_by_network_class"
 )
@@ -38,6 +41,9 @@ EFFECTS: dict[str, str] = {
     "lan_encryption_mode": _ENCRYPTION,
     "wan_encryption_mode": _ENCRYPTION,
     "network_policy": _ENCRYPTION,
+    "adaptive_bitrate_enabled": _ADAPTIVE,
+    "adaptive_bitrate_min": _ADAPTIVE,
+    "adaptive_bitrate_max": _ADAPTIVE,
     "enet_4mib_buffer": _E + "test_enet_4mib_buffer_grows_both_socket_buffers_or_leaves_them",
     "max_fps": _E + "test_max_fps_caps_the_frame_rate_a_client_asks_for",
     "external_ip": _E + "test_external_ip_is_in_the_server_facts",

@@ -395,14 +395,13 @@ _INHERITED = _keys(
     I(name="qp", default=28, min=0, max=51, group="video", refused_all=CODECS),
     I(name="hevc_mode", default=0, min=0, max=3, group="video"),
     I(name="av1_mode", default=0, min=0, max=3, group="video"),
-    B(name="adaptive_bitrate_enabled", default=False, group="video", refused_all=CODECS),
+    B(name="adaptive_bitrate_enabled", default=False, group="video"),
     I(
         name="adaptive_bitrate_min",
         default=0,
         min=0,
         max=1_000_000,
         group="video",
-        refused_all=CODECS,
     ),
     I(
         name="adaptive_bitrate_max",
@@ -410,7 +409,6 @@ _INHERITED = _keys(
         min=0,
         max=1_000_000,
         group="video",
-        refused_all=CODECS,
     ),
     B(name="stream_audio", default=True, group="audio"),
     B(

@@ -9,6 +9,7 @@ from compat.control import FrameFecStatus
 from compat.engine import adaptive
 from compat.engine.adaptive import AdaptiveRate, LossMeter, bounds
 from media.encoder import VideoEncoder
+from tests.support.state_api import state  # noqa: F401 - fixture
 
 
 class Clock:
@@ -127,3 +128,23 @@ def test_set_bitrate_really_moves_the_encoder_with_one_idr(codec):
     assert kbps(before) > 3000 and kbps(after) < 800, (kbps(before), kbps(after))
     assert after[0].keyframe and sum(f.keyframe for f in after) == 1
     assert 0 < took < 1000 and enc.bitrate_kbps == 500
+
+
+@pytest.mark.usefixtures("state")
+def test_adaptive_keys_reach_the_launch_and_bound_the_controller():
+    """`adaptive_bitrate_enabled`, `_min` and `_max` from the config file (read at each arm)
+    switch the controller on and set its range (the e2e test shows the engine acting on it)."""
+    from compat.launchconfig import make_launch
+    from hostmgmt.config import store
+
+    arm = {"rikey": "00" * 16, "rikeyid": 1, "remote": "192.168.1.20"}
+    before = make_launch(arm)
+    assert not before.adaptive_bitrate and before.adaptive_min_kbps == 0
+    store.write({"adaptive_bitrate_enabled": "true", "adaptive_bitrate_min": "3000",
+                 "adaptive_bitrate_max": "12000"})  # fmt: skip
+    launch = make_launch(arm)
+    assert launch.adaptive_bitrate and (launch.adaptive_min_kbps, launch.adaptive_max_kbps) == (
+        3000, 12000)  # fmt: skip
+    rate = AdaptiveRate(LossMeter(), 20_000, launch.adaptive_min_kbps, launch.adaptive_max_kbps)
+    assert (rate.floor, rate.ceiling, rate.kbps) == (3000, 12000, 12000)
+    assert bounds(8000, launch.adaptive_min_kbps, launch.adaptive_max_kbps) == (3000, 8000)
