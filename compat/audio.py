@@ -42,10 +42,31 @@ def audio_iv(rikeyid: int, seq: int) -> bytes:
 
 
 def encrypt_payload(key: bytes, rikeyid: int, seq: int, payload: bytes) -> bytes:
-    padder = padding.PKCS7(128).padder()
-    data = padder.update(payload) + padder.finalize()
-    enc = Cipher(algorithms.AES(key), modes.CBC(audio_iv(rikeyid, seq))).encryptor()
-    return enc.update(data) + enc.finalize()
+    return CbcSealer(key).seal(audio_iv(rikeyid, seq), payload)
+
+
+class CbcSealer:
+    """AES-128-CBC with PKCS#7 for one key, chained by hand over one reused ECB context.
+
+    A new ``Cipher(..., CBC(iv))`` per packet (the IV changes with every sequence number) cost
+    ~200 us per 5 ms packet here; CBC is ``C_i = E(P_i xor C_i-1)`` with ``C_0 = IV``, so four
+    single-block ECB calls give the same bytes (tests decrypt them with a stock CBC decryptor).
+    """
+
+    def __init__(self, key: bytes):
+        self._ecb = Cipher(algorithms.AES(key), modes.ECB()).encryptor()
+
+    def seal(self, iv: bytes, payload: bytes) -> bytes:
+        pad = 16 - len(payload) % 16
+        data = payload + bytes([pad]) * pad
+        prev = int.from_bytes(iv, "big")
+        out = []
+        for i in range(0, len(data), 16):
+            block = (int.from_bytes(data[i : i + 16], "big") ^ prev).to_bytes(16, "big")
+            sealed = self._ecb.update(block)
+            out.append(sealed)
+            prev = int.from_bytes(sealed, "big")
+        return b"".join(out)
 
 
 def decrypt_payload(key: bytes, rikeyid: int, seq: int, payload: bytes) -> bytes:
@@ -66,6 +87,7 @@ class AudioPacketizer:
         fec_enabled: bool = True,
     ):
         self.key = key
+        self._sealer = CbcSealer(key) if key is not None else None
         self.rikeyid = rikeyid
         self.packet_ms = packet_ms
         self.fec_enabled = fec_enabled
@@ -77,8 +99,8 @@ class AudioPacketizer:
     def packetize(self, opus_packet: bytes) -> list[bytes]:
         seq = self.seq & 0xFFFF
         payload = opus_packet
-        if self.key is not None:
-            payload = encrypt_payload(self.key, self.rikeyid, seq, opus_packet)
+        if self._sealer is not None:
+            payload = self._sealer.seal(audio_iv(self.rikeyid, seq), opus_packet)
         ts = self.timestamp & 0xFFFFFFFF
         out = [struct.pack(">BBHII", 0x80, PT_AUDIO, seq, ts, 0) + payload]
         if seq % DATA_SHARDS == 0:
