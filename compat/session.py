@@ -263,6 +263,8 @@ class CompatSession:
             if stream is not None and not stream.running:
                 if stream.stop_reason != "client":
                     self.reason = stream.stop_reason or "client"
+                    if stream.rtsp.refused:  # encryption required: session.ended says why
+                        self.error = stream.rtsp.refused
                     return
                 self.stop_stream("client")
                 if self.user_stop_ends():

@@ -14,8 +14,10 @@ import threading
 
 import pytest
 
+from compat import rtsp
 from tests.compat.test_launch_control import KEYS, app_id, status_of
-from tests.streaming.conftest import client_result, pair, run_client
+from tests.compat.test_rtsp import ANNOUNCE, _req
+from tests.streaming.conftest import client_result, events, pair, run_client, wait_for
 from tests.support.moonlight import host_config
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
@@ -90,3 +92,36 @@ def test_required_encryption_refuses_old_clients_and_encrypts_every_video_datagr
         assert len(p) == 1360 + 16 + 32  # the client's packetSize (1392 - 32) + RTP + overhead
         counters.append(struct.unpack_from("<Q", p)[0])
     assert counters == list(range(counters[0], counters[0] + len(counters)))  # one per datagram
+
+
+def test_an_announce_leaving_video_in_clear_gets_403_and_ends_the_session(stream_host, tmp_path):
+    """A client that speaks rtspenc:// but leaves video encryption off under mode 2: RTSP 403,
+    and the session ends with the reason in `session.ended` (no app left running)."""
+    host = stream_host
+    ml = pair(host, tmp_path / "ml", pin="8642", name="Half encrypted")
+    key = bytes.fromhex("000102030405060708090a0b0c0d0e0f")  # KEYS' rikey
+    port = host.base_port + 21
+    with host_config(host, {"lan_encryption_mode": "2"}):
+        xml = ml.https("launch", f"appid={app_id(ml, 'Desktop')}&mode=640x360x30&{KEYS}&corever=1")
+        assert status_of(xml) == 200 and f"rtspenc://127.0.0.1:{port}<" in xml, xml
+        replies = []
+        for seq, plain in enumerate(
+            [_req("OPTIONS", "rtspenc://127.0.0.1", 1), _req("DESCRIBE", "rtspenc://127.0.0.1", 2),
+             _req("SETUP", "streamid=audio/0/0", 3), _req("SETUP", "streamid=video/0/0", 4),
+             _req("SETUP", "streamid=control/13/0", 5),
+             _req("ANNOUNCE", "streamid=control/13/0", 6, body=ANNOUNCE)],  # encryptionEnabled 5
+            start=1,
+        ):  # fmt: skip
+            with socket.create_connection(("127.0.0.1", port), timeout=5) as c:
+                c.sendall(rtsp.seal(key, seq, plain, b"C"))
+                reply = b""
+                while chunk := c.recv(4096):
+                    reply += chunk
+            replies.append(rtsp.unseal(key, reply, b"H")[1])
+        assert b"encryptionRequested:7" in replies[1]
+        assert replies[5].startswith(b"RTSP/1.0 403 Forbidden\r\nCSeq: 6\r\n"), replies[5]
+        seen = events(host, "session.ended", lambda ev: any(
+            e.get("reason") == "encryption_required" for e in ev), timeout=30)  # fmt: skip
+    ended = [e for e in seen if e.get("reason") == "encryption_required"]
+    assert ended and "left video in clear" in ended[-1]["error"], seen
+    assert wait_for(lambda: "<currentgame>0<" in ml.https("serverinfo"), 15)
