@@ -42,15 +42,23 @@ class NvhttpBackend:
             self._identity = HostIdentity(pem, key, cert.signature)
         return self._identity
 
-    def server_facts(self) -> dict:
+    def server_facts(self, client_name: str = "") -> dict:
+        from compat import codecs
+
         raw = services.raw_config()
+        try:
+            offer = codecs.host_offer(client_name)
+        except Exception:  # noqa: BLE001 - serverinfo must answer; H.264 is always there
+            log.exception("codec offer failed; offering H.264 only")
+            offer = codecs.H264_ONLY
         return {
             "hostname": identity.host_name(),
             "uniqueid": identity.unique_id(),
             "http_port": settings.PORTS.http,
             "https_port": settings.PORTS.https,
             "external_ip": raw.get("external_ip", "").strip(),
-            "codec_mode_support": 1,  # H.264 only
+            "codec_mode_support": offer.codec_mode_support,
+            "max_luma_pixels_hevc": offer.max_luma_pixels_hevc,
         }
 
     def current_game(self) -> int:

@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
+from compat.codecs import BITSTREAM_FORMATS, H264_ONLY, CodecRefused, Offer
+
 MAX_REQUEST_BYTES = 64 * 1024
 SESSION_ID = "DEADBEEFCAFE"
 
@@ -164,13 +166,15 @@ def describe_sdp(
     encryption_supported: int = ENC_CONTROL_V2 | ENC_AUDIO,
     encryption_requested: int = ENC_CONTROL_V2,
     feature_flags: int = 0,
+    offer: Offer = H264_ONLY,
 ) -> bytes:
-    """H.264-only offer: no HEVC/AV1 markers, no RFI. The encryption bits come from the
-    launch's policy (:mod:`compat.engine.encryption`)."""
+    """The host's stream offer: the codec markers of `offer` (compat.codecs), no RFI. The
+    encryption bits come from the launch's policy (:mod:`compat.engine.encryption`)."""
     return (
         f"a=x-ss-general.featureFlags:{feature_flags}\n"
         f"a=x-ss-general.encryptionSupported:{encryption_supported}\n"
         f"a=x-ss-general.encryptionRequested:{encryption_requested}\n"
+        f"{offer.describe_lines()}"
     ).encode("ascii")
 
 
@@ -242,6 +246,11 @@ class StreamParams:
     refresh_x100: int = 0
 
     @property
+    def codec(self) -> str:
+        """h264, hevc or av1: what the client picked (checked against the offer at ANNOUNCE)."""
+        return BITSTREAM_FORMATS[self.bitstream_format]
+
+    @property
     def audio_encrypted(self) -> bool:
         return bool(self.nv_feature_flags & 0x20 or self.encryption_enabled & ENC_AUDIO)
 
@@ -280,8 +289,6 @@ def parse_announce(body: bytes) -> StreamParams:
         values[name] = value
     if values["packet_size"] % 16:
         raise RtspError(400, "packetSize must be a multiple of 16")
-    if values["bitstream_format"] != 0:
-        raise RtspError(400, "only H.264 is offered")
     if values["width"] * values["height"] > 8192 * 4320:
         raise RtspError(400, "resolution too large")
     # Like Sunshine: a refresh rate not within 1 % of maxFPS is discarded, not an error.
@@ -314,6 +321,8 @@ class RtspSession:
     playing: bool = False
     # Set for an rtspenc:// launch: every request must be sealed, every reply is.
     key: bytes | None = None
+    # The codecs offered (compat.codecs): DESCRIBE's markers and the ANNOUNCE check.
+    offer: Offer = H264_ONLY
     _reply_seq: int = 0
 
     def handle(self, data: bytes) -> bytes:
@@ -335,7 +344,14 @@ class RtspSession:
         try:
             return self._dispatch(req)
         except RtspError as e:
-            return build_response(e.status, req.cseq)
+            # The reason as a text body: the client logs the status, a person reads the why
+            # (e.g. "HEVC was not offered by this host").
+            return build_response(
+                e.status,
+                req.cseq,
+                {"Content-Type": "text/plain"},
+                e.reason.encode("ascii", "replace"),
+            )
 
     def _dispatch(self, req: RtspRequest) -> bytes:
         method = req.method
@@ -345,7 +361,9 @@ class RtspSession:
             if self.playing:
                 raise RtspError(455, "already playing")
             self.described = True
-            sdp = describe_sdp(self.encryption_supported, self.encryption_requested)
+            sdp = describe_sdp(
+                self.encryption_supported, self.encryption_requested, offer=self.offer
+            )
             return build_response(200, req.cseq, {"Content-Type": "application/sdp"}, sdp)
         if method == "SETUP":
             return self._setup(req)
@@ -357,6 +375,10 @@ class RtspSession:
             if missing:
                 self.refused = f"encryption required; the client left {', '.join(missing)} in clear"
                 raise RtspError(403, self.refused)
+            try:
+                self.offer.accept(params.bitstream_format)
+            except CodecRefused as e:
+                raise RtspError(400, str(e)) from None
             self.params = params
             return build_response(200, req.cseq)
         if method == "PLAY":

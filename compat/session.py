@@ -40,21 +40,49 @@ TICK_S = 0.1
 MAP_TIMEOUT_S = session_display.map_timeout()
 # StreamSession's stop reasons -> client.disconnected `reason` (quit | timeout | error).
 DISCONNECT_REASON = {"disconnected": "quit", "client": "quit", "timeout": "timeout",
-                     "protocol_error": "error", "no_video_ping": "error"}  # fmt: skip
+                     "protocol_error": "error", "no_video_ping": "error",
+                     "encoder_failed": "error"}  # fmt: skip
 
 
 SHUTDOWN = threading.Event()  # set by the process's SIGTERM handler (host shutdown)
 
 
-def _encoder_of(codec: str) -> dict:
-    """What this stream encodes on (`media.gpus.encoder_for`); software if unknown."""
+def _encoder_of(encoder: str) -> dict:
+    """Where this encoder runs (`media.gpus.encoder_for`); software if unknown."""
     from media import gpus
 
     try:
-        return gpus.encoder_for(codec)
+        return gpus.encoder_for(encoder)
     except Exception:  # noqa: BLE001 - a GPU probe failure must not stop a stream
-        log.warning("encoder GPU unknown for %s", codec, exc_info=True)
+        log.warning("encoder GPU unknown for %s", encoder, exc_info=True)
         return dict(gpus.SOFTWARE)
+
+
+def _encoder_plan(client_name: str, pin_codec: str) -> tuple:
+    """(offer, codec -> encoders to try, encoder config) for one arm: the codec offer for this
+    client (`compat.codecs`), the encoder lists (`media.encoders.choose`: the `encoder` key,
+    the GPU preference, the probe) and the encoder keys set in the config file."""
+    from compat import codecs
+    from hostmgmt.config import store
+    from media import encoder_options, encoders, gpus
+
+    try:
+        offer = codecs.host_offer(client_name)
+        pin = store.get("encoder")
+        vendor = gpus.preferred_vendor()
+        plan = {c: encoders.choose(c, pin, vendor) for c in offer.codecs}
+        if pin_codec == "h264_nvenc" and "h264_nvenc" not in plan["h264"]:
+            plan["h264"].insert(0, "h264_nvenc")  # asked for: tried, and its failure logged
+        raw = store.read_raw()
+        values = store.values()
+        config = {k: values[k] for k in raw if k in values and encoder_options.reached_by(k)}
+        index = gpus.nvenc_gpu_index()
+        if index is not None:
+            config["gpu_index"] = index
+        return offer, plan, config
+    except Exception:  # noqa: BLE001 - a broken probe or config streams H.264 in software
+        log.exception("encoder plan failed; offering H.264 on the defaults")
+        return codecs.H264_ONLY, {}, {}
 
 
 class CompatSession:
@@ -123,7 +151,9 @@ class CompatSession:
             elif kind == "stream.started" and not self.stream_started:
                 self.stream_started = True
                 self.core.state = "streaming"
-                self.core.stream_began()
+                encoder = data.get("encoder") or ""
+                self.core.stream_began(codec=data.get("codec"), encoder=encoder,
+                                       where=_encoder_of(encoder) if encoder else None)  # fmt: skip
             elif kind == "stream.stopped" and self.stream_started:
                 self.core.stream_ended()
 
@@ -186,7 +216,12 @@ class CompatSession:
             launch = make_launch(arm)
             launch.max_bitrate_kbps = self.limits.get("max_bitrate_kbps", 0)
             launch.encoder_tuning = self.limits.get("encoder_preset", -1)
-            self.core.extra["encoder"] = _encoder_of(launch.codec)  # for GET /gpus `active`
+            launch.offer, launch.encoders, launch.encoder_config = _encoder_plan(
+                self.client["name"], launch.codec
+            )
+            first = (launch.encoders.get("h264") or [launch.codec])[0]
+            # GET /gpus `active` until the stream reports the encoder that really opened.
+            self.core.use_encoder(encoder=first, where=_encoder_of(first))
             sound = self.sound.stream if self.sound else None
             self.stream = StreamSession(
                 launch, self.capture, on_event=self.on_event,
@@ -342,8 +377,9 @@ class CompatSession:
                 bitrate_kbps=stream.launch.video_kbps(params.bitrate_kbps),
                 packet_size=params.packet_size,
                 min_fec=params.min_fec_packets,
-                codec="h264",
             )
+            if s.encoder and s.encoder != self.core.encoder:  # an encoder handed over
+                self.core.use_encoder(s.codec, s.encoder, _encoder_of(s.encoder))
         if not self.stream_started:
             return
         encode = sum(new_enc) / len(new_enc) if new_enc else None

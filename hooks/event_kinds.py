@@ -62,7 +62,8 @@ KINDS: MappingProxyType[str, dict] = MappingProxyType(
         CLIENT_DISCONNECTED: {"client": CLIENT_REF, "reason": str},  # quit | timeout | error
         SESSION_STARTED: {"session": SESSION_REF},
         SESSION_ENDED: {"session": SESSION_REF},
-        STREAM_STARTED: {"stream": STREAM_REF},
+        # The codec negotiated (h264 / hevc / av1) and the FFmpeg encoder that opened.
+        STREAM_STARTED: {"stream": STREAM_REF, "codec": str, "encoder": str},
         STREAM_STOPPED: {"stream": STREAM_REF},
         GAME_RUNNING: {"game": GAME_REF},
         GAME_EXITED: {"game": GAME_REF, "reason": str},  # exited | terminated

@@ -147,5 +147,66 @@ def codecs(preference: str = "auto") -> list[str]:
     return [c for c in CODEC_ORDER if table.get(c)]
 
 
+# GPU vendor (media.gpus) -> the backend that encodes on it.
+VENDOR_BACKEND = {"nvidia": "nvenc", "amd": "amf", "intel": "qsv"}
+# Not in PyAV's wheels (FFmpeg built without libva): never listed as an encoder here.
+UNAVAILABLE = {"vaapi": "VAAPI encoders are not in PyAV's wheels (FFmpeg built without libva)"}
+
+
+def backend_of(encoder: str) -> str:
+    """nvenc / qsv / amf / vaapi / software for an FFmpeg encoder name."""
+    for backend, names in CANDIDATES.items():
+        if encoder in names.values():
+            return backend
+    return "software"
+
+
+def choose(
+    codec: str,
+    pin: str | None = "auto",
+    preferred_vendor: str | None = None,
+    table: dict[str, dict[str, bool]] | None = None,
+) -> list[str]:
+    """The encoders a `codec` stream tries, in order.
+
+    The `encoder` key first: a pinned backend is the only hardware tried (`software` tries
+    none). Then the GPU preference (`preferred_vendor`, the vendor of `media.gpus.select`'s
+    pick) puts its backend ahead of the others. Then the probe: only encoders that opened here
+    are listed. The codec's software encoder is always last, probed or not (it is the one that
+    reports a real error when nothing else opens).
+    """
+    software = CANDIDATES["software"][codec]
+    table = available() if table is None else table
+    pin = (pin or "auto").strip().lower()
+    if pin == "software":
+        return [software]
+    if pin not in ("", "auto"):
+        order: list[str] = [pin] if pin in CANDIDATES else []
+    else:
+        order = list(HARDWARE_ORDER)
+        first = VENDOR_BACKEND.get(preferred_vendor or "")
+        if first in order:
+            order.remove(first)
+            order.insert(0, first)
+    names = [CANDIDATES[b][codec] for b in order if b != "software" and table.get(b, {}).get(codec)]
+    return [*names, software]
+
+
+def listing(table: dict[str, dict[str, bool]] | None = None) -> dict:
+    """For GET /host: the encoders that opened here per codec, and the ones this build lacks."""
+    table = available() if table is None else table
+    return {
+        "encoders": {
+            codec: [
+                CANDIDATES[b][codec]
+                for b in (*HARDWARE_ORDER, "software")
+                if table.get(b, {}).get(codec)
+            ]  # fmt: skip
+            for codec in CODEC_ORDER
+        },
+        "encoders_unavailable": dict(UNAVAILABLE),
+    }
+
+
 if __name__ == "__main__":
     sys.stdout.write(json.dumps(probe_in_process()) + "\n")

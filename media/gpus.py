@@ -265,28 +265,55 @@ SOFTWARE = {"backend": "software", "gpu_id": ""}
 SOFTWARE_NAME = "Software encoder (CPU)"
 
 
-def encoder_for(codec: str, gpus: list[dict] | None = None) -> dict:
-    """What a compat stream armed with `codec` (launchconfig: `h264_nvenc` or `libx264`)
-    encodes on: `{"backend", "gpu_id"}`, recorded in the session's state at each arm.
+def encoder_for(encoder: str, gpus: list[dict] | None = None) -> dict:
+    """Where a stream encoding with FFmpeg encoder `encoder` (``libx264``, ``hevc_nvenc``, ...)
+    runs: `{"backend", "gpu_id"}`, recorded in the session's state (GET /gpus `active`).
 
-    The engine opens NVENC only when it is asked for and falls back to libx264 when it does
-    not open, so NVENC counts only where the host's encoder probe saw it open. FFmpeg's NVENC
-    takes the first NVIDIA GPU unless told otherwise; the selected GPU when it is NVIDIA."""
-    if codec != "h264_nvenc":
-        return dict(SOFTWARE)
+    Called with the encoder that actually opened (the engine reports it), and at arm time with
+    the first one it will try. A hardware encoder counts only where the host's probe saw it
+    open. Its GPU: the selected one when it is of the encoder's vendor, else the first GPU of
+    that vendor (NVENC is also pointed at it, `nvenc_gpu_index`)."""
     from media import encoders
 
-    if not encoders.available().get("nvenc", {}).get("h264"):
+    backend = encoders.backend_of(encoder)
+    if backend == "software":
         return dict(SOFTWARE)
+    codec = next((c for c, n in encoders.CANDIDATES[backend].items() if n == encoder), "h264")
+    if not encoders.available().get(backend, {}).get(codec):
+        return dict(SOFTWARE)
+    vendor = {v: k for k, v in encoders.VENDOR_BACKEND.items()}.get(backend, "")
     gpus = enumerate_gpus() if gpus is None else gpus
-    nvidia = [g for g in gpus if g["vendor"] == "nvidia"]
-    if not nvidia:
-        return {"backend": "nvenc", "gpu_id": ""}
+    mine = [g for g in gpus if g["vendor"] == vendor]
+    if not mine:
+        return {"backend": backend, "gpu_id": ""}
     from hostmgmt.config import store
 
     chosen = select(gpus, load_preference(), store.get("adapter_name"))
-    pick = next((g for g in nvidia if chosen and g["id"] == chosen["id"]), nvidia[0])
-    return {"backend": "nvenc", "gpu_id": pick["id"]}
+    pick = next((g for g in mine if chosen and g["id"] == chosen["id"]), mine[0])
+    return {"backend": backend, "gpu_id": pick["id"]}
+
+
+def preferred_vendor(gpus: list[dict] | None = None) -> str | None:
+    """The vendor of the GPU the preference selects (`select`), for `encoders.choose`."""
+    from hostmgmt.config import store
+
+    gpus = enumerate_gpus() if gpus is None else gpus
+    chosen = select(gpus, load_preference(), store.get("adapter_name"))
+    return chosen["vendor"] if chosen else None
+
+
+def nvenc_gpu_index(gpus: list[dict] | None = None) -> int | None:
+    """FFmpeg NVENC's `gpu` option for the selected GPU: its place among the NVIDIA GPUs (in
+    bus order, as NVML and CUDA's PCI order list them); None when it is not an NVIDIA GPU.
+    GAP: QSV and AMF cannot be pointed at one GPU (PyAV gives encoders no device context)."""
+    from hostmgmt.config import store
+
+    gpus = enumerate_gpus() if gpus is None else gpus
+    chosen = select(gpus, load_preference(), store.get("adapter_name"))
+    nvidia = [g["id"] for g in gpus if g["vendor"] == "nvidia"]
+    if not chosen or chosen["id"] not in nvidia:
+        return None
+    return nvidia.index(chosen["id"])
 
 
 def active_gpu(gpus: list[dict], sessions: list[dict]) -> dict | None:

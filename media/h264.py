@@ -38,3 +38,42 @@ def h264_for_moonlight(bitstream: bytes) -> tuple[bytes, bool]:
         idr = idr or kind == 5
         keep.append(b"\x00\x00\x00\x01" + nal)
     return b"".join(keep), idr
+
+
+# HEVC NAL unit types (H.265 table 7-1) the rewrite looks at.
+HEVC_VPS, HEVC_SPS, HEVC_PPS, HEVC_AUD, HEVC_SEI_PREFIX, HEVC_SEI_SUFFIX = 32, 33, 34, 35, 39, 40
+HEVC_PARAMETER_SETS = (HEVC_VPS, HEVC_SPS, HEVC_PPS)
+
+
+def hevc_nal_type(nal: bytes) -> int:
+    return (nal[0] >> 1) & 0x3F
+
+
+class HevcRewriter:
+    """HEVC access units the way the client's depacketizer wants them: Annex-B with 4-byte
+    start codes, AUD and SEI dropped (as for H.264), and VPS/SPS/PPS in front of every IDR.
+
+    x265 (``repeat-headers``) and NVENC already repeat them; an encoder that writes them only
+    once would leave every later IDR undecodable, so the last ones seen are put back."""
+
+    def __init__(self) -> None:
+        self.parameter_sets: dict[int, bytes] = {}
+
+    def __call__(self, bitstream: bytes) -> tuple[bytes, bool]:
+        keep: list[bytes] = []
+        idr = False
+        has_sets = set()
+        for nal in split_nals(bitstream):
+            kind = hevc_nal_type(nal)
+            if kind in (HEVC_AUD, HEVC_SEI_PREFIX, HEVC_SEI_SUFFIX):
+                continue
+            if kind in HEVC_PARAMETER_SETS:
+                self.parameter_sets[kind] = nal
+                has_sets.add(kind)
+            idr = idr or 16 <= kind <= 21  # IRAP pictures: BLA, IDR, CRA
+            keep.append(nal)
+        if idr and has_sets != set(HEVC_PARAMETER_SETS):
+            missing = [self.parameter_sets[k] for k in HEVC_PARAMETER_SETS
+                       if k not in has_sets and k in self.parameter_sets]  # fmt: skip
+            keep = missing + keep
+        return b"".join(b"\x00\x00\x00\x01" + nal for nal in keep), idr

@@ -29,6 +29,7 @@ import time
 log = logging.getLogger("native.peer")
 
 MAX_MESSAGE = 1024  # bytes per data-channel message; more is dropped
+NATIVE_ENCODER = "libx264"  # native.media's VideoEncoder default (the browser decodes H.264)
 CONNECT_TIMEOUT_S = 30
 # A connection that closes after the browser has sent nothing for this long was not closed by
 # the browser (that comes with its RTCP still flowing) but given up on: ICE consent expired
@@ -324,7 +325,9 @@ class NativePeer:
         self.track.request_keyframe()
         self.core.emit("client.connected")
         self.core.began()
-        self.core.stream_began()
+        # The encoder process runs media.encoder.VideoEncoder's default: H.264 on libx264.
+        self.core.stream_began(codec="h264", encoder=NATIVE_ENCODER,
+                               where={"backend": "software", "gpu_id": ""})  # fmt: skip
 
     def on_input(self, message) -> None:
         if isinstance(message, bytes) or len(message) > MAX_MESSAGE:

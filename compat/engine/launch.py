@@ -11,6 +11,8 @@ import struct
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from compat.codecs import H264_ONLY, Offer
+
 CONTROL_TIMEOUT_S = 10.0  # no ENet traffic for this long: the client is gone
 
 
@@ -70,6 +72,13 @@ class Launch:
     adaptive_bitrate: bool = False
     adaptive_min_kbps: int = 0
     adaptive_max_kbps: int = 0
+    # The codecs offered to this client (compat.codecs): DESCRIBE markers, the ANNOUNCE check.
+    offer: Offer = H264_ONLY
+    # codec -> the encoders to try in order (media.encoders.choose); empty: `codec` above for
+    # H.264, the codec's software encoder otherwise.
+    encoders: dict[str, list[str]] = field(default_factory=dict)
+    # The encoder keys set in the host config (media.encoder_options), plus `gpu` for NVENC.
+    encoder_config: dict = field(default_factory=dict)
 
     def video_kbps(self, requested_kbps: int) -> int:
         """The bitrate this stream encodes at: the client's ask under the launch's ceiling."""
@@ -90,6 +99,8 @@ class SessionStats:
     target_kbps: int = 0  # the wire rate the video aims at now (adaptive bitrate moves it)
     fec_pct: int = 0  # the FEC share now
     rate_changes: int = 0  # adaptive bitrate changes (each one encoder reopen and one IDR)
+    codec: str = ""  # h264 / hevc / av1, as negotiated at ANNOUNCE
+    encoder: str = ""  # the FFmpeg encoder open now (changes when one hands over)
 
 
 def rikeyid_from_iv(iv: bytes) -> int:

@@ -40,7 +40,7 @@ from compat.engine import adaptive, encryption
 from compat.engine.launch import InputSink, Launch, SessionStats, rikeyid_from_iv
 from compat.video import FRAME_TYPE_IDR, FRAME_TYPE_P, VideoPacketizer
 from media import pacing
-from media.encoder import VideoEncoder
+from media.encoder import EncoderFailed, VideoEncoder
 
 __all__ = ["InputSink", "Launch", "SessionStats", "StreamSession", "rikeyid_from_iv"]
 
@@ -99,6 +99,7 @@ class StreamSession:
             encryption_requested=policy.requested,
             encryption_required=policy.required,
             key=launch.rikey if launch.rtsp_encryption else None,
+            offer=launch.offer,
         )
         self.stats = SessionStats()
         # Datagrams sent and reported lost (0x5502): loss_pct, and the adaptive bitrate's input.
@@ -397,15 +398,26 @@ class StreamSession:
         if not self.launch.adaptive_bitrate:  # fixed: the negotiated rate, the configured FEC
             rate.floor = rate.ceiling = rate.kbps = self.launch.video_kbps(params.bitrate_kbps)
         self.stats.target_kbps, self.stats.fec_pct = rate.kbps, rate.fec_pct
-        encoder = VideoEncoder(
-            params.width,
-            params.height,
-            params.fps,
-            bitrate_kbps=rate.current.encoder_kbps,
-            codec=self.launch.codec,
-            max_ref_frames=max(params.max_ref_frames, 1),
-            tuning=self.launch.encoder_tuning,
-        )
+        codec = params.codec  # offered (the ANNOUNCE check), so exactly what the client decodes
+        try:
+            encoder = VideoEncoder(
+                params.width,
+                params.height,
+                params.fps,
+                bitrate_kbps=rate.current.encoder_kbps,
+                codec=self.launch.codec if codec == "h264" else codec,
+                max_ref_frames=max(params.max_ref_frames, 1),
+                tuning=self.launch.encoder_tuning,
+                candidates=self.launch.encoders.get(codec),
+                config=self.launch.encoder_config,
+            )
+        except (EncoderFailed, ValueError) as exc:
+            # A mode no encoder of this codec opens (odd size, too large for it): a clear end.
+            log.warning("no %s encoder for %dx%d@%d: %s", codec, params.width, params.height,
+                        params.fps, exc)  # fmt: skip
+            self._end("encoder_failed")
+            return
+        self.stats.codec, self.stats.encoder = codec, encoder.codec_name
         packetizer = VideoPacketizer(
             packet_size=params.packet_size,
             fec_percentage=self.launch.fec_percentage,
@@ -424,7 +436,13 @@ class StreamSession:
                 if self._idr.is_set():
                     self._idr.clear()
                     encoder.request_idr()
-                frame = encoder.encode(self.frame_source(params.width, params.height))
+                try:
+                    frame = encoder.encode(self.frame_source(params.width, params.height))
+                except EncoderFailed as exc:
+                    log.warning("video encoding failed: %s", exc)
+                    self._end("encoder_failed")
+                    break
+                self.stats.encoder = encoder.codec_name  # a hand-over shows here
                 self._drain(self._video_sock, video)  # the port may still move, until now
                 if frame is not None:
                     ts = int((time.monotonic() - epoch) * 90000)
@@ -442,7 +460,7 @@ class StreamSession:
                     self.stats.bytes_sent += rows.nbytes
                     self.stats.encode_ms.append(frame.encode_ms)
                     if self.stats.frames_sent == 1:
-                        self.on_event("stream.started")
+                        self.on_event("stream.started", codec=codec, encoder=encoder.codec_name)
                 if self.launch.adaptive_bitrate:
                     self._adapt(rate, encoder, packetizer)
                 next_at += interval

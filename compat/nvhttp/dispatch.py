@@ -64,7 +64,7 @@ class App:
 
 
 class HostBackend(Protocol):
-    def server_facts(self) -> dict: ...
+    def server_facts(self, client_name: str = "") -> dict: ...
 
     def authorized_client(self, fingerprint: str) -> ClientInfo | None: ...
 
@@ -152,7 +152,8 @@ class Dispatcher:
 
     # -- routes --------------------------------------------------------------------------------
     def serverinfo(self, req: NvRequest) -> NvResponse:
-        facts = self.backend.server_facts()
+        # The codec offer may differ per client (its profile's hevc_mode / av1_mode).
+        facts = self.backend.server_facts(req.client.name if req.client is not None else "")
         game = self.backend.current_game() if req.https else 0
         local = req.local or "127.0.0.1"
         children: list[tuple[str, object]] = [

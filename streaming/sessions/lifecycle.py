@@ -212,6 +212,10 @@ class SessionCore:
         self.samples: list[dict] = []
         self.error = ""
         self.totals = lambda: (0, 0, [], [])
+        # What the stream encodes with: the codec negotiated and the encoder that opened
+        # (`use_encoder`, the one place it is kept; the record and stream.started read it).
+        self.codec = "h264"
+        self.encoder = ""
         self._stats_failed = False
         self.finished = False
 
@@ -300,14 +304,30 @@ class SessionCore:
         self.started = True
         self.emit("session.started")
 
-    def stream_began(self) -> None:
-        """The first video reached the client: stream.started and the `stream.start` webhook."""
+    def use_encoder(self, codec: str | None = None, encoder: str | None = None,
+                    where: dict | None = None) -> None:  # fmt: skip
+        """The stream's codec and the encoder open now (and, for GET /gpus `active`, where it
+        runs: `{"backend", "gpu_id"}`); a hand-over to another encoder calls this again."""
+        if codec:
+            self.codec = codec
+        if encoder:
+            self.encoder = encoder
+        if where is not None:
+            self.extra["encoder"] = where
+        self.extra.update(codec=self.codec, encoder_name=self.encoder)
+
+    def stream_began(self, codec: str | None = None, encoder: str | None = None,
+                     where: dict | None = None) -> None:  # fmt: skip
+        """The first video reached the client: stream.started (naming the codec and the
+        encoder that opened) and the `stream.start` webhook."""
         from hooks import stream_webhooks
 
+        if codec or encoder or where is not None:
+            self.use_encoder(codec, encoder, where)
         if self.stream_t0 is not None and self.stream_t1 is None:
             return
         self.stream_t0, self.stream_t1 = time.monotonic(), None
-        self.emit("stream.started")
+        self.emit("stream.started", codec=self.codec, encoder=self.encoder)
         stream_webhooks.notify(stream_webhooks.START, self.record_fields())
 
     def stream_ended(self) -> None:
@@ -362,7 +382,8 @@ class SessionCore:
             "app_name": self.app_title,
             "client_name": self.name,
             "client_address": self.remote,
-            "codec": "h264",
+            "codec": self.codec,
+            "encoder": self.encoder,
             "width": self.width,
             "height": self.height,
             "fps": self.fps,

@@ -19,7 +19,7 @@ class FakeHost(FakeBackend):
         self.paired: set[str] = set()
         self.unpaired: list[str] = []
 
-    def server_facts(self):
+    def server_facts(self, client_name=""):
         return {"hostname": "box", "uniqueid": "U-1", "http_port": 47989, "https_port": 47984}
 
     def authorized_client(self, fp):
