@@ -87,7 +87,7 @@ def test_probe_table_splits_gpu_from_software():
 
 
 @pytest.mark.django_db
-def test_serverinfo_and_the_offer_follow_modes_profiles_and_the_probe(state, monkeypatch):
+def test_serverinfo_and_the_offer_follow_modes_profiles_and_the_probe(state, monkeypatch):  # noqa: F811
     from compat.nvhttp_backend import NvhttpBackend
     from hostmgmt.config import store
     from media import encoders
