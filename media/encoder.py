@@ -127,13 +127,14 @@ def base_options(encoder: str, kbps: int, fps: int, refs: int, qp: int | None) -
             "x264-params": f"ref={max(refs, 1)}{vbv}:scenecut=0:repeat-headers=1",
         }
     if encoder == "libx265":
+        # open-gop=0: a forced keyframe is an IDR (with forced-idr alone x265 wrote CRA, measured).
         return {
             "preset": "ultrafast",
             "tune": "zerolatency",
             "profile": "main",
             "forced-idr": "1",
             "x265-params": f"ref={max(refs, 1)}{vbv}:scenecut=0:repeat-headers=1:bframes=0"
-            ":rc-lookahead=0:aud=0:info=0:log-level=error",
+            ":rc-lookahead=0:open-gop=0:aud=0:info=0:log-level=error",
         }
     if encoder == "libsvtav1":
         # pred-struct 1 = low delay (no reordering), which takes CBR (rc 2) or a fixed QP (rc 0).
