@@ -8,51 +8,46 @@ opens. Every option emitted here is checked against FFmpeg's own option table of
 
 `qp`: when the key is set in the config file, the stream is constant-QP at that value (the
 bitrate the client asked for no longer bounds it); unset, the encoders run at the client's rate.
-Vendor keys not listed in `VENDOR_KEYS` (and every `vaapi_`/`vt_`/`vk_` key) stay refused:
-VAAPI, VideoToolbox and Vulkan encoders are not in PyAV's wheels.
+Vendor keys not in the schema's `ENCODER_KEYS` (every `vaapi_`/`vt_`/`vk_` key among them) stay
+refused: VAAPI, VideoToolbox and Vulkan encoders are not in PyAV's wheels.
 """
 
 from __future__ import annotations
+
+from hostmgmt.config.schema import ENCODER_KEYS, X264_PRESETS, X264_TUNES
 
 SOFTWARE = ("libx264", "libx265", "libsvtav1")
 NVENC = ("h264_nvenc", "hevc_nvenc", "av1_nvenc")
 QSV = ("h264_qsv", "hevc_qsv", "av1_qsv")
 AMF = ("h264_amf", "hevc_amf", "av1_amf")
 
-X264_PRESETS = ("ultrafast", "superfast", "veryfast", "faster", "fast", "medium", "slow",
-                "slower", "veryslow", "placebo")  # fmt: skip
 # SVT-AV1 presets run 0 (slowest) .. 13; the x264 names map onto the real-time end.
-SVT_PRESET = dict(
-    zip(X264_PRESETS, ("12", "11", "10", "9", "8", "7", "6", "5", "4", "3"), strict=True)
-)
-X264_TUNES = ("film", "animation", "grain", "stillimage", "fastdecode", "zerolatency")
-QSV_PRESETS = ("veryfast", "faster", "fast", "medium", "slow", "slower", "veryslow")
+SVT_PRESET = dict(zip(X264_PRESETS, ("12", "11", "10", "9", "8", "7", "6", "5", "4", "3"),
+                      strict=True))  # fmt: skip
 
-# key -> (allowed values or None for a bool, {encoder: ffmpeg option})
-VENDOR_KEYS: dict[str, tuple[tuple[str, ...] | None, dict[str, str]]] = {
-    "nvenc_preset": (tuple("1234567"), dict.fromkeys(NVENC, "preset")),
-    "nvenc_twopass": (("disabled", "quarter_res", "full_res"), dict.fromkeys(NVENC, "multipass")),
-    "nvenc_spatial_aq": (None, dict.fromkeys(NVENC, "spatial-aq")),
-    "nvenc_h264_cavlc": (None, {"h264_nvenc": "coder"}),
-    "qsv_preset": (QSV_PRESETS, dict.fromkeys(QSV, "preset")),
-    "qsv_coder": (("auto", "cabac", "cavlc"), {"h264_qsv": "cavlc"}),
-    "amd_usage": (
-        ("transcoding", "webcam", "lowlatency_high_quality", "lowlatency", "ultralowlatency"),
-        dict.fromkeys(AMF, "usage"),
-    ),
-    "amd_rc": (("cqp", "cbr", "vbr_latency", "vbr_peak"), dict.fromkeys(AMF, "rc")),
-    "amd_quality": (("speed", "balanced", "quality"), dict.fromkeys(AMF, "quality")),
-    "amd_preanalysis": (None, dict.fromkeys(AMF, "preanalysis")),
-    "amd_vbaq": (None, {"h264_amf": "vbaq", "hevc_amf": "vbaq"}),
-    "amd_enforce_hrd": (None, dict.fromkeys(AMF, "enforce_hrd")),
+# key -> {encoder: its FFmpeg option}; the allowed values are the schema's (ENCODER_KEYS).
+VENDOR_OPTIONS: dict[str, dict[str, str]] = {
+    "nvenc_preset": dict.fromkeys(NVENC, "preset"),
+    "nvenc_twopass": dict.fromkeys(NVENC, "multipass"),
+    "nvenc_spatial_aq": dict.fromkeys(NVENC, "spatial-aq"),
+    "nvenc_h264_cavlc": {"h264_nvenc": "coder"},
+    "qsv_preset": dict.fromkeys(QSV, "preset"),
+    "qsv_coder": {"h264_qsv": "cavlc"},
+    "amd_usage": dict.fromkeys(AMF, "usage"),
+    "amd_rc": dict.fromkeys(AMF, "rc"),
+    "amd_quality": dict.fromkeys(AMF, "quality"),
+    "amd_preanalysis": dict.fromkeys(AMF, "preanalysis"),
+    "amd_vbaq": {"h264_amf": "vbaq", "hevc_amf": "vbaq"},
+    "amd_enforce_hrd": dict.fromkeys(AMF, "enforce_hrd"),
 }
+assert set(VENDOR_OPTIONS) == set(ENCODER_KEYS)
 
 # key -> the encoders it reaches (for the console and /config's markers).
 REACH: dict[str, tuple[str, ...]] = {
     "qp": SOFTWARE + NVENC + AMF,
     "sw_preset": SOFTWARE,
     "sw_tune": ("libx264",),
-    **{name: tuple(enc) for name, (_, enc) in VENDOR_KEYS.items()},
+    **{name: tuple(enc) for name, enc in VENDOR_OPTIONS.items()},
 }
 
 
@@ -62,20 +57,13 @@ def _bool(value) -> bool:
     return bool(value)
 
 
-def check(name: str, value) -> str | None:
-    """Why `value` is no good for `name` (None when it is); for the config's validation."""
-    if name == "sw_preset":
-        return None if value in X264_PRESETS else f"one of {', '.join(X264_PRESETS)}"
-    if name == "sw_tune":
-        return None if value in X264_TUNES else f"one of {', '.join(X264_TUNES)}"
-    if name in VENDOR_KEYS:
-        allowed, _ = VENDOR_KEYS[name]
-        if allowed is None:
-            return None if str(value).strip().lower() in (
-                "0", "1", "true", "false", "yes", "no", "on", "off", "enabled", "disabled"
-            ) else "a boolean"  # fmt: skip
-        return None if str(value) in allowed else f"one of {', '.join(allowed)}"
-    return f"{name} is not an encoder key this host maps"
+def _valid(name: str, value) -> bool:
+    allowed = ENCODER_KEYS[name]
+    if allowed is None:
+        return isinstance(value, bool) or str(value).strip().lower() in (
+            "0", "1", "true", "false", "yes", "no", "on", "off"
+        )  # fmt: skip
+    return str(value) in allowed
 
 
 def qp_of(config: dict) -> int | None:
@@ -100,10 +88,10 @@ def options_for(encoder: str, config: dict) -> dict[str, str]:
     if encoder == "libx264" and tune in X264_TUNES:
         # zerolatency always stays: a psy tune rides along with it (x264 takes a list).
         out["tune"] = "zerolatency" if tune == "zerolatency" else f"{tune},zerolatency"
-    for name, (allowed, reached) in VENDOR_KEYS.items():
+    for name, reached in VENDOR_OPTIONS.items():
         option = reached.get(encoder)
         value = config.get(name)
-        if option is None or value is None or check(name, value):
+        if option is None or value is None or not _valid(name, value):
             continue
         if name == "nvenc_preset":
             out[option] = f"p{value}"
@@ -116,7 +104,7 @@ def options_for(encoder: str, config: dict) -> dict[str, str]:
         elif name == "qsv_coder":
             if value != "auto":
                 out[option] = "1" if value == "cavlc" else "0"
-        elif allowed is None:
+        elif ENCODER_KEYS[name] is None:
             out[option] = "1" if _bool(value) else "0"
         else:
             out[option] = str(value)

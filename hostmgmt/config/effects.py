@@ -9,7 +9,7 @@ shows the marker beside each key.
 
 from __future__ import annotations
 
-from hostmgmt.config.schema import key
+from hostmgmt.config.schema import ENCODER_KEYS, key
 
 _E = "tests/hostmgmt/config/test_key_effects.py::"
 _AUDIO = _E + "test_audio_keys_change_the_session_chain_and_opus_settings"
@@ -24,6 +24,7 @@ _ADAPTIVE = (
 _ENCRYPTION = (
     "tests/compat/test_encryption.py::test_encryption_modes_come_from_the_config_by_network_class"
 )
+_ENCODER_KEYS = "tests/media/test_encoder_options.py::test_config_keys_reach_the_encoder_that_opens"
 
 EFFECTS: dict[str, str] = {
     # network and start-up
@@ -64,6 +65,10 @@ EFFECTS: dict[str, str] = {
     "locale": _E + "test_locale_is_what_config_locale_answers",
     # video, capture, displays
     "nvenc_tuning_preset": _E + "test_nvenc_tuning_preset_is_the_host_default_preset",
+    "qp": _ENCODER_KEYS,
+    "sw_preset": _ENCODER_KEYS,
+    "sw_tune": _ENCODER_KEYS,
+    **dict.fromkeys(ENCODER_KEYS, _ENCODER_KEYS),
     "adapter_name": _E + "test_adapter_name_pins_the_selected_gpu",
     "compositor": _E + "test_compositor_is_the_default_of_the_compositor_list",
     "capture_method": (
@@ -134,7 +139,9 @@ PATTERN_SAMPLES: dict[str, str] = {
     "client_profile_deck_hevc_mode": "client_profile_<name>_hevc_mode",
     "client_profile_deck_av1_mode": "client_profile_<name>_av1_mode",
     "client_profile_deck_latency_mode": "client_profile_<name>_latency_mode",
-    "nvenc_preset": "<vendor>_<option> (nvenc_, vaapi_, qsv_, amd_, vt_, vk_)",
+    "vaapi_quality": "<vendor>_<option> (nvenc_, vaapi_, qsv_, amd_, vt_, vk_)",
+    # The vendor keys mapped to encoder options act under their own names.
+    **{name: name for name in ENCODER_KEYS},
 }
 
 
@@ -150,8 +157,8 @@ def label(name: str) -> str:
     if key(name) is not None and re.fullmatch(r"(nvenc|vaapi|qsv|amd|vt|vk)_.+", name):
         from hostmgmt.config.schema import KEYS
 
-        if name not in KEYS:
-            return PATTERN_SAMPLES["nvenc_preset"]
+        if name not in KEYS and name not in ENCODER_KEYS:
+            return PATTERN_SAMPLES["vaapi_quality"]
     return name
 
 

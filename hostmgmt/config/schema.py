@@ -168,6 +168,31 @@ COMPOSITOR_ALIASES = {
     "hypr": "hyprland",
 }
 ENCODERS = ("auto", "nvenc", "amf", "qsv", "vaapi", "software")
+X264_PRESETS = ("ultrafast", "superfast", "veryfast", "faster", "fast", "medium", "slow",
+                "slower", "veryslow", "placebo")  # fmt: skip
+X264_TUNES = ("film", "animation", "grain", "stillimage", "fastdecode", "zerolatency")
+# The vendor encoder keys this host maps to FFmpeg options (media.encoder_options): name ->
+# allowed values, None for a boolean. Other `<vendor>_<option>` names are refused.
+ENCODER_KEYS: dict[str, tuple[str, ...] | None] = {
+    "nvenc_preset": tuple("1234567"),
+    "nvenc_twopass": ("disabled", "quarter_res", "full_res"),
+    "nvenc_spatial_aq": None,
+    "nvenc_h264_cavlc": None,
+    "qsv_preset": ("veryfast", "faster", "fast", "medium", "slow", "slower", "veryslow"),
+    "qsv_coder": ("auto", "cabac", "cavlc"),
+    "amd_usage": (
+        "transcoding",
+        "webcam",
+        "lowlatency_high_quality",
+        "lowlatency",
+        "ultralowlatency",
+    ),  # fmt: skip
+    "amd_rc": ("cqp", "cbr", "vbr_latency", "vbr_peak"),
+    "amd_quality": ("speed", "balanced", "quality"),
+    "amd_preanalysis": None,
+    "amd_vbaq": None,
+    "amd_enforce_hrd": None,
+}
 
 # The operator knobs of the v1 file form (GET/PUT /api/v1/host/config); `v1form` maps them.
 _HOST = _keys(
@@ -392,7 +417,14 @@ _SECURITY = _keys(
 # Inherited option names with a known rule; the rest of the inherited names are free strings.
 _INHERITED = _keys(
     I(name="max_bitrate", default=0, min=0, max=1_000_000, group="video"),
-    I(name="qp", default=28, min=0, max=51, group="video", refused_all=CODECS),
+    I(
+        name="qp",
+        default=28,
+        min=0,
+        max=51,
+        group="video",
+        help="constant QP for every encoder that has one, only when set (media.encoder_options)",
+    ),
     I(name="hevc_mode", default=0, min=0, max=3, group="video"),
     I(name="av1_mode", default=0, min=0, max=3, group="video"),
     B(name="adaptive_bitrate_enabled", default=False, group="video"),
@@ -458,9 +490,15 @@ _INHERITED = _keys(
 )
 _FREE_STRINGS = ("output_name", "audio_sink", "virtual_sink", "external_ip")
 _INHERITED.update({n: Key(n, "str", None, nullable=True) for n in _FREE_STRINGS})
+_INHERITED.update(
+    _keys(
+        E(name="sw_preset", default=None, nullable=True, choices=X264_PRESETS, group="video",
+          help="software encoder preset (libx264, libx265; SVT-AV1 by speed)"),
+        E(name="sw_tune", default=None, nullable=True, choices=X264_TUNES, group="video",
+          help="libx264 tune (zerolatency is always kept)"),
+    )
+)  # fmt: skip
 _REFUSED_STRINGS = {
-    "sw_preset": CODECS,
-    "sw_tune": CODECS,
     "keybindings": "no host-side key remapping in this build",
     "file_apps": IN_DATABASE + " (the app catalog)",
     "file_state": IN_DATABASE + " (paired clients)",
@@ -515,6 +553,11 @@ _PROFILE_FIELDS = {
 }
 _CLIENT_PROFILE = re.compile(_CLIENT_PROFILE.pattern % "|".join(_PROFILE_FIELDS))
 _VENDOR = re.compile(r"^(nvenc|vaapi|qsv|amd|vt|vk)_[a-z0-9_]{1,48}$")
+UNMAPPED_VENDOR = (
+    "no encoder option of this build is mapped to this key (mapped: "
+    + ", ".join(ENCODER_KEYS)
+    + "; VAAPI, VideoToolbox and Vulkan encoders are not in PyAV's wheels)"
+)
 
 
 def key(name: str) -> Key | None:
@@ -530,8 +573,13 @@ def key(name: str) -> Key | None:
     if m:
         base = _PROFILE_FIELDS[m.group(2)]
         return Key(**{**base.__dict__, "name": name, "group": "client_profile", "file_only": True})
+    if name in ENCODER_KEYS:
+        choices = ENCODER_KEYS[name]
+        if choices is None:
+            return Key(name, "bool", None, nullable=True, group="video")
+        return Key(name, "enum", None, nullable=True, choices=choices, group="video")
     if _VENDOR.match(name):
-        return Key(name, "str", None, nullable=True, group="video", refused_all=CODECS)
+        return Key(name, "str", None, nullable=True, group="video", refused_all=UNMAPPED_VENDOR)
     return None
 
 

@@ -40,6 +40,7 @@ class Field:
     error: str = ""
     mark: str = ""  # "effect" (a test proves it acts) or "refused" (only the default)
     mark_text: str = ""
+    reach: str = ""  # encoder keys: which encoders the key reaches, and which of them open here
 
 
 @dataclass
@@ -69,6 +70,29 @@ def _mark_text(mark: str, why: str) -> str:
     if mark == "refused":
         return "refused: " + why + " (only the default is accepted)"
     return "unclassified"
+
+
+def _reach(name: str) -> str:
+    """For an encoder key: the encoders it reaches and which of those opened on this host
+    (a key for an encoder not in use is kept and acts once that encoder opens)."""
+    from media import encoder_options, encoders
+
+    reached = encoder_options.reached_by(name)
+    if not reached:
+        return ""
+    try:
+        table = encoders.available()
+    except Exception:  # noqa: BLE001 - the page must render without the probe
+        table = {}
+    here = [e for e in reached if table.get(encoders.backend_of(e), {}).get(_codec_of(e))]
+    return (f"reaches {', '.join(reached)}; opens here: "
+            f"{', '.join(here) if here else 'none of them (kept, no effect now)'}")  # fmt: skip
+
+
+def _codec_of(encoder: str) -> str:
+    from media.encoder import CODEC_OF
+
+    return CODEC_OF.get(encoder, "h264")
 
 
 def _shown(spec, raw: str | None) -> str:
@@ -114,6 +138,7 @@ def groups(submitted: dict[str, str] | None = None, errors: dict[str, str] | Non
                 error=(errors or {}).get(name, ""),
                 mark=mark,
                 mark_text=_mark_text(mark, why),
+                reach=_reach(name),
             )
         )
     order = list(GROUP_TITLES)

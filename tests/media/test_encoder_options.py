@@ -120,3 +120,39 @@ def _encoded_bytes(qp: int) -> int:
 def test_qp_is_a_real_constant_qp_on_libx264():
     fine, coarse = _encoded_bytes(10), _encoded_bytes(40)
     assert fine > 3 * coarse, (fine, coarse)
+
+
+@pytest.mark.django_db
+def test_config_keys_reach_the_encoder_that_opens(state):
+    """From the config file to the open encoder: the compat session's plan (`_encoder_plan`)
+    reads the keys set, and the encoder it opens carries their FFmpeg options; a key for an
+    encoder not in use is kept and changes nothing here."""
+    from compat.session import _encoder_plan
+    from hostmgmt.config import store
+
+    _, _, config = _encoder_plan("", "libx264")
+    assert "qp" not in config  # unset: the client's bitrate rules
+    written = {k: str(v).lower() if isinstance(v, bool) else str(v)
+               for k, v in FULL.items() if k != "gpu_index"}  # fmt: skip
+    store.write(written)
+    _, plan, config = _encoder_plan("", "libx264")
+    assert plan["h264"][-1] == "libx264"
+    assert {k: config[k] for k in ("qp", "sw_preset", "sw_tune", "amd_usage")} == {
+        "qp": 30, "sw_preset": "veryfast", "sw_tune": "film", "amd_usage": "ultralowlatency"
+    }  # fmt: skip
+    for name, want in (("libx264", {"preset": "veryfast", "tune": "film,zerolatency", "qp": "30"}),
+                       ("libx265", {"preset": "veryfast", "qp": "30"}),
+                       ("libsvtav1", {"preset": "10", "qp": "30"})):  # fmt: skip
+        enc = VideoEncoder(320, 240, 30, 2000, candidates=[name], config=config)
+        try:
+            assert enc.codec_name == name
+            assert {k: enc.options[k] for k in want} == want
+            assert "usage" not in enc.options  # amd_usage: kept for AMF, no effect on software
+        finally:
+            enc.close()
+    store.write({"qp": None, "sw_preset": None, "sw_tune": None})
+    enc = VideoEncoder(320, 240, 30, 2000, candidates=["libx264"], config=_encoder_plan("", "")[2])
+    try:
+        assert enc.options["preset"] == "ultrafast" and "qp" not in enc.options
+    finally:
+        enc.close()

@@ -130,3 +130,16 @@ def test_config_form_keeps_hand_written_spellings_of_untouched_keys(browser):
     r = browser.post("/config", {"dscp_qos": "false", "rate_cap_pct": "61"})
     assert r.status_code == 302
     assert store.read_raw()["dscp_qos"] == "no" and store.get("rate_cap_pct") == 61
+
+
+def test_config_page_says_which_encoders_an_encoder_key_reaches(browser, monkeypatch):
+    from media import encoders
+
+    table = {"nvenc": {"h264": True, "hevc": False, "av1": False},
+             "software": {"h264": True, "hevc": True, "av1": True}}  # fmt: skip
+    monkeypatch.setattr(encoders, "available", lambda: table)
+    page = browser.get("/config").content.decode()
+    assert 'id="reach-sw_tune" class="reach">reaches libx264; opens here: libx264<' in page
+    assert "reaches libx264, libx265, libsvtav1, h264_nvenc, hevc_nvenc" in page  # qp
+    assert "opens here: libx264, libx265, libsvtav1, h264_nvenc<" in page
+    assert 'id="reach-rate_cap_pct"' not in page  # not an encoder key
