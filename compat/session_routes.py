@@ -88,7 +88,8 @@ def parse_options(q: dict[str, str]) -> dict:
         if info < 0 or (info & 0xFFFF) not in (2, 6, 8):
             raise BadLaunch(400, "surroundAudioInfo must name 2, 6 or 8 channels")
         out["surroundAudioInfo"] = info
-    # GAP: hdrMode=1 is accepted but streamed as SDR H.264 (no HEVC Main10 encoder path).
+    # GAP: hdrMode=1 is accepted but streamed as 8-bit SDR (every capture source is 8-bit SDR;
+    # no Main10 / AV1 10-bit mode is advertised, see compat.codecs).
     return out
 
 

@@ -72,6 +72,9 @@ def host_info() -> dict:
         "os_name": release.get("PRETTY_NAME", "Linux"),
         "codecs": encoders.codecs(preference),
         "encoder": encoders.resolve_backend(preference) or "none",
+        # Per codec, the encoders that opened here (GPU ones first, software last), and the
+        # encoder families this build cannot have (VAAPI: not in PyAV's wheels).
+        **encoders.listing(),
         "compat": bool(store.get("compat_enabled")),
         "ports": settings.PORTS.as_dict(),
     }

@@ -304,8 +304,8 @@ def preferred_vendor(gpus: list[dict] | None = None) -> str | None:
 
 def nvenc_gpu_index(gpus: list[dict] | None = None) -> int | None:
     """FFmpeg NVENC's `gpu` option for the selected GPU: its place among the NVIDIA GPUs (in
-    bus order, as NVML and CUDA's PCI order list them); None when it is not an NVIDIA GPU.
-    GAP: QSV and AMF cannot be pointed at one GPU (PyAV gives encoders no device context)."""
+    order GET /gpus lists them); None when it is not an NVIDIA GPU."""
+    # GAP: QSV and AMF cannot be pointed at one GPU (PyAV gives encoders no device context).
     from hostmgmt.config import store
 
     gpus = enumerate_gpus() if gpus is None else gpus

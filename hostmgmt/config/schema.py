@@ -34,6 +34,8 @@ if shutil.which("sway") is None:
 # (tests/hostmgmt/config/test_key_guard.py) fails for a key with neither this nor an effect test
 # registered in hostmgmt/config/effects.py.
 CODECS = "planned: issue 18 (codecs, encoders, encryption, adaptive bitrate)"
+SDR_ONLY = "every capture source is 8-bit SDR: no 10-bit (HEVC Main10, AV1 10-bit) is encoded"
+YUV420_ONLY = "every encoder here runs 4:2:0 (yuv420p); 4:4:4 is never offered"
 REAL_MACHINE = "planned: issue 15 (real-machine capture and displays)"
 NO_GAMESCOPE = "this build drives no gamescope (sway is its only headless compositor)"
 IN_DATABASE = "the host keeps this in its database (state dir), not in a file of your choosing"
@@ -265,8 +267,8 @@ _HOST = _keys(
         group="video",
         help="cap on the frame rate a client may ask for at launch",
     ),
-    B(name="ten_bit", default=True, group="video", refused_all=CODECS),
-    B(name="four_four_four", default=True, group="video", refused_all=CODECS),
+    B(name="ten_bit", default=True, group="video", refused_all=SDR_ONLY),
+    B(name="four_four_four", default=True, group="video", refused_all=YUV420_ONLY),
     B(name="gamescope_hdr", default=True, group="video", refused_all=NO_GAMESCOPE),
     B(name="gamescope_splash", default=True, group="video", refused_all=NO_GAMESCOPE),
     I(

@@ -155,3 +155,37 @@ def test_host_listing_is_truthful_and_names_vaapi_as_unavailable():
     assert listing["encoders"]["hevc"] == ["hevc_nvenc", "hevc_qsv", "libx265"]
     assert "vaapi" in listing["encoders_unavailable"]
     assert encoders.backend_of("av1_amf") == "amf" and encoders.backend_of("libx265") == "software"
+
+
+NV0 = {"id": "10de-2c05-0", "name": "NVIDIA A", "vendor": "nvidia", "vram_mb": 16000}
+NV1 = {"id": "10de-2c05-1", "name": "NVIDIA B", "vendor": "nvidia", "vram_mb": 8000}
+AMD = {"id": "1002-73bf-0", "name": "AMD 1002:73bf", "vendor": "amd", "vram_mb": 32000}
+
+
+@pytest.mark.django_db
+def test_the_gpu_preference_reaches_the_encoder_list_and_nvencs_device(state, monkeypatch):
+    from media import encoder_options, gpus
+
+    monkeypatch.delenv(gpus.ENV_PIN, raising=False)
+    fleet = [AMD, NV0, NV1]
+    # Auto: the most VRAM (the AMD card) leads, so AMF goes first and NVENC gets no index.
+    assert gpus.preferred_vendor(fleet) == "amd" and gpus.nvenc_gpu_index(fleet) is None
+    # AMF has no HEVC here: the other backends follow in their usual order.
+    assert encoders.choose("hevc", "auto", gpus.preferred_vendor(fleet), TABLE)[0] == "hevc_nvenc"
+    assert encoders.choose("h264", "auto", gpus.preferred_vendor(fleet), TABLE)[0] == "h264_amf"
+    gpus.set_preference({"mode": "manual", "gpu_id": NV1["id"]}, fleet)
+    assert gpus.preferred_vendor(fleet) == "nvidia"
+    assert encoders.choose("h264", "auto", "nvidia", TABLE)[0] == "h264_nvenc"
+    index = gpus.nvenc_gpu_index(fleet)
+    assert index == 1  # the second NVIDIA GPU
+    assert encoder_options.options_for("h264_nvenc", {"gpu_index": index})["gpu"] == "1"
+    assert "gpu" not in encoder_options.options_for("h264_amf", {"gpu_index": index})
+    # Where the session records it runs (GET /gpus `active`): the preferred NVIDIA GPU.
+    monkeypatch.setattr(encoders, "available", lambda: TABLE)
+    assert gpus.encoder_for("hevc_nvenc", fleet) == {"backend": "nvenc", "gpu_id": NV1["id"]}
+    assert gpus.encoder_for("h264_amf", fleet) == {"backend": "amf", "gpu_id": AMD["id"]}
+    assert gpus.encoder_for("av1_nvenc", fleet) == {
+        "backend": "software",
+        "gpu_id": "",
+    }  # no AV1 NVENC
+    assert gpus.encoder_for("libsvtav1", fleet) == {"backend": "software", "gpu_id": ""}

@@ -199,6 +199,15 @@ def test_host_info_codecs_are_what_opens(v1):
     table = encoders.available()
     assert body["codecs"] == [c for c in ("h264", "hevc", "av1") if table[body["encoder"]][c]]
     assert "h264" in body["codecs"]  # libx264 opens on any machine with the PyAV wheel
+    # The encoder lists are the probe's, software last; VAAPI is named as unavailable.
+    for codec, names in body["encoders"].items():
+        assert names == [
+            encoders.CANDIDATES[b][codec]
+            for b in (*encoders.HARDWARE_ORDER, "software")
+            if table[b][codec]
+        ]
+    assert body["encoders"]["h264"][-1] == "libx264"
+    assert "PyAV" in body["encoders_unavailable"]["vaapi"]
     assert body["ports"]["mgmt"] == body["ports"]["http"] + 1
 
 
