@@ -189,3 +189,21 @@ def test_the_gpu_preference_reaches_the_encoder_list_and_nvencs_device(state, mo
         "gpu_id": "",
     }  # no AV1 NVENC
     assert gpus.encoder_for("libsvtav1", fleet) == {"backend": "software", "gpu_id": ""}
+
+
+@pytest.mark.parametrize("codec", ["h264", "hevc", "av1"])
+def test_nvenc_opens_on_the_gpu_asked_for_where_there_is_one(codec):
+    """On a machine with an NVENC engine: the encoder list leads with NVENC and the session's
+    encoder really opens it on GPU 0 (`gpu` option). Skipped elsewhere, with the reason."""
+    table = encoders.available()
+    if not table.get("nvenc", {}).get(codec):
+        pytest.skip(f"{codec}_nvenc does not open here (no NVIDIA GPU with an NVENC engine)")
+    names = encoders.choose(codec, "auto", "nvidia", table)
+    assert names[0] == f"{codec}_nvenc"
+    enc = VideoEncoder(1280, 720, 60, 8000, candidates=names, config={"gpu_index": 0})
+    try:
+        assert enc.codec_name == f"{codec}_nvenc" and enc.options["gpu"] == "0"
+        frame = np.zeros((720, 1280, 4), np.uint8)
+        assert enc.encode(frame).keyframe
+    finally:
+        enc.close()
