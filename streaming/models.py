@@ -18,6 +18,7 @@ class SessionRecord(models.Model):
     client_address = models.CharField(max_length=64, blank=True, default="")
     codec = models.CharField(max_length=16, blank=True, default="")
     # The FFmpeg encoder that opened (libx264, hevc_nvenc, ...; the last one after a hand-over).
+    # Kept in the database and the console; the spec's record shape (`as_record`) has no field.
     encoder = models.CharField(max_length=32, blank=True, default="")
     width = models.PositiveIntegerField(default=0)
     height = models.PositiveIntegerField(default=0)
@@ -45,7 +46,6 @@ class SessionRecord(models.Model):
             "client_name": self.client_name,
             "client_address": self.client_address,
             "codec": self.codec,
-            "encoder": self.encoder,
             "width": self.width,
             "height": self.height,
             "fps": self.fps,
