@@ -1,9 +1,11 @@
 """Run as a script: a real StreamSession offering `hevc_mode`/`av1_mode` 2 serves
 moonlight-common-c (moonlight-python) asking for one codec; prints one JSON line.
 
-argv: codec (h264/hevc/av1) width height fps seconds hevc_mode av1_mode. The host side is the
-engine as a session runs it: the offer from compat.codecs (probe-free: software counts under
-modes 2/3), the encoder list from media.encoders.choose on the real probe. The client decodes
+argv: codec (h264/hevc/av1) width height fps seconds hevc_mode av1_mode [fail-once]. With
+`fail-once` the session's encoder list holds the codec's software encoder twice and the first
+one's context raises on its 20th frame (a device lost mid-stream): the hand-over.
+The host side is the engine as a session runs it: the offer from compat.codecs (software
+counts under modes 2/3), the encoder list from media.encoders.choose on the real probe. The client decodes
 what arrived with PyAV and reports the colours of fixed marks (tests/compat/e2e_client.pattern).
 """
 
@@ -30,6 +32,7 @@ def main() -> None:
 
     codec, width, height, fps = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
     seconds, hevc_mode, av1_mode = float(sys.argv[5]), int(sys.argv[6]), int(sys.argv[7])
+    fail_once = sys.argv[8:] == ["fail-once"]
     table = encoders.available()
     gpu, anywhere = codecs.probed_codecs(table)
     offer = codecs.decide(hevc_mode, av1_mode, gpu, anywhere)
@@ -46,6 +49,21 @@ def main() -> None:
         offer=offer,
         encoders={c: encoders.choose(c, "auto", None, table) for c in offer.codecs},
     )
+    if fail_once:
+        from media import encoder as encoder_module
+
+        software = encoder_module.SOFTWARE_ENCODER[codec]
+        launch.encoders[codec] = [software, software]
+        real = encoder_module.VideoEncoder._encode
+        calls = [0]
+
+        def flaky(self, frame):
+            calls[0] += 1
+            if self._index == 0 and calls[0] == 20:
+                raise av.error.ExternalError(-1, "device lost")
+            return real(self, frame)
+
+        encoder_module.VideoEncoder._encode = flaky
     events: list[tuple[str, dict]] = []
     host = StreamSession(launch, pattern, on_event=lambda kind, **d: events.append((kind, d)))
     host.start()
@@ -103,6 +121,9 @@ def main() -> None:
         "host_frames_sent": host.stats.frames_sent,
         "decoded": len(pictures),
         "idr_first": bool(frames) and frames[0].frame_type == 1,
+        "idr_frames": sum(1 for f in frames if f.frame_type == 1),
+        "host_idr_frames": host.stats.idr_frames,
+        "stop_reason": host.stop_reason,
         "box_bgr": last[height * 3 // 8, width * 3 // 8].tolist() if last is not None else None,
         "corner_bgr": last[height - 5, width - 5].tolist() if last is not None else None,
         "background_bgr": last[5, 5].tolist() if last is not None else None,

@@ -20,10 +20,11 @@ ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.e2e
 
 
-def _stream(codec: str, hevc_mode: int, av1_mode: int, seconds: float = 4) -> dict:
+def _stream(codec: str, hevc_mode: int, av1_mode: int, seconds: float = 4, *extra: str,
+            size: tuple[int, int] = (1280, 720)) -> dict:  # fmt: skip
     out = subprocess.run(
-        [sys.executable, str(ROOT / "tests/compat/codec_client.py"), codec, "1280", "720", "60",
-         str(seconds), str(hevc_mode), str(av1_mode)],
+        [sys.executable, str(ROOT / "tests/compat/codec_client.py"), codec, str(size[0]),
+         str(size[1]), "60", str(seconds), str(hevc_mode), str(av1_mode), *extra],
         capture_output=True, text=True, timeout=120, cwd=ROOT,
         env={**os.environ, "PYTHONPATH": str(ROOT)},
     )  # fmt: skip
@@ -53,4 +54,13 @@ def test_a_codec_turned_off_is_not_offered_and_the_client_falls_back_to_h264(mcc
     assert r["offer"] == ["h264"] and r["scm"] == 1
     assert r["negotiated"] == "h264" and r["encoder"] == "libx264"
     assert r["frames"] >= 10 and r["decoded"] == r["frames"]
+    assert _close(r["box_bgr"], (40, 200, 60))
+
+
+def test_an_encoder_failing_mid_stream_hands_over_and_the_stream_goes_on(mcc_lib):
+    r = _stream("h264", 1, 1, 3, "fail-once", size=(640, 360))
+    assert r["encoder"] == "libx264" and r["stop_reason"] == "host"  # still streaming at the end
+    # The hand-over happens at the 20th frame; frames keep coming after it, none lost.
+    assert r["frames"] >= 25 and r["decoded"] == r["frames"] == r["host_frames_sent"]
+    assert r["host_idr_frames"] == 2 and r["idr_frames"] == 2  # the first, and one at the change
     assert _close(r["box_bgr"], (40, 200, 60))
