@@ -5,8 +5,9 @@ argv: codec (h264/hevc/av1) width height fps seconds hevc_mode av1_mode [fail-on
 `fail-once` the session's encoder list holds the codec's software encoder twice and the first
 one's context raises on its 20th frame (a device lost mid-stream): the hand-over.
 The host side is the engine as a session runs it: the offer from compat.codecs (software
-counts under modes 2/3), the encoder list from media.encoders.choose on the real probe. The client decodes
-what arrived with PyAV and reports the colours of fixed marks (tests/compat/e2e_client.pattern).
+counts under modes 2/3), the encoder list from media.encoders.choose on the real probe. The
+client decodes what arrived with PyAV and reports the colours of fixed marks
+(tests/compat/e2e_client.pattern).
 """
 
 from __future__ import annotations
