@@ -207,3 +207,17 @@ def test_nvenc_opens_on_the_gpu_asked_for_where_there_is_one(codec):
         assert enc.encode(frame).keyframe
     finally:
         enc.close()
+
+
+def test_set_bitrate_reopens_the_encoder_at_the_new_rate_with_one_idr():
+    enc = VideoEncoder(320, 240, 30, 2000, codec="hevc")
+    try:
+        _run(enc, 2)
+        assert "vbv-maxrate=2000" in enc.options["x265-params"]
+        enc.set_bitrate(800)
+        assert "vbv-maxrate=800" in enc.options["x265-params"] and enc.codec_name == "libx265"
+        assert [f.keyframe for f in _run(enc, 3)] == [True, False, False]
+        enc.set_bitrate(800)  # no change: no reopen, no IDR
+        assert not enc.encode(RED).keyframe
+    finally:
+        enc.close()
