@@ -27,6 +27,17 @@ from pairing.models import PinRequest
 log = logging.getLogger(__name__)
 
 
+def warm_probe() -> None:
+    """/serverinfo's codec offer reads the encoder probe: the listener runs it at start, in a
+    thread (cached in the state dir afterwards), so a client's first /serverinfo need not wait."""
+    try:
+        from media import encoders
+
+        encoders.available()
+    except Exception:  # noqa: BLE001 - /serverinfo falls back to H.264 on its own
+        log.exception("encoder probe failed")
+
+
 class NvhttpBackend:
     def __init__(self):
         self._identity: HostIdentity | None = None

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import importlib
 import logging
+import threading
 
 from django.conf import settings
 from django.core.management.base import BaseCommand
@@ -49,13 +50,14 @@ class Command(BaseCommand):
         from compat.nvhttp import transport
         from compat.nvhttp.coordinator import PairingCoordinator
         from compat.nvhttp.dispatch import Dispatcher
-        from compat.nvhttp_backend import NvhttpBackend
+        from compat.nvhttp_backend import NvhttpBackend, warm_probe
         from hostmgmt import identity
         from pairing import conf
 
         identity.ensure_identity()
         identity.ensure_tls()
         backend = NvhttpBackend()
+        threading.Thread(target=warm_probe, name="encoder-probe", daemon=True).start()
         stale = backend.clear_stale_requests()
         if stale:
             log.info("dropped %d PIN requests left by an earlier listener", stale)
