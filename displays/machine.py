@@ -6,7 +6,9 @@
                   └──────── re-acquire (same identity and mode) ──┘
 
 `keep_alive: off` (or a deliberate stop under `duration`) tears down at once. Release never
-touches an active display. Rows live in the database (shared by daphne, workers and the
+touches an active display. The operator can pin one display (`pin`): a kept one at once, an
+active one when its last session leaves (`pin_on_leave`); `unpin` hands it back to the
+current policy's keep-alive. Rows live in the database (shared by daphne, workers and the
 supervisor); the supervisor's tick expires deadlines, and its start/stop hooks make countdowns
 survive a restart while leaving no X server behind (`reaper`).
 
@@ -353,7 +355,7 @@ def disconnect(slot: int, deliberate: bool = False) -> dict | None:
         if not display.owned:
             display.delete()  # the operator's server stays as it is: nothing to keep alive
             return None
-        keep = display.policy.get("keep_alive") or {"mode": "off"}
+        keep = keep_alive(display)
         if keep["mode"] == "forever":
             display.state = VirtualDisplay.PINNED
         elif keep["mode"] == "duration" and not deliberate:
@@ -364,6 +366,63 @@ def disconnect(slot: int, deliberate: bool = False) -> dict | None:
             return None
         display.save()
         return info(display)
+
+
+def keep_alive(display: VirtualDisplay) -> dict:
+    """What happens when the display's last session leaves: pinned by the operator, else the
+    keep-alive of the policy it was opened under."""
+    if display.pin_on_leave:
+        return {"mode": "forever"}
+    return display.policy.get("keep_alive") or {"mode": "off"}
+
+
+def _owned_display(slot: int) -> VirtualDisplay:
+    display = VirtualDisplay.objects.select_for_update().filter(slot=slot).first()
+    if display is None:
+        raise DisplayError(404, f"no display in slot {slot}")
+    if not display.owned:
+        raise DisplayError(409, "an attached display is the operator's own: the host never "
+                                "keeps or tears it down")  # fmt: skip
+    return display
+
+
+def pin(slot: int) -> dict:
+    """Keep the display until released: a lingering one is pinned now (its countdown stops),
+    an active one when its last session leaves, and again after each later session. Pinning
+    a pinned display changes nothing."""
+    with transaction.atomic():
+        display = _owned_display(slot)
+        display.pin_on_leave = True  # also after a re-acquire, until unpinned or released
+        if display.state != VirtualDisplay.ACTIVE:
+            display.state, display.deadline = VirtualDisplay.PINNED, None
+        display.save()
+        return info(display)
+
+
+def unpin(slot: int) -> dict | None:
+    """Back to the keep-alive policy in force now: a pinned display starts its countdown, or
+    is torn down under `off` (None); an active one loses its pin-on-leave. Under `forever`
+    a pinned display stays pinned by the policy itself: DisplayError 409 (release it)."""
+    stored, _ = policies.load()
+    keep = policies.effective(stored)["keep_alive"]
+    with transaction.atomic():
+        display = _owned_display(slot)
+        display.pin_on_leave = False
+        if display.state == VirtualDisplay.PINNED:
+            if keep["mode"] == "forever":
+                raise DisplayError(409, "the keep-alive policy is `forever`: this display "
+                                        "stays pinned; release it instead")  # fmt: skip
+            if keep["mode"] == "off":
+                _teardown(display)
+                display = None
+            else:
+                display.state = VirtualDisplay.LINGERING
+                display.deadline = timezone.now() + dt.timedelta(seconds=keep["seconds"])
+        if display is not None:
+            display.save()
+            return info(display)
+    _emit("display.released", {"count": 1})
+    return None
 
 
 def release(slot: int | None = None) -> int:
@@ -423,6 +482,7 @@ def info(display: VirtualDisplay, now: dt.datetime | None = None) -> dict:
         "state": display.state,
         "expires_in_ms": expires,
         "sessions": display.sessions,
+        "pin_on_leave": display.pin_on_leave,
         "client": display.client or None,
         "group": display.group,
         "display_index": display.display_index,

@@ -34,6 +34,9 @@ class VirtualDisplay(models.Model):
     topology = models.CharField(max_length=16, default="exclusive")
     # The policy axes in force when the display was opened: later policy edits never reach it.
     policy = models.JSONField(default=dict)
+    # The operator pinned this display while it was active: it is pinned, whatever its
+    # policy says, when its last session leaves (POST /display/pin; /unpin clears it).
+    pin_on_leave = models.BooleanField(default=False)
     deadline = models.DateTimeField(null=True, blank=True, db_index=True)
     pid = models.PositiveIntegerField(null=True, blank=True)
     x_display = models.CharField(max_length=16, blank=True, default="")

@@ -34,13 +34,13 @@ def tick() -> int:
 def on_host_stop() -> int:
     """Sessions end with the host: active displays move on per their policy; no server stays."""
     try:
-        from displays import headless, xvfb
+        from displays import headless, machine, xvfb
         from displays.models import VirtualDisplay
 
         # Attached displays (the operator's X server) are only forgotten, never stopped.
         VirtualDisplay.objects.filter(owned=False).delete()
         for display in VirtualDisplay.objects.filter(state=VirtualDisplay.ACTIVE):
-            keep = display.policy.get("keep_alive") or {"mode": "off"}
+            keep = machine.keep_alive(display)
             if keep["mode"] == "forever":
                 display.state = VirtualDisplay.PINNED
             elif keep["mode"] == "duration":

@@ -6,7 +6,7 @@ from django.contrib.staticfiles.views import serve
 from django.http import Http404
 from django.urls import path, re_path
 
-from hostmgmt.console import views
+from hostmgmt.console import live_pages, views
 
 
 def serve_static(request, path):
@@ -28,6 +28,7 @@ urlpatterns = [
     path("sessions", views.sessions, name="console-sessions"),
     path("tokens", views.tokens, name="console-tokens"),
     path("logs", views.logs, name="console-logs"),
+    path("displays", live_pages.displays, name="console-displays"),
     path("console/status", views.status_json, name="console-status"),
     path("console/events", views.events_stream, name="console-events"),
     # daphne serves no static files: the console's, the Django admin's and the API docs' assets

@@ -13,6 +13,8 @@ urlpatterns = [
     path("display/layout", views.DisplayLayoutView.as_view(), name="v1-display-layout"),
     path("display/presets", views.PresetsView.as_view(), name="v1-display-presets"),
     path("display/presets/<str:preset_id>", views.PresetView.as_view(), name="v1-display-preset"),
+    path("display/pin", views.DisplayPinView.as_view(), name="v1-display-pin"),
+    path("display/unpin", views.DisplayUnpinView.as_view(), name="v1-display-unpin"),
     path("display/release", views.DisplayReleaseView.as_view(), name="v1-display-release"),
     path("display/state", views.DisplayStateView.as_view(), name="v1-display-state"),
 ]

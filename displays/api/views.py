@@ -8,7 +8,7 @@ from rest_framework.response import Response
 
 from displays import capture, compositors, machine, monitors
 from displays import service as displays
-from hostmgmt.api.base import MgmtAPIView, json_body
+from hostmgmt.api.base import ConsoleMgmtAPIView, MgmtAPIView, json_body
 from hostmgmt.api.errors import FieldErrors
 
 OBJ = {200: OpenApiTypes.OBJECT}
@@ -40,7 +40,7 @@ class MonitorsView(MgmtAPIView):
         return Response(monitors.monitors())
 
 
-class DisplaySettingsView(MgmtAPIView):
+class DisplaySettingsView(ConsoleMgmtAPIView):
     @extend_schema(responses=OBJ)
     def get(self, request):
         return Response(displays.settings_state())
@@ -91,7 +91,7 @@ class PresetView(MgmtAPIView):
         return Response(status=204)
 
 
-class DisplayReleaseView(MgmtAPIView):
+class DisplayReleaseView(ConsoleMgmtAPIView):
     @extend_schema(
         request=OpenApiTypes.OBJECT,
         responses=OBJ,
@@ -110,7 +110,49 @@ class DisplayReleaseView(MgmtAPIView):
         return Response({"released": machine.release(slot)})
 
 
-class DisplayStateView(MgmtAPIView):
+class DisplayStateView(ConsoleMgmtAPIView):
     @extend_schema(responses=OBJ, description="Live and kept virtual displays.")
     def get(self, request):
         return Response(machine.state())
+
+
+def _slot(request) -> int:
+    """The `{slot}` body of pin and unpin: an object with one non-negative integer."""
+    body = request.data if request.stream is not None else None
+    if not isinstance(body, dict):
+        raise FieldErrors("invalid request", {"body": "must be a JSON object with `slot`"})
+    errors = {str(k)[:64]: "unknown field" for k in body if k != "slot"}
+    slot = body.get("slot")
+    if isinstance(slot, bool) or not isinstance(slot, int) or not 0 <= slot < 1 << 31:
+        errors["slot"] = "required: a non-negative integer"
+    if errors:
+        raise FieldErrors("invalid request", errors)
+    return slot
+
+
+class DisplayPinView(ConsoleMgmtAPIView):
+    @extend_schema(
+        request=OpenApiTypes.OBJECT,
+        responses={200: OpenApiTypes.OBJECT},
+        examples=[OpenApiExample("slot", value={"slot": 0})],
+        description="`{slot}`: keep this display until released. A lingering display is "
+        "pinned now; an active one is pinned when its last session leaves (`pin_on_leave`). "
+        "200 the display; 400 bad body; 404 no such slot; 409 an attached display.",
+    )
+    def post(self, request):
+        return Response(machine.pin(_slot(request)))
+
+
+class DisplayUnpinView(ConsoleMgmtAPIView):
+    @extend_schema(
+        request=OpenApiTypes.OBJECT,
+        responses={200: OpenApiTypes.OBJECT, 204: None},
+        examples=[OpenApiExample("slot", value={"slot": 0})],
+        description="`{slot}`: back to the keep-alive policy in force now. A pinned display "
+        "starts the policy's countdown (200 the display), or is torn down when the policy "
+        "keeps nothing (`off`: 204); an active one only loses `pin_on_leave`. 409 when the "
+        "policy is `forever` (release the display instead) or for an attached display.",
+    )
+    def post(self, request):
+        display = machine.unpin(_slot(request))
+        return Response(status=204) if display is None else Response(display)
