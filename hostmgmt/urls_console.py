@@ -29,6 +29,7 @@ urlpatterns = [
     path("tokens", views.tokens, name="console-tokens"),
     path("logs", views.logs, name="console-logs"),
     path("displays", live_pages.displays, name="console-displays"),
+    path("pair", live_pages.pair, name="console-pair"),
     path("console/status", views.status_json, name="console-status"),
     path("console/events", views.events_stream, name="console-events"),
     # daphne serves no static files: the console's, the Django admin's and the API docs' assets
