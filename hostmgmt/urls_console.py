@@ -28,6 +28,7 @@ urlpatterns = [
     path("sessions", views.sessions, name="console-sessions"),
     path("tokens", views.tokens, name="console-tokens"),
     path("logs", views.logs, name="console-logs"),
+    path("streaming", live_pages.streaming, name="console-streaming"),
     path("displays", live_pages.displays, name="console-displays"),
     path("pair", live_pages.pair, name="console-pair"),
     path("console/status", views.status_json, name="console-status"),

@@ -115,6 +115,7 @@ class NativePeer:
         self.ws_told = False
         # When the browser last sent anything on the transport (RTCP reports, SCTP, DTLS).
         self.rx_packets, self.rx_at = 0, time.monotonic()
+        self.loss_pct: float | None = None  # from the browser's RTCP receiver reports
 
     @property
     def error(self) -> str:
@@ -428,8 +429,13 @@ class NativePeer:
         if received != self.rx_packets:
             self.rx_packets, self.rx_at = received, time.monotonic()
         for s in report.values():
-            if s.type == "remote-inbound-rtp" and s.kind == "video" and s.roundTripTime:
-                return round(s.roundTripTime * 1000, 2)
+            if s.type == "remote-inbound-rtp" and s.kind == "video":
+                # The browser's receiver report also says what share of packets it lost
+                # since its last report (RFC 3550 fraction lost: an 8-bit fixed point).
+                lost = s.fractionLost
+                self.loss_pct = round(lost / 256 * 100, 2) if lost is not None else None
+                if s.roundTripTime:
+                    return round(s.roundTripTime * 1000, 2)
         return None
 
     async def _sample(self, last: float) -> float:
@@ -446,6 +452,7 @@ class NativePeer:
                 (nbytes - self._b) * 8 / dt / 1000,
                 rtt,
                 self.video.encode_ms,
+                loss_pct=self.loss_pct,
                 fps=round((frames - self._f) / dt, 1),
                 audio_packets=self.audio.packets,
             )

@@ -14,6 +14,11 @@ from hostmgmt.console.views import console_page, page
 
 
 @console_page
+def streaming(request):
+    return page(request, "streaming.html")
+
+
+@console_page
 def displays(request):
     return page(request, "displays.html")
 

@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from streaming.api import game_views, session_views, views
+from streaming.api import game_views, live_views, session_views, views
 
 urlpatterns = [
     path("diagnostics/preflight", views.PreflightView.as_view(), name="v1-preflight"),
@@ -10,5 +10,7 @@ urlpatterns = [
     path("gpus/preference", views.GpuPreferenceView.as_view(), name="v1-gpu-preference"),
     path("session", session_views.SessionView.as_view(), name="v1-session"),
     path("session/settings", game_views.SessionSettingsView.as_view(), name="v1-session-settings"),
+    path("streams", live_views.StreamsView.as_view(), name="v1-streams"),
+    path("streams/<str:session_id>", live_views.StreamView.as_view(), name="v1-stream"),
     path("game/end", game_views.GameEndView.as_view(), name="v1-game-end"),
 ]

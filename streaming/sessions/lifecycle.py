@@ -20,6 +20,7 @@ import logging
 import os
 import shlex
 import time
+from collections import deque
 from datetime import UTC, datetime
 
 from streaming.sessions import registry
@@ -31,6 +32,7 @@ log = logging.getLogger("streaming.sessions")
 CLIENT_REASONS = {"client", "timeout", "protocol_error", "no_video_ping", "arm_timeout",
                   "host_shutdown"}  # fmt: skip
 SETTLE_S = 2.0  # how long an ended command waits for its found game's exit to be reported
+LIVE_POINTS = 60  # per-second points in the registry record (the console's live charts)
 
 
 class AppRun:
@@ -218,6 +220,10 @@ class SessionCore:
         self.encoder = ""
         self._stats_failed = False
         self.finished = False
+        # This session's own last minute, one point a second, published in its record: the
+        # `streaming.stats` files hold one window per host, and several sessions may run.
+        self.live: deque[dict] = deque(maxlen=LIVE_POINTS)
+        self._second = {"frames": 0, "capture": 0.0, "t0": time.monotonic()}
 
     # -- identity and payloads -----------------------------------------------------------------
     @property
@@ -269,6 +275,7 @@ class SessionCore:
             "app_title": self.app_title,
             "t_start": self.t_created,
             **self.extra,
+            "live": list(self.live),
         }
 
     def publish(self, **changes) -> None:
@@ -349,17 +356,20 @@ class SessionCore:
         """One frame's capture and encode time, for `/api/stream/latency`."""
         from streaming import stats
 
+        second = self._second
+        second["frames"] += 1
+        second["capture"] += capture_ms if isinstance(capture_ms, int | float) else 0.0
         self._stats(stats.record_latency, capture_ms, encode_ms)
 
-    def sample(
-        self, bitrate_kbps: float, rtt_ms, encode_ms, target_kbps=None, loss_pct=0.0, **extra
-    ) -> dict:
-        """One second's figures: `/api/stream/network` and the history record's samples
-        (`loss_pct`: datagrams the client reported lost, of those sent, in that second)."""
+    def sample(self, bitrate_kbps: float, rtt_ms, encode_ms, target_kbps=None,
+               loss_pct=None, **extra) -> dict:  # fmt: skip
+        """One second's figures: `/api/stream/network`, the history record's samples and the
+        session's live point (`live_point`). `loss_pct`: None when the plane cannot tell."""
         from streaming import stats
 
         self._stats(stats.record_network, rtt_ms=rtt_ms, loss_pct=loss_pct,
                     bitrate_kbps=bitrate_kbps, target_kbps=target_kbps)  # fmt: skip
+        self._stats(self.live_point, bitrate_kbps, rtt_ms, encode_ms, target_kbps, loss_pct)
         s = {
             "t": round(time.time() - self.t_start.timestamp(), 1),
             "bitrate_kbps": round(bitrate_kbps, 1),
@@ -369,6 +379,31 @@ class SessionCore:
         }
         self.samples.append(s)
         return s
+
+    def live_point(self, bitrate_kbps, rtt_ms, encode_ms, target_kbps, loss_pct) -> dict:
+        """Close this second: the frames the session really encoded per second (counted from
+        `latency`, one call a frame), its capture and encode times, bitrate against target,
+        RTT and loss. Published with the next heartbeat."""
+        now, second = time.monotonic(), self._second
+        span = max(now - second["t0"], 1e-3)
+        frames = second["frames"]
+
+        def num(value, digits=1):
+            return round(float(value), digits) if isinstance(value, int | float) else None
+
+        point = {
+            "ts_ms": int(time.time() * 1000),
+            "fps": round(frames / span, 1),
+            "bitrate_kbps": num(bitrate_kbps),
+            "target_kbps": num(target_kbps),
+            "loss_pct": num(loss_pct, 2),
+            "rtt_ms": num(rtt_ms, 2),
+            "encode_ms": num(encode_ms, 2),
+            "capture_ms": round(second["capture"] / frames, 2) if frames else None,
+        }
+        self.live.append(point)
+        self._second = {"frames": 0, "capture": 0.0, "t0": now}
+        return point
 
     def record_fields(self) -> dict:
         """The history record and webhook body (hooks.stream_webhooks.RECORD_FIELDS)."""

@@ -1,0 +1,57 @@
+"""The live sessions for the console's "Now streaming" page and API users: list with the
+per-second figures, stop one."""
+
+from __future__ import annotations
+
+import logging
+
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import extend_schema
+from redis.exceptions import RedisError
+from rest_framework.response import Response
+
+from hostmgmt.api.base import ConsoleMgmtAPIView
+from hostmgmt.api.errors import ApiError
+from streaming import live
+
+log = logging.getLogger(__name__)
+
+
+class StreamsView(ConsoleMgmtAPIView):
+    @extend_schema(
+        responses={200: OpenApiTypes.OBJECT},
+        summary="The live sessions with their last minute of figures",
+        description="`{sessions[{id, plane, state, client, client_id, app, app_title, mode, "
+        "width, height, fps, codec, encoder, t_start, live[{ts_ms, fps, bitrate_kbps, "
+        "target_kbps, loss_pct, rtt_ms, encode_ms, capture_ms}], now}]}`, oldest first; "
+        "`live` holds one point a second (60 at most), `now` the newest or null; a figure "
+        "the plane does not measure is null (loss on the compat plane). 503 when the "
+        "session registry (Redis) is unreachable.",
+    )
+    def get(self, request):
+        try:
+            sessions = live.streams()
+        except (RedisError, OSError) as exc:  # Redis down: say so, never a 500
+            log.warning("live sessions unavailable: %s", exc.__class__.__name__)
+            raise ApiError(503, "the session registry is unavailable") from None
+        return Response({"sessions": sessions})
+
+
+class StreamView(ConsoleMgmtAPIView):
+    @extend_schema(
+        request=None,
+        responses={204: None},
+        summary="End one live session",
+        description="A deliberate stop of this session only (its display skips the linger "
+        "unless pinned or kept forever); waits up to 8 s for it to end. 404 no live session "
+        "with that id; 503 as for the list.",
+    )
+    def delete(self, request, session_id: str):
+        try:
+            stopped = live.stop(session_id)
+        except (RedisError, OSError) as exc:  # Redis down: say so, never a 500
+            log.warning("live sessions unavailable: %s", exc.__class__.__name__)
+            raise ApiError(503, "the session registry is unavailable") from None
+        if not stopped:
+            raise ApiError(404, "no live session with that id")
+        return Response(status=204)
