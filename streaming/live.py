@@ -37,6 +37,9 @@ def _point(raw) -> dict | None:
     return out
 
 
+# GAP: the compat plane reports no loss (`loss_pct` null): Moonlight clients of GameStream
+# 7.1.415 and later send periodic pings instead of loss reports, and the host does not derive
+# loss from their reference-frame invalidations.
 def entry(rec: dict) -> dict:
     """The public view of one registry record (no tokens, sockets or keys)."""
     points = [p for p in (_point(x) for x in rec.get("live") or []) if p is not None]

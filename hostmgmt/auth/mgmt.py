@@ -72,6 +72,8 @@ PLUGIN_ALLOWED: dict[str, frozenset[str]] = {
     # sessions: their status and ending them
     "session": frozenset({"DELETE"}),
     "session/settings": frozenset({"GET"}),
+    "streams": frozenset({"GET"}),
+    "streams/<str:session_id>": frozenset({"DELETE"}),
     "game/end": frozenset({"POST"}),
 }
 
@@ -106,6 +108,8 @@ PLUGIN_DENIED: dict[str, str] = {
     "display/presets": "display configuration",
     "display/presets/<str:preset_id>": "display configuration",
     "display/release": "display configuration",
+    "display/pin": "display configuration",
+    "display/unpin": "display configuration",
     "display/state": "display configuration",
     "gpus": "GPU selection",
     "gpus/preference": "GPU selection",
