@@ -12,6 +12,8 @@
   let shown = "";
   let deadlines = new Map(); // slot -> performance.now() deadline of a lingering display
   let settings = null;
+  let dirty = false; // the operator is editing the policy: never overwrite the form
+  let polls = 0;
 
   function countdown(ms) {
     const s = Math.max(0, Math.ceil(ms / 1000));
@@ -143,6 +145,7 @@
   }
 
   modeBox.addEventListener("change", () => { secondsBox.disabled = modeBox.value !== "duration"; });
+  form.addEventListener("input", () => { dirty = true; });
   form.addEventListener("submit", async (e) => {
     e.preventDefault();
     keepError.textContent = "";
@@ -161,6 +164,7 @@
     });
     const data = await response.json().catch(() => ({}));
     if (response.ok) {
+      dirty = false;
       showPolicy(data);
       Console.flash("Keep-alive policy saved; it applies to displays opened from now on.");
       return;
@@ -179,6 +183,11 @@
 
   load();
   loadPolicy();
-  setInterval(load, 2000);
+  setInterval(() => {
+    load();
+    // Someone else (the API, another console) may change the policy: follow it while the
+    // form is untouched.
+    if (++polls % 5 === 0 && !dirty && !form.contains(document.activeElement)) loadPolicy();
+  }, 2000);
   setInterval(tick, 250);
 })();

@@ -40,7 +40,7 @@
     const title = Console.el("span", { class: "title" }, "");
     const charts = {
       fps: figure("fps", "Frames per second"),
-      bitrate: figure("bitrate", "Bitrate (blue) / target (purple)"),
+      bitrate: figure("bitrate", "Bitrate / target"),
       capture: figure("capture", "Capture"),
       encode: figure("encode", "Encode"),
       rtt: figure("rtt", "Network round trip"),
@@ -78,7 +78,9 @@
     plot(c.encode, [{ values: pick("encode_ms"), color: COLORS.encode }], peak(pick("encode_ms")), ms);
     plot(c.rtt, [{ values: pick("rtt_ms"), color: COLORS.rtt }], peak(pick("rtt_ms")), ms);
     c.fps.value.textContent = now.fps === undefined || now.fps === null ? "—" : `${now.fps.toFixed(1)} of ${s.fps}`;
-    c.bitrate.value.textContent = `${mbps(now.bitrate_kbps)} / ${mbps(now.target_kbps)}`;
+    c.bitrate.value.replaceChildren(
+      Console.el("span", { class: "sent" }, mbps(now.bitrate_kbps)), " / ",
+      Console.el("span", { class: "target" }, mbps(now.target_kbps)));
     c.capture.value.textContent = fmt(now.capture_ms, 1, "ms");
     c.encode.value.textContent = fmt(now.encode_ms, 1, "ms");
     c.rtt.value.textContent = fmt(now.rtt_ms, 1, "ms");

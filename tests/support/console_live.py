@@ -11,13 +11,14 @@ import tempfile
 from contextlib import contextmanager
 from pathlib import Path
 
-from playwright.sync_api import sync_playwright
+from playwright.sync_api import expect, sync_playwright
 
 from tests.support.browser import ARGS, CHROMIUM
 from tests.support.livehost import ROOT, running_host
 
 USER, PASSWORD = "operator", "a long console password"
-TIMEOUT_MS = 15_000
+# Generous: a CI box may be busy (a page's first load took over 15 s at load average 20).
+TIMEOUT_MS = 30_000
 
 
 def artifacts() -> Path:
@@ -50,6 +51,7 @@ def host_shell(host, code: str) -> str:
 @contextmanager
 def console(**host_kwargs):
     """(host, page): a host with admin credentials and a page signed in to its console."""
+    expect.set_options(timeout=TIMEOUT_MS / 2)
     with running_host(admin=(USER, PASSWORD), **host_kwargs) as host:
         pw = sync_playwright().start()
         try:

@@ -49,6 +49,8 @@ def test_displays_page_pins_unpins_and_releases(tmp_path):
         page.wait_for_timeout(1300)
         assert kept.locator(".countdown").inner_text() != first  # it ticks
         expect(live.locator("button.release")).to_have_count(0)  # active: session control only
+        # The policy form follows a change made elsewhere (the seed's 300 s) while untouched.
+        expect(page.locator("#keep-seconds")).to_have_value("300", timeout=15_000)
         shot(page, "displays-lingering")
 
         # Pin the lingering one from the keyboard: its countdown stops.
@@ -89,10 +91,16 @@ def test_displays_page_pins_unpins_and_releases(tmp_path):
         expect(live).to_have_count(0)
         expect(page.locator("#flash")).to_contain_text("torn down")
 
-        # Release one (confirmed), then nothing is left.
-        page.once("dialog", lambda d: d.accept())
+        # Release one: asked first, and a dismissed question changes nothing.
+        page.once("dialog", lambda d: d.dismiss())
         kept.locator("button.release").click()
+        page.wait_for_timeout(500)
+        expect(kept).to_have_attribute("data-state", "lingering")
+        # Release all (confirmed): nothing is left.
+        page.once("dialog", lambda d: d.accept())
+        page.click("#release-all")
         expect(kept).to_have_count(0)
+        expect(page.locator("#flash")).to_contain_text("Released 1 display(s)")
         expect(page.locator("#no-displays")).to_be_visible()
         shot(page, "displays-released")
         with host.mgmt() as api:
