@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import logging
 
-from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import extend_schema, inline_serializer
 from redis.exceptions import RedisError
+from rest_framework import serializers
 from rest_framework.response import Response
 
 from hostmgmt.api.base import ConsoleMgmtAPIView
@@ -17,9 +17,56 @@ from streaming import live
 log = logging.getLogger(__name__)
 
 
+def _figure(**kw):
+    return serializers.FloatField(allow_null=True, **kw)
+
+
+_Point = inline_serializer(
+    "LiveStreamPoint",
+    {
+        "ts_ms": serializers.IntegerField(allow_null=True),
+        "fps": _figure(help_text="frames the host encoded in that second"),
+        "bitrate_kbps": _figure(),
+        "target_kbps": _figure(),
+        "loss_pct": _figure(help_text="null when the plane does not measure it"),
+        "rtt_ms": _figure(),
+        "encode_ms": _figure(),
+        "capture_ms": _figure(),
+    },
+    allow_null=True,
+)
+_Streams = inline_serializer(
+    "LiveStreams",
+    {
+        "sessions": inline_serializer(
+            "LiveStream",
+            {
+                "id": serializers.CharField(),
+                "plane": serializers.ChoiceField(["compat", "native"]),
+                "state": serializers.CharField(),
+                "client": serializers.CharField(),
+                "client_id": serializers.CharField(),
+                "app": serializers.CharField(),
+                "app_title": serializers.CharField(),
+                "mode": serializers.CharField(),
+                "width": serializers.IntegerField(),
+                "height": serializers.IntegerField(),
+                "fps": serializers.IntegerField(help_text="the rate the client asked for"),
+                "codec": serializers.CharField(),
+                "encoder": serializers.CharField(),
+                "t_start": serializers.FloatField(allow_null=True),
+                "live": serializers.ListField(child=_Point),
+                "now": _Point,
+            },
+            many=True,
+        )
+    },
+)
+
+
 class StreamsView(ConsoleMgmtAPIView):
     @extend_schema(
-        responses={200: OpenApiTypes.OBJECT},
+        responses={200: _Streams},
         summary="The live sessions with their last minute of figures",
         description="`{sessions[{id, plane, state, client, client_id, app, app_title, mode, "
         "width, height, fps, codec, encoder, t_start, live[{ts_ms, fps, bitrate_kbps, "
