@@ -37,9 +37,6 @@ def _point(raw) -> dict | None:
     return out
 
 
-# GAP: the compat plane reports no loss (`loss_pct` null): Moonlight clients of GameStream
-# 7.1.415 and later send periodic pings instead of loss reports, and the host does not derive
-# loss from their reference-frame invalidations.
 def entry(rec: dict) -> dict:
     """The public view of one registry record (no tokens, sockets or keys)."""
     points = [p for p in (_point(x) for x in rec.get("live") or []) if p is not None]
@@ -57,7 +54,7 @@ def entry(rec: dict) -> dict:
         "height": _int(rec.get("height")),
         "fps": _int(rec.get("fps")),
         "codec": _text(rec.get("codec") or "h264", 16),
-        "encoder": _text(encoder.get("backend") or "software", 32),
+        "encoder": _text(rec.get("encoder_name") or encoder.get("backend") or "software", 32),
         "t_start": rec.get("t_start") if isinstance(rec.get("t_start"), int | float) else None,
         "live": points,
         "now": points[-1] if points else None,
