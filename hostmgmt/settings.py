@@ -204,6 +204,7 @@ SPECTACULAR_SETTINGS = {
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",
         "hostmgmt.api.schema.add_hand_written_routes",
+        "hostmgmt.api.schema.document_errors",
     ],
 }
 

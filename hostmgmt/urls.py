@@ -2,10 +2,11 @@
 
 from django.contrib import admin
 from django.urls import include, path
-from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+from drf_spectacular.views import SpectacularSwaggerView
 
 from hostmgmt import pages
 from hostmgmt.api import error_views
+from hostmgmt.api.schema import SchemaView
 
 v1_patterns = [
     path("", include("hostmgmt.api.urls_v1")),
@@ -26,7 +27,7 @@ admin_api_patterns = [
 
 urlpatterns = [
     path("api/v1/", include(v1_patterns)),
-    path("api/schema", SpectacularAPIView.as_view(), name="schema"),
+    path("api/schema", SchemaView.as_view(), name="schema"),
     path("api/docs", SpectacularSwaggerView.as_view(url_name="schema"), name="api-docs"),
     path("api/", include(admin_api_patterns)),
     path("admin/login/", pages.admin_login, name="admin-login"),  # shares the login bucket

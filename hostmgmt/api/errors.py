@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import logging
 
+import redis
+from django.core.exceptions import RequestDataTooBig
 from django.http import Http404, JsonResponse
 from rest_framework import exceptions, status
 from rest_framework.response import Response
@@ -21,6 +23,9 @@ from hostmgmt.lib.errors import DomainError
 log = logging.getLogger(__name__)
 
 V1_PREFIX = "/api/v1/"
+# Redis out of reach: the host restarts it within seconds (the supervisor's backoff).
+REDIS_DOWN = "the host's Redis is out of reach; try again shortly"
+REDIS_RETRY_AFTER_S = 5
 
 
 class ApiError(exceptions.APIException):
@@ -112,7 +117,12 @@ def exception_handler(exc, context):
 
     if isinstance(exc, Http404):
         exc = exceptions.NotFound()
-    if isinstance(exc, DomainError):
+    if isinstance(exc, RequestDataTooBig):  # daphne refuses first; this is the in-process guard
+        code, message, fields = 413, "request body too large", None
+    elif isinstance(exc, (redis.ConnectionError, redis.TimeoutError)):
+        code, message, fields = 503, REDIS_DOWN, None
+        headers["Retry-After"] = str(REDIS_RETRY_AFTER_S)
+    elif isinstance(exc, DomainError):
         code, message = exc.status, exc.message
         fields = field_items(exc.fields) if code == 400 else None
         if exc.retry_after is not None:

@@ -79,3 +79,29 @@ def test_schema_is_valid_openapi(schema):
 def test_swagger_page_is_served():
     r = Client().get("/api/docs")
     assert r.status_code == 200 and b"swagger" in r.content.lower()
+
+
+def test_format_json_serves_json_and_yaml_stays_the_default():
+    import json
+
+    r = Client().get("/api/schema", {"format": "json"})
+    assert r.status_code == 200 and r["Content-Type"].startswith("application/vnd.oai.openapi+json")
+    assert json.loads(r.content)["openapi"].startswith("3.")
+    r = Client().get("/api/schema", HTTP_ACCEPT="application/json")
+    assert r["Content-Type"].startswith("application/json") and json.loads(r.content)["paths"]
+    assert Client().get("/api/schema")["Content-Type"].startswith("application/vnd.oai.openapi")
+
+
+def test_shared_statuses_carry_each_apis_error_body(schema):
+    v1 = schema["paths"]["/api/v1/library/custom/{entry_id}"]["put"]["responses"]
+    assert {"400", "401", "403", "404", "413", "415"} <= set(v1)
+    assert v1["400"]["content"]["application/json"]["schema"] == {
+        "$ref": "#/components/schemas/ManagementError"
+    }
+    admin = schema["paths"]["/api/tokens"]["post"]["responses"]
+    assert {"400", "401", "403", "413", "429"} <= set(admin) and "415" not in admin
+    assert admin["429"]["headers"]["Retry-After"]["schema"] == {"type": "integer"}
+    assert admin["401"]["content"]["application/json"]["schema"] == {
+        "$ref": "#/components/schemas/AdminError"
+    }
+    assert set(schema["paths"]["/api/v1/health"]["get"]["responses"]) == {"200"}
