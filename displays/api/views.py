@@ -8,20 +8,23 @@ from rest_framework.response import Response
 
 from displays import capture, compositors, machine, monitors
 from displays import service as displays
+from displays.api import serializers as s
 from hostmgmt.api.base import ConsoleMgmtAPIView, MgmtAPIView, json_body
 from hostmgmt.api.errors import FieldErrors
+from hostmgmt.api.schema import error
 
-OBJ = {200: OpenApiTypes.OBJECT}
+_NOT_SAVED = {500: error("the display policy or preset catalog could not be written")}
+_STATE = {200: s.DisplaySettingsStateSerializer, **_NOT_SAVED}
 
 
 class CaptureMethodsView(MgmtAPIView):
-    @extend_schema(responses=OBJ, description="`[{id, label, available}]`, `auto` first.")
+    @extend_schema(responses=s.CaptureMethodSerializer(many=True), description="`auto` first.")
     def get(self, request):
         return Response(capture.methods())
 
 
 class CompositorsView(MgmtAPIView):
-    @extend_schema(responses=OBJ, description="`[{id, label, available, default}]`.")
+    @extend_schema(responses=s.CompositorSerializer(many=True))
     def get(self, request):
         from hostmgmt.config import store
 
@@ -29,25 +32,27 @@ class CompositorsView(MgmtAPIView):
 
 
 class HeadlessCompositorsView(MgmtAPIView):
-    @extend_schema(responses=OBJ, description="`[{id, label, available}]`; PATH probes.")
+    @extend_schema(responses=s.BackendSerializer(many=True), description="PATH probes.")
     def get(self, request):
         return Response(compositors.headless())
 
 
 class MonitorsView(MgmtAPIView):
-    @extend_schema(responses=OBJ, description="Physical heads of the X server or DRM.")
+    @extend_schema(
+        responses=s.MonitorsSerializer, description="Physical heads of the X server or DRM."
+    )
     def get(self, request):
         return Response(monitors.monitors())
 
 
 class DisplaySettingsView(ConsoleMgmtAPIView):
-    @extend_schema(responses=OBJ)
+    @extend_schema(responses=s.DisplaySettingsStateSerializer)
     def get(self, request):
         return Response(displays.settings_state())
 
     @extend_schema(
         request=OpenApiTypes.OBJECT,
-        responses=OBJ,
+        responses=_STATE,
         examples=[
             OpenApiExample("pin", value={"preset": "custom", "keep_alive": {"mode": "forever"}})
         ],
@@ -59,7 +64,7 @@ class DisplaySettingsView(ConsoleMgmtAPIView):
 class DisplayLayoutView(MgmtAPIView):
     @extend_schema(
         request=OpenApiTypes.OBJECT,
-        responses=OBJ,
+        responses=_STATE,
         examples=[
             OpenApiExample(
                 "two", value={"positions": {"0": {"x": 0, "y": 0}, "1": {"x": 1920, "y": 0}}}
@@ -71,21 +76,21 @@ class DisplayLayoutView(MgmtAPIView):
 
 
 class PresetsView(MgmtAPIView):
-    @extend_schema(responses=OBJ)
+    @extend_schema(responses=s.PresetSerializer(many=True))
     def get(self, request):
         return Response(displays.list_presets())
 
-    @extend_schema(request=OpenApiTypes.OBJECT, responses={201: OpenApiTypes.OBJECT})
+    @extend_schema(request=OpenApiTypes.OBJECT, responses={201: s.PresetSerializer, **_NOT_SAVED})
     def post(self, request):
         return Response(displays.create_preset(json_body(request)), status=201)
 
 
 class PresetView(MgmtAPIView):
-    @extend_schema(request=OpenApiTypes.OBJECT, responses=OBJ)
+    @extend_schema(request=OpenApiTypes.OBJECT, responses={200: s.PresetSerializer, **_NOT_SAVED})
     def put(self, request, preset_id: str):
         return Response(displays.update_preset(preset_id, json_body(request)))
 
-    @extend_schema(responses={204: None})
+    @extend_schema(responses={204: None, **_NOT_SAVED})
     def delete(self, request, preset_id: str):
         displays.delete_preset(preset_id)
         return Response(status=204)
@@ -93,8 +98,8 @@ class PresetView(MgmtAPIView):
 
 class DisplayReleaseView(ConsoleMgmtAPIView):
     @extend_schema(
-        request=OpenApiTypes.OBJECT,
-        responses=OBJ,
+        request=s.ReleaseRequestSerializer,
+        responses=s.ReleasedSerializer,
         description="`{slot?}`: tear down kept displays (one slot, or all); never active ones.",
     )
     def post(self, request):
@@ -111,7 +116,7 @@ class DisplayReleaseView(ConsoleMgmtAPIView):
 
 
 class DisplayStateView(ConsoleMgmtAPIView):
-    @extend_schema(responses=OBJ, description="Live and kept virtual displays.")
+    @extend_schema(responses=s.DisplayStateSerializer, description="Live and kept displays.")
     def get(self, request):
         return Response(machine.state())
 

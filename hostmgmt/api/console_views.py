@@ -10,8 +10,10 @@ from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serial
 from rest_framework import serializers
 from rest_framework.response import Response
 
+from hostmgmt.api import shapes
 from hostmgmt.api.base import AdminAPIView, MgmtAPIView, json_object
 from hostmgmt.api.errors import ApiError
+from hostmgmt.api.schema import error
 from hostmgmt.auth.admin import AdminPrincipal
 from hostmgmt.console import logfile, platform, runtime, tokens, updater
 
@@ -101,7 +103,7 @@ class TokenDetailView(AdminAPIView):
     scopes = {"DELETE": "tokens:manage"}
 
     @extend_schema(
-        responses={200: OpenApiTypes.OBJECT},
+        responses={200: shapes.TokenRevokedSerializer, 400: error("malformed token name")},
         summary="Revoke a token (effective on the next request)",
         description="400 malformed name; 404 no token with that name, or (for a non-admin "
         "caller) one holding a scope the caller lacks.",
@@ -172,7 +174,7 @@ class AdminUpdateView(AdminAPIView):
     scopes = {"GET": "config:get"}
 
     @extend_schema(
-        responses={200: OpenApiTypes.OBJECT},
+        responses=shapes.AdminUpdateStatusSerializer,
         summary="Updater status (report only; no apply on this host)",
         description=_UPDATE_DOC,
     )
@@ -182,7 +184,7 @@ class AdminUpdateView(AdminAPIView):
 
 class V1UpdateStatusView(MgmtAPIView):
     @extend_schema(
-        responses={200: OpenApiTypes.OBJECT}, summary="UpdateStatus", description=_UPDATE_DOC
+        responses=shapes.UpdateStatusSerializer, summary="UpdateStatus", description=_UPDATE_DOC
     )
     def get(self, request):
         return Response(updater.status())
@@ -191,7 +193,11 @@ class V1UpdateStatusView(MgmtAPIView):
 class V1UpdateCheckView(MgmtAPIView):
     @extend_schema(
         request=None,
-        responses={200: OpenApiTypes.OBJECT},
+        responses={
+            200: shapes.UpdateStatusSerializer,
+            409: error("update checks are disabled (UPDATE_CHECK=0)"),
+            429: error("checked less than 30 s ago (`Retry-After`)"),
+        },
         summary="Check the release manifest now",
         description="409 checks disabled; 429 checked less than 30 s ago.",
     )
@@ -200,7 +206,7 @@ class V1UpdateCheckView(MgmtAPIView):
 
 
 class V1StatusView(MgmtAPIView):
-    @extend_schema(responses={200: OpenApiTypes.OBJECT}, summary="RuntimeStatus snapshot")
+    @extend_schema(responses=shapes.RuntimeStatusSerializer, summary="RuntimeStatus snapshot")
     def get(self, request):
         return Response(runtime.snapshot())
 
@@ -208,12 +214,19 @@ class V1StatusView(MgmtAPIView):
 class RestartView(AdminAPIView):
     """Admin only; the host restarts half a second after this answer."""
 
-    @extend_schema(request=None, responses={200: OpenApiTypes.OBJECT}, summary="Restart host")
+    @extend_schema(
+        request=None,
+        responses={
+            200: shapes.RestartingSerializer,
+            409: error("not running under the supervisor (`manage.py runhost`)"),
+        },
+        summary="Restart host",
+    )
     def post(self, request):
         try:
             platform.schedule_restart()
         except platform.RestartUnavailable as exc:
-            raise ApiError(503, str(exc)) from None
+            raise ApiError(409, str(exc)) from None
         return Response(ok(restarting=True))
 
 
@@ -221,7 +234,7 @@ class VigemStatusView(AdminAPIView):
     scopes = {"GET": "config:get"}
 
     @extend_schema(
-        responses={200: OpenApiTypes.OBJECT},
+        responses=shapes.VigemStatusSerializer,
         summary="Gamepad driver status (Windows only)",
         description="On Linux: 200 with `status: false`, an `error` and empty driver values.",
     )
@@ -229,15 +242,20 @@ class VigemStatusView(AdminAPIView):
         return Response(platform.vigembus_status())
 
 
+_WINDOWS_ONLY = error("Windows only: this route does nothing on Linux; `error` says why")
+
+
 class VigemInstallView(AdminAPIView):
     @extend_schema(
         request=None,
-        responses={501: OpenApiTypes.OBJECT},
+        responses={404: _WINDOWS_ONLY},
         summary="Install the gamepad driver (Windows only)",
-        description="On Linux always 501 `{status: false, error}`.",
+        description="On Linux always 404 `{status: false, status_code: 404, error}`, the "
+        "error starting with `Windows only`: the route exists for clients of the reference "
+        "host, and a 4xx says the request cannot succeed here (a 5xx would say try again).",
     )
     def post(self, request):
-        raise ApiError(501, platform.NOT_ON_LINUX["vigembus"])
+        raise ApiError(404, platform.windows_only("vigembus"))
 
 
 class ResetDisplayPersistenceView(AdminAPIView):
@@ -245,9 +263,10 @@ class ResetDisplayPersistenceView(AdminAPIView):
 
     @extend_schema(
         request=None,
-        responses={501: OpenApiTypes.OBJECT},
+        responses={404: _WINDOWS_ONLY},
         summary="Reset display device persistence (Windows only)",
-        description="On Linux always 501 `{status: false, error}`.",
+        description="On Linux always 404 `{status: false, status_code: 404, error}`, the "
+        "error starting with `Windows only`.",
     )
     def post(self, request):
-        raise ApiError(501, platform.NOT_ON_LINUX["display"])
+        raise ApiError(404, platform.windows_only("display"))

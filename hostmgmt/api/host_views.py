@@ -10,8 +10,10 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiExample, extend_schema
 from rest_framework.response import Response
 
+from hostmgmt.api import shapes
 from hostmgmt.api.base import AdminAPIView, MgmtAPIView, json_body
 from hostmgmt.api.errors import ApiError
+from hostmgmt.api.schema import error
 from hostmgmt.config import service
 from hostmgmt.supervisor import main as supervisor
 
@@ -20,6 +22,10 @@ log = logging.getLogger(__name__)
 # Long enough for daphne to flush the 202 before the supervisor starts stopping children.
 SIGNAL_DELAY_S = 0.5
 
+_NOT_WRITTEN = {500: error("the config file could not be written")}
+_NO_SUPERVISOR = {409: error("not running under the supervisor (`manage.py runhost`)")}
+_STATE = {200: shapes.HostConfigStateSerializer, **_NOT_WRITTEN}
+
 _STATE_DOC = (
     "Host config state: `settings` (the file form), `configured`, `requires_restart` (always "
     "true), `env_path` (the companion env file written on every save)."
@@ -27,13 +33,13 @@ _STATE_DOC = (
 
 
 class HostConfigView(MgmtAPIView):
-    @extend_schema(responses={200: OpenApiTypes.OBJECT}, description=_STATE_DOC)
+    @extend_schema(responses=shapes.HostConfigStateSerializer, description=_STATE_DOC)
     def get(self, request):
         return Response(service.v1_state())
 
     @extend_schema(
         request=OpenApiTypes.OBJECT,
-        responses={200: OpenApiTypes.OBJECT},
+        responses=_STATE,
         description=(
             "Replace the host config file form (sections `general`, `input`, `audio_video`, "
             "`network`, `encoders` and top-level enums). Omitted fields return to defaults; "
@@ -53,8 +59,8 @@ class HostConfigView(MgmtAPIView):
 
 class HostCompatView(MgmtAPIView):
     @extend_schema(
-        request=OpenApiTypes.OBJECT,
-        responses={200: OpenApiTypes.OBJECT},
+        request=shapes.CompatRequestSerializer,
+        responses=_STATE,
         description="`{enabled: bool}`: the compat-plane broadcast switch (on forces mDNS on).",
         examples=[OpenApiExample("on", value={"enabled": True})],
     )
@@ -69,11 +75,11 @@ def _later(fn) -> None:
 
 
 class HostRestartView(MgmtAPIView):
-    @extend_schema(request=None, responses={202: None})
+    @extend_schema(request=None, responses={202: None, **_NO_SUPERVISOR})
     def post(self, request):
         pid = os.environ.get("HOST_SUPERVISOR_PID", "")
         if not pid.isdigit():
-            raise ApiError(500, "restart cannot be scheduled: not running under the supervisor")
+            raise ApiError(409, "restart cannot be scheduled: not running under the supervisor")
         log.info("restart requested through the management API")
         _later(supervisor.request_restart)
         return Response(status=202)
@@ -94,7 +100,7 @@ class AdminConfigView(AdminAPIView):
     scopes = {"GET": "config:get", "POST": "config:set"}
 
     @extend_schema(
-        responses={200: OpenApiTypes.OBJECT},
+        responses={200: shapes.ADMIN_CONFIG},
         description=(
             "`status`, `platform`, `version`, every key with its value; `file_only` (redacted), "
             "`defaults` and `restart_required_keys` alongside."
@@ -105,7 +111,7 @@ class AdminConfigView(AdminAPIView):
 
     @extend_schema(
         request=OpenApiTypes.OBJECT,
-        responses={200: OpenApiTypes.OBJECT},
+        responses={200: shapes.ConfigSavedSerializer, **_NOT_WRITTEN},
         description=(
             "Flat object of key/value pairs merged into the config file; null or '' resets a "
             "key. Arrays (except for list keys), scalars and empty objects are 400."

@@ -57,6 +57,22 @@ class MgmtTokenScheme(OpenApiAuthenticationExtension):
         return _MGMT_DEFINITION
 
 
+class ConsoleSessionScheme(OpenApiAuthenticationExtension):
+    """The web console's login session on the routes it calls (`ConsoleMgmtAPIView`)."""
+
+    target_class = "hostmgmt.auth.mgmt.ConsoleSessionAuthentication"
+    name = "consoleSession"
+
+    def get_security_definition(self, auto_schema):
+        return {
+            "type": "apiKey",
+            "in": "cookie",
+            "name": "sessionid",
+            "description": "the operator's console login; writes also need Django's CSRF token "
+            "(`X-CSRFToken`)",
+        }
+
+
 class AdminScheme(OpenApiAuthenticationExtension):
     target_class = "hostmgmt.auth.admin.AdminAuthentication"
     name = [ADMIN_BASIC_SCHEME, ADMIN_TOKEN_SCHEME]

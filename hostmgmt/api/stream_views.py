@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
 from rest_framework import serializers
 from rest_framework.response import Response
 
+from hostmgmt.api import shapes
 from hostmgmt.api.base import AdminAPIView
 from hostmgmt.api.console_views import int_param, ok
 from hostmgmt.api.errors import ApiError
+from hostmgmt.api.schema import error
 from hostmgmt.console import telemetry
 from streaming import history, stats
 
@@ -84,7 +85,7 @@ class NetworkStatsView(AdminAPIView):
     scopes = {"GET": "logs:get"}
 
     @extend_schema(
-        responses={200: OpenApiTypes.OBJECT},
+        responses=shapes.NetworkStatsSerializer,
         summary="Adaptive-bitrate network feedback of the live stream",
         description="`network{window_s, samples[{ts_ms, rtt_ms, loss_pct, bitrate_kbps, "
         "target_kbps}], rtt_ms, loss_pct, bitrate_kbps, target_kbps}` where each named field is "
@@ -107,7 +108,7 @@ class SessionsView(AdminAPIView):
             OpenApiParameter("app", str, description="exact app name"),
             OpenApiParameter("client", str, description="exact client name"),
         ],
-        responses={200: OpenApiTypes.OBJECT},
+        responses=shapes.SessionListSerializer,
         summary="Session history, newest first",
         description="`{status, status_code, sessions[record + id]}`. 400 for a limit below 1 "
         "or not an integer.",
@@ -124,7 +125,7 @@ class SessionDetailView(AdminAPIView):
     scopes = {"GET": "logs:get"}
 
     @extend_schema(
-        responses={200: OpenApiTypes.OBJECT},
+        responses={200: shapes.SessionDetailSerializer, 404: error("no session with that id")},
         operation_id="session_detail",
         summary="One session with its per-second samples (for the console chart)",
         description="`{status, status_code, session{record, id, samples[{t, bitrate_kbps, "

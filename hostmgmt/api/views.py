@@ -7,6 +7,7 @@ from rest_framework.exceptions import Throttled
 from rest_framework.response import Response
 
 from hostmgmt import services
+from hostmgmt.api import shapes
 from hostmgmt.api.base import AdminAPIView, MgmtAPIView, OpenMgmtAPIView, json_object
 from hostmgmt.api.errors import ApiError
 from hostmgmt.auth import credentials, throttle
@@ -17,6 +18,7 @@ from hostmgmt.auth.admin import AdminPrincipal, client_ip
 class V1HealthView(OpenMgmtAPIView):
     """Liveness; the one management route that needs no token."""
 
+    @extend_schema(responses=shapes.HealthSerializer)
     def get(self, request):
         return Response(services.health())
 
@@ -24,7 +26,9 @@ class V1HealthView(OpenMgmtAPIView):
 class V1HostView(MgmtAPIView):
     """Identity, versions, the codecs the encoders here really open, and the port map."""
 
-    @extend_schema(responses={200: dict}, description="Host info (identity, codecs, ports).")
+    @extend_schema(
+        responses=shapes.HostInfoSerializer, description="Host info (identity, codecs, ports)."
+    )
     def get(self, request):
         from hostmgmt import hostinfo
 
@@ -35,6 +39,7 @@ class AdminHealthView(AdminAPIView):
     authentication_classes: list = []
     permission_classes: list = []
 
+    @extend_schema(responses=shapes.HealthSerializer)
     def get(self, request):
         return Response(services.health())
 
@@ -43,6 +48,7 @@ class ConfigLocaleView(AdminAPIView):
     authentication_classes: list = []
     permission_classes: list = []
 
+    @extend_schema(responses=shapes.ConfigLocaleSerializer)
     def get(self, request):
         from hostmgmt.config import store
 
@@ -54,6 +60,7 @@ class CsrfTokenView(AdminAPIView):
 
     scopes = {"GET": None}
 
+    @extend_schema(responses=shapes.CsrfTokenSerializer)
     def get(self, request):
         principal: AdminPrincipal = request.user
         return Response({"csrf_token": csrf_rules.mint(principal.client_id)})
@@ -78,7 +85,13 @@ class PasswordView(AdminAPIView):
             return
         super().check_permissions(request)
 
-    @extend_schema(request=None, responses=None)
+    @extend_schema(
+        request=shapes.PasswordRequestSerializer,
+        responses={200: shapes.AdminStatusSerializer},
+        description="Unauthenticated until the first credentials exist (CSRF-checked for "
+        "browsers); afterwards `currentUsername`/`currentPassword` must match (a failed guess "
+        "counts against the login bucket: 429). 401 when a racing first run already won.",
+    )
     def post(self, request):
         body = json_object(request)
         fields = ("currentUsername", "currentPassword", "newUsername", "newPassword")

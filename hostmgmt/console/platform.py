@@ -30,6 +30,11 @@ NOT_ON_LINUX = {
 }
 
 
+def windows_only(feature: str) -> str:
+    """The 404 message of a Windows-only admin route on this host."""
+    return f"Windows only: {NOT_ON_LINUX[feature]}"
+
+
 class RestartUnavailable(RuntimeError):
     pass
 

@@ -165,3 +165,56 @@ class ScanResultSerializer(serializers.Serializer):
     name = serializers.CharField()
     path = serializers.CharField()
     launcher = serializers.CharField()
+
+
+class SavedAppSerializer(serializers.Serializer):
+    status = serializers.BooleanField()
+    status_code = serializers.IntegerField()
+    index = serializers.IntegerField(help_text="the app's index after the by-name sort")
+
+
+class DeletedAppSerializer(serializers.Serializer):
+    status = serializers.BooleanField()
+    status_code = serializers.IntegerField()
+    result = serializers.CharField()
+
+
+class CoverSavedSerializer(serializers.Serializer):
+    status = serializers.BooleanField()
+    status_code = serializers.IntegerField()
+    path = serializers.CharField(help_text="where the PNG was stored (use as `image-path`)")
+
+
+# apps.json as `GET /api/apps` serves it. An app's keys are Sunshine's (hyphenated, so a raw
+# schema rather than a serializer); the ones named are typed, and any other is kept as stored.
+_BOOL = {"type": "boolean"}
+_STR = {"type": "string"}
+APPS_DOCUMENT = {
+    "type": "object",
+    "properties": {
+        "env": {"type": "object", "additionalProperties": _STR},
+        "apps": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "properties": {
+                    "name": _STR,
+                    "cmd": _STR,
+                    "image-path": _STR,
+                    "working-dir": _STR,
+                    "output": _STR,
+                    "detached": {"type": "array", "items": _STR},
+                    "prep-cmd": {"type": "array", "items": {"type": "object"}},
+                    "exit-timeout": {"type": "integer"},
+                    "auto-detach": _BOOL,
+                    "wait-all": _BOOL,
+                    "exclude-global-prep-cmd": _BOOL,
+                    "elevated": _BOOL,
+                },
+                "required": ["name"],
+                "additionalProperties": True,
+            },
+        },
+    },
+    "required": ["env", "apps"],
+}

@@ -9,8 +9,11 @@ from rest_framework.response import Response
 
 from hostmgmt.api.base import AdminAPIView, json_object
 from hostmgmt.api.errors import ApiError
+from hostmgmt.api.schema import error
 from library import app_input, browse, catalog, covers
 from library.api import serializers as s
+
+_BROKEN = {500: error("apps.json is not valid; fix the file by hand (never overwritten)")}
 
 
 def _ok(**extra) -> Response:
@@ -24,14 +27,14 @@ def _broken(exc: catalog.CatalogBroken) -> ApiError:
 class AppsView(AdminAPIView):
     scopes = {"GET": "apps:get", "POST": "config:set"}
 
-    @extend_schema(responses=OpenApiTypes.OBJECT, description="The whole apps.json: {env, apps}")
+    @extend_schema(responses={200: s.APPS_DOCUMENT, **_BROKEN}, description="The whole apps.json")
     def get(self, request):
         try:
             return Response(catalog.api_document())
         except catalog.CatalogBroken as exc:
             raise _broken(exc) from None
 
-    @extend_schema(request=s.AppEntrySerializer, responses=OpenApiTypes.OBJECT)
+    @extend_schema(request=s.AppEntrySerializer, responses={200: s.SavedAppSerializer, **_BROKEN})
     def post(self, request):
         try:
             index, app = app_input.clean(json_object(request))
@@ -47,7 +50,13 @@ class AppsView(AdminAPIView):
 class AppDeleteView(AdminAPIView):
     scopes = {"DELETE": "config:set"}
 
-    @extend_schema(responses=OpenApiTypes.OBJECT)
+    @extend_schema(
+        responses={
+            200: s.DeletedAppSerializer,
+            400: error("no app at that index"),
+            **_BROKEN,
+        }
+    )
     def delete(self, request, index: str):
         try:
             catalog.delete_app(int(index))
@@ -61,7 +70,13 @@ class AppDeleteView(AdminAPIView):
 class CoverView(AdminAPIView):
     scopes = {"GET": "apps:get"}
 
-    @extend_schema(responses={(200, "image/png"): OpenApiTypes.BINARY})
+    @extend_schema(
+        responses={
+            (200, "image/png"): OpenApiTypes.BINARY,
+            404: error("Cover image not found"),
+            **_BROKEN,
+        }
+    )
     def get(self, request, index: str):
         try:
             data = covers.cover_for_index(int(index))
@@ -75,7 +90,7 @@ class CoverView(AdminAPIView):
 class CoverUploadView(AdminAPIView):
     scopes = {"POST": "config:set"}
 
-    @extend_schema(request=s.CoverUploadSerializer, responses=OpenApiTypes.OBJECT)
+    @extend_schema(request=s.CoverUploadSerializer, responses=s.CoverSavedSerializer)
     def post(self, request):
         body = json_object(request)
         try:
@@ -101,7 +116,7 @@ class BrowseView(AdminAPIView):
             OpenApiParameter("path", str, description="absolute; empty lists /"),
             OpenApiParameter("type", str, enum=list(browse.TYPES)),
         ],
-        responses=s.BrowseSerializer,
+        responses={200: s.BrowseSerializer, 400: error("not an absolute path, or bad `type`")},
     )
     def get(self, request):
         try:

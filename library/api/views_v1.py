@@ -10,6 +10,7 @@ from rest_framework.response import Response
 
 from hostmgmt.api.base import ConsoleMgmtAPIView
 from hostmgmt.api.errors import ApiError
+from hostmgmt.api.schema import error
 from library import art, services
 from library.api import serializers as s
 
@@ -90,10 +91,13 @@ class CustomDetailView(ConsoleMgmtAPIView):
         return Response(status=204)
 
 
+_BAD_PROVIDER = {400: error("provider id is not 1-64 of [a-z0-9._-], or is `manual`")}
+
+
 class ProviderView(ConsoleMgmtAPIView):
     @extend_schema(
         request=s.ProviderEntryInputSerializer(many=True),
-        responses=s.CustomEntrySerializer(many=True),
+        responses={200: s.CustomEntrySerializer(many=True), **_BAD_PROVIDER},
         description="Replace the provider's whole set in one transaction (payload order).",
     )
     def put(self, request, provider: str):
@@ -103,7 +107,7 @@ class ProviderView(ConsoleMgmtAPIView):
         items = _valid(s.ProviderEntryInputSerializer, request.data, many=True)
         return Response(services.reconcile(provider, list(items)))
 
-    @extend_schema(responses=s.ProviderRemovedSerializer)
+    @extend_schema(responses={200: s.ProviderRemovedSerializer, **_BAD_PROVIDER})
     def delete(self, request, provider: str):
         return Response({"removed": services.remove_provider(provider)})
 

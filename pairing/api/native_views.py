@@ -6,11 +6,15 @@ Django's CSRF token on writes) instead of the management token: `ConsoleMgmtAPIV
 
 from __future__ import annotations
 
-from drf_spectacular.utils import OpenApiResponse, extend_schema
+from drf_spectacular.utils import extend_schema
 from rest_framework.response import Response
 
 from hostmgmt.api.base import ConsoleMgmtAPIView, json_object
+from hostmgmt.api.schema import error
 from pairing import native
+from pairing.api import serializers as s
+
+_GONE = {404: error("no device with that id is waiting")}
 
 
 def _optional_body(request) -> dict:
@@ -18,28 +22,36 @@ def _optional_body(request) -> dict:
 
 
 class PendingListView(ConsoleMgmtAPIView):
-    @extend_schema(responses=OpenApiResponse(description="[PendingDevice]"))
+    needs_redis = True
+
+    @extend_schema(responses=s.PendingDeviceSerializer(many=True))
     def get(self, request):
         """Browsers waiting for approval (10 min each, 32 max, 4 per source IP)."""
         return Response(native.pending())
 
 
 class PendingApproveView(ConsoleMgmtAPIView):
-    @extend_schema(request=None, responses={200: OpenApiResponse(description="NativeClient")})
+    needs_redis = True
+
+    @extend_schema(request=s.ApproveSerializer, responses={200: s.NativeClientSerializer, **_GONE})
     def post(self, request, pending_id: int):
         body = _optional_body(request)
         return Response(native.client_record(native.approve(pending_id, body.get("name"))))
 
 
 class PendingDenyView(ConsoleMgmtAPIView):
-    @extend_schema(request=None, responses={204: None})
+    needs_redis = True
+
+    @extend_schema(request=None, responses={204: None, **_GONE})
     def post(self, request, pending_id: int):
         native.deny(pending_id)
         return Response(status=204)
 
 
 class PairView(ConsoleMgmtAPIView):
-    @extend_schema(responses=OpenApiResponse(description="NativePairStatus"))
+    needs_redis = True
+
+    @extend_schema(responses=s.NativePairStatusSerializer)
     def get(self, request):
         return Response(native.pair_status())
 
@@ -50,7 +62,9 @@ class PairView(ConsoleMgmtAPIView):
 
 
 class PairArmView(ConsoleMgmtAPIView):
-    @extend_schema(request=None, responses=OpenApiResponse(description="NativePairStatus"))
+    needs_redis = True
+
+    @extend_schema(request=s.ArmSerializer, responses=s.NativePairStatusSerializer)
     def post(self, request):
         """Arm a self-pairing PIN for `ttl_secs` (default 120, clamped to 15..600)."""
         body = _optional_body(request)
@@ -58,13 +72,21 @@ class PairArmView(ConsoleMgmtAPIView):
 
 
 class NativeClientsView(ConsoleMgmtAPIView):
-    @extend_schema(responses=OpenApiResponse(description="[NativeClient]"))
+    @extend_schema(responses=s.NativeClientSerializer(many=True))
     def get(self, request):
         return Response([native.client_record(c) for c in native.native_clients()])
 
 
 class NativeClientView(ConsoleMgmtAPIView):
-    @extend_schema(responses={204: None})
+    needs_redis = True  # the revocation ends its live session through the registry
+
+    @extend_schema(
+        responses={
+            204: None,
+            400: error("fingerprint is not 64 hex characters"),
+            404: error("no paired native client with that fingerprint"),
+        }
+    )
     def delete(self, request, fingerprint: str):
         """Unpair: its session ends now and its next offer is pending again."""
         native.unpair(fingerprint)

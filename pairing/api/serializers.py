@@ -48,3 +48,34 @@ class UuidSerializer(serializers.Serializer):
 class UpdateSerializer(serializers.Serializer):
     uuid = serializers.CharField()
     enabled = serializers.BooleanField(default=True)
+
+
+class PendingDeviceSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    name = serializers.CharField()
+    fingerprint = serializers.CharField()
+    age_secs = serializers.IntegerField()
+
+
+class NativeClientSerializer(serializers.Serializer):
+    name = serializers.CharField()
+    fingerprint = serializers.CharField()
+
+
+class NativePairStatusSerializer(serializers.Serializer):
+    enabled = serializers.BooleanField()
+    armed = serializers.BooleanField()
+    pin = serializers.CharField(allow_null=True)
+    expires_in_secs = serializers.IntegerField(allow_null=True)
+    paired_clients = serializers.IntegerField()
+    wrong_pins = serializers.IntegerField()
+    closed_by_wrong_pins = serializers.BooleanField()
+
+
+class ApproveSerializer(serializers.Serializer):
+    name = serializers.CharField(required=False, help_text="pair it under this name instead")
+
+
+class ArmSerializer(serializers.Serializer):
+    ttl_secs = serializers.IntegerField(required=False, help_text="default 120, clamped 15-600")
+    fingerprint = serializers.CharField(required=False, help_text="only this device may use it")

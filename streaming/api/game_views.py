@@ -6,20 +6,49 @@ Thin: validation and storage live in `games.settings`, the closing in
 
 from __future__ import annotations
 
+from drf_spectacular.utils import extend_schema, inline_serializer
+from rest_framework import serializers
 from rest_framework.response import Response
 
 from games import lifecycle
 from games import settings as game_settings
 from hostmgmt.api.base import MgmtAPIView, json_object
 from hostmgmt.api.errors import ApiError, FieldErrors
+from hostmgmt.api.schema import error
+
+
+class SessionSettingsSerializer(serializers.Serializer):
+    version = serializers.IntegerField(default=1, help_text="1")
+    game_on_session_end = serializers.ChoiceField(
+        choices=list(game_settings.GAME_ON_SESSION_END), default=game_settings.KEEP
+    )
+    session_on_game_exit = serializers.BooleanField(default=True)
+    disconnect_grace_seconds = serializers.IntegerField(
+        default=300, min_value=game_settings.GRACE_MIN, max_value=game_settings.GRACE_MAX
+    )
+
+
+_State = inline_serializer(
+    "SessionSettingsState",
+    {
+        "settings": SessionSettingsSerializer(),
+        "configured": serializers.BooleanField(),
+        "enforced": serializers.ListField(child=serializers.CharField()),
+    },
+)
 
 
 class SessionSettingsView(MgmtAPIView):
     """GET/PUT /session/settings: read at each session end, so live sessions pick it up."""
 
+    @extend_schema(responses=_State)
     def get(self, request):
         return Response(game_settings.state())
 
+    @extend_schema(
+        request=SessionSettingsSerializer,
+        responses={200: _State, 500: error("the settings file could not be written")},
+    )
     def put(self, request):
         new = game_settings.validate(request.data)  # SettingsError: 400 naming every field
         try:
@@ -32,6 +61,16 @@ class SessionSettingsView(MgmtAPIView):
 class GameEndView(MgmtAPIView):
     """POST /game/end: end one app's (or every) game waiting out its session's grace."""
 
+    @extend_schema(
+        request=inline_serializer(
+            "GameEndRequest",
+            {"app_id": serializers.CharField(required=False, help_text="omitted: every app")},
+        ),
+        responses={
+            200: inline_serializer("GameEnded", {"ended": serializers.IntegerField()}),
+            409: error("no game (of that app) is waiting to be ended"),
+        },
+    )
     def post(self, request):
         body = json_object(request)
         app_id = body.get("app_id")

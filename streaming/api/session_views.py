@@ -7,20 +7,24 @@ place whatever asked. Each waits briefly so a status read right after sees the s
 
 from __future__ import annotations
 
-from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema
 from rest_framework.response import Response
 
+from hostmgmt.api import shapes
 from hostmgmt.api.base import AdminAPIView, MgmtAPIView
+from hostmgmt.api.schema import error
 from streaming import services
 
 WAIT_S = 8.0
+_NO_MANAGER = {503: error("the session manager or the host's Redis is out of reach")}
 
 
 class SessionView(MgmtAPIView):
+    needs_redis = True
+
     @extend_schema(
         request=None,
-        responses={204: None},
+        responses={204: None, **_NO_MANAGER},
         summary="End the running session",
         description="Deliberate stop: the display skips its linger (unless kept forever). "
         "204 whether or not a session was running.",
@@ -32,8 +36,13 @@ class SessionView(MgmtAPIView):
 
 class AppsCloseView(AdminAPIView):
     scopes = {"POST": "apps:close"}
+    needs_redis = True
 
-    @extend_schema(request=None, responses={200: OpenApiTypes.OBJECT}, summary="Close the app")
+    @extend_schema(
+        request=None,
+        responses={200: shapes.ClosedSerializer, **_NO_MANAGER},
+        summary="Close the app",
+    )
     def post(self, request):
         services.end_all_sessions("app_closed", wait_s=WAIT_S)
         return Response({"status": True})
