@@ -33,6 +33,9 @@ STREAMING = {("get", "/api/v1/events")}
 UNKNOWN = {"integer": "987654321", "string": "zz-unknown"}
 HOSTILE_PATH = ["x" * 300, "..%2F..", "%E2%80%AE%00"]
 HOSTILE_QUERY = ["abc", "-1", "9" * 30, "", "x\x00y", "1.5"]
+# With Redis out of reach the malformed-input cases add nothing (they fail before any Redis
+# call, as with it up); the credential and happy-path cases reach the code that needs it.
+REDIS_DOWN_CASES = ("no credentials", "bad credential", "wrong scope", "happy")
 
 
 @dataclass
@@ -68,6 +71,12 @@ def hostile_host(db, redis_db, restore_config, monkeypatch, settings):
     monkeypatch.setenv("HOST_MGMT_TOKEN", MGMT_TOKEN)
     monkeypatch.setenv("HOST_PLUGIN_TOKEN", PLUGIN_TOKEN)
     monkeypatch.delenv("HOST_SUPERVISOR_PID", raising=False)
+    # Queued tasks (the library rescan) run in this process, as Celery's test mode does: no
+    # worker here, and a publish to an absent broker retries for seconds before giving up.
+    from hostmgmt.celery import app
+
+    eager = app.conf.task_always_eager
+    app.conf.task_always_eager = True
     tokens._cache.clear()
     credentials.set_credentials("admin", "s3cret")
     creds = {
@@ -84,6 +93,7 @@ def hostile_host(db, redis_db, restore_config, monkeypatch, settings):
                       {"HTTP_AUTHORIZATION": f"Bearer {WRONG_TOKEN}"}],
     }  # fmt: skip
     yield creds
+    app.conf.task_always_eager = eager
     tokens._cache.clear()
 
 
@@ -251,6 +261,8 @@ def fuzz(spec: dict, creds: dict, redis_down: bool = False) -> tuple[list[Findin
     for path, method, op in operations(spec):
         op_name = f"{method.upper()} {path}"
         for case in cases(path, method, op, spec, creds):
+            if redis_down and not case.label.startswith(REDIS_DOWN_CASES):
+                continue
             response = send(client, case)
             sent += 1
             if case.reset_throttle:
