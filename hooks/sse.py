@@ -23,7 +23,7 @@ from django.http import StreamingHttpResponse
 from hooks import conf, event_kinds, events
 from hooks.event_kinds import DROPPED
 from hostmgmt import redis_client
-from hostmgmt.api.errors import json_error
+from hostmgmt.api.errors import REDIS_RETRY_AFTER_S, json_error
 from hostmgmt.auth import mgmt
 
 log = logging.getLogger("hooks.sse")
@@ -246,7 +246,12 @@ async def stream_response(request):
         await hub.ensure_ready()
     except Exception as exc:  # noqa: BLE001 - no Redis: the stream cannot be served
         log.warning("event stream unavailable: %s", exc.__class__.__name__)
-        return json_error(request.path, 503, "event stream unavailable; retry shortly")
+        return json_error(
+            request.path,
+            503,
+            "event stream unavailable; retry shortly",
+            {"Retry-After": str(REDIS_RETRY_AFTER_S)},
+        )
     slot = _Slot()  # taken now so concurrent requests cannot overshoot the cap
     body = _stream(cursor, patterns, request.scope.get("client"), slot)
     # A response that is never iterated (client gone before the first byte) never runs the

@@ -217,9 +217,13 @@ def _events_operation() -> dict:
             "401": _error("invalid or missing bearer token"),
             "403": _error("the plugin token may not use this route"),
             "405": _error("method not allowed (GET only)"),
-            "503": _error(
-                "too many event streams open (`Retry-After: 2`), or the event bus is unavailable"
-            ),
+            "503": {
+                **_error(
+                    "too many event streams open (`Retry-After: 2`), or the event bus (Redis) "
+                    "is out of reach (`Retry-After: 5`)"
+                ),
+                "headers": _RETRY_AFTER,
+            },
         },
     }  # fmt: skip
 

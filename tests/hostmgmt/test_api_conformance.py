@@ -327,3 +327,19 @@ def test_the_checker_catches_an_undocumented_status_and_a_wrong_body(spec):
     Fake.status_code, Fake.content = 200, b'{"status": 5}'
     problems = check("GET /api/v1/health", op, case, Fake(), spec, False)
     assert problems and all("schema" in f.problem for f in problems)
+
+
+def test_the_event_stream_with_redis_out_of_reach_is_a_documented_503(
+    hostile_host, spec, settings, tmp_path
+):
+    """The one route the cases above cannot open (it streams): refused before streaming."""
+    from asgiref.sync import async_to_sync
+    from django.test import AsyncClient
+
+    settings.REDIS_URL = f"unix://{tmp_path}/no-redis.sock"
+    response = async_to_sync(AsyncClient().get)("/api/v1/events", headers={
+        "Authorization": f"Bearer {MGMT_TOKEN}"})  # fmt: skip
+    op = spec["paths"]["/api/v1/events"]["get"]
+    case = Case("redis down", "get", "/api/v1/events")
+    assert response.status_code == 503 and response["Retry-After"] == "5"
+    assert check("GET /api/v1/events", op, case, response, spec, True) == []
