@@ -80,13 +80,21 @@ class PresetsView(MgmtAPIView):
     def get(self, request):
         return Response(displays.list_presets())
 
-    @extend_schema(request=OpenApiTypes.OBJECT, responses={201: s.PresetSerializer, **_NOT_SAVED})
+    @extend_schema(
+        request=OpenApiTypes.OBJECT,
+        responses={201: s.PresetSerializer, **_NOT_SAVED},
+        examples=[OpenApiExample("couch", value={"name": "Couch", "fields": {}})],
+    )
     def post(self, request):
         return Response(displays.create_preset(json_body(request)), status=201)
 
 
 class PresetView(MgmtAPIView):
-    @extend_schema(request=OpenApiTypes.OBJECT, responses={200: s.PresetSerializer, **_NOT_SAVED})
+    @extend_schema(
+        request=OpenApiTypes.OBJECT,
+        responses={200: s.PresetSerializer, **_NOT_SAVED},
+        examples=[OpenApiExample("rename", value={"name": "Couch 2", "fields": {}})],
+    )
     def put(self, request, preset_id: str):
         return Response(displays.update_preset(preset_id, json_body(request)))
 

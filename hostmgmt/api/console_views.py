@@ -6,7 +6,12 @@ from __future__ import annotations
 
 from django.http import HttpResponse
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
+from drf_spectacular.utils import (
+    OpenApiExample,
+    OpenApiParameter,
+    extend_schema,
+    inline_serializer,
+)
 from rest_framework import serializers
 from rest_framework.response import Response
 
@@ -86,6 +91,7 @@ class TokensView(AdminAPIView):
     @extend_schema(
         request=_TokenMint,
         responses=_TokenMinted,
+        examples=[OpenApiExample("logs reader", value={"name": "grafana", "scopes": ["logs:get"]})],
         summary="Mint a scoped token",
         description="400: malformed name, unknown scope or duplicate name. 403: a non-admin "
         "caller asked for a scope it does not hold.",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.http import HttpResponse
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.utils import OpenApiExample, OpenApiParameter, extend_schema
 from rest_framework.response import Response
 
 from hostmgmt.api.base import AdminAPIView, json_object
@@ -34,7 +34,11 @@ class AppsView(AdminAPIView):
         except catalog.CatalogBroken as exc:
             raise _broken(exc) from None
 
-    @extend_schema(request=s.AppEntrySerializer, responses={200: s.SavedAppSerializer, **_BROKEN})
+    @extend_schema(
+        request=s.AppEntrySerializer,
+        responses={200: s.SavedAppSerializer, **_BROKEN},
+        examples=[OpenApiExample("new app", value={"index": -1, "name": "Steam Big Picture"})],
+    )
     def post(self, request):
         try:
             index, app = app_input.clean(json_object(request))

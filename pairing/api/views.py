@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from drf_spectacular.utils import OpenApiResponse, extend_schema
+from drf_spectacular.utils import OpenApiExample, OpenApiResponse, extend_schema
 from rest_framework.response import Response
 
 from hostmgmt.api.base import AdminAPIView, MgmtAPIView, json_object
@@ -94,7 +94,11 @@ class AdminClientUpdateView(AdminAPIView):
 class AdminPinView(AdminAPIView):
     scopes = {"POST": "clients:pair"}
 
-    @extend_schema(request=s.PinSerializer, responses=s.StatusSerializer)
+    @extend_schema(
+        request=s.PinSerializer,
+        responses=s.StatusSerializer,
+        examples=[OpenApiExample("pin", value={"pin": "1234", "name": "Living room"})],
+    )
     def post(self, request):
         """Complete the handshake of the device waiting for a PIN; status false if none waits."""
         body = json_object(request)

@@ -92,6 +92,7 @@ def hostile_host(db, redis_db, restore_config, monkeypatch, settings):
         "admin_bad": [{"HTTP_AUTHORIZATION": basic("admin", "wrong")},
                       {"HTTP_AUTHORIZATION": f"Bearer {WRONG_TOKEN}"}],
     }  # fmt: skip
+    creds["known"] = _seed()
     yield creds
     app.conf.task_always_eager = eager
     tokens._cache.clear()
@@ -101,6 +102,33 @@ def hostile_host(db, redis_db, restore_config, monkeypatch, settings):
 def spec() -> dict:
     """The document as `/api/schema?format=json` serves it (generated once: seconds)."""
     return load_spec(Client())
+
+
+def _seed() -> dict[str, dict[str, str]]:
+    """Path values that name something that exists, so the happy path reaches the id routes
+    too (`/api/apps/{index}`: the app the POST example creates just before)."""
+    from django.utils import timezone
+
+    from displays import service as displays
+    from hostmgmt.auth import api_tokens
+    from library import services as library
+    from streaming import history
+
+    history.record_session(t_start=timezone.now(), app_name="Fuzz")
+    api_tokens.mint("fuzz-revoke", ["logs:get"])
+    return {
+        "/api/v1/library/custom/{entry_id}": {
+            "entry_id": library.create_custom({"title": "Fuzz"})["id"]
+        },
+        "/api/v1/display/presets/{preset_id}": {
+            "preset_id": displays.create_preset({"name": "Seed", "fields": {}})["id"]
+        },
+        "/api/sessions/{record_id}": {"record_id": str(history.recent(1)[0].pk)},
+        "/api/tokens/{name}": {"name": "fuzz-revoke"},
+        "/api/v1/library/scanners/{scanner}": {"scanner": "steam"},
+        "/api/apps/{index}": {"index": "0"},
+        "/api/covers/{index}": {"index": "0"},
+    }
 
 
 def load_spec(client: Client) -> dict:
@@ -114,10 +142,13 @@ def load_spec(client: Client) -> dict:
         return yaml.safe_load(r.content)
 
 
+METHOD_ORDER = ("get", "post", "put", "patch", "delete")  # a known id is deleted last
+
+
 def operations(spec: dict):
     for path in sorted(spec["paths"]):
-        for method in sorted(spec["paths"][path]):
-            if method in ("get", "post", "put", "patch", "delete"):
+        for method in METHOD_ORDER:
+            if method in spec["paths"][path]:
                 yield path, method, spec["paths"][path][method]
 
 
@@ -161,6 +192,13 @@ def cases(path: str, method: str, op: dict, spec: dict, creds: dict) -> list[Cas
                     for i, h in enumerate(creds[f"{api}_wrong"])]  # fmt: skip
     if not streaming:
         out.append(Case("happy, no body", method, url, good))
+    known = creds["known"].get(path)
+    if known:
+        url_known = _fill(path, op, known)
+        out.append(Case("happy, known id", method, url_known, good))
+        if method in BODY_METHODS:
+            out += [Case(f"happy, known id, {label}", method, url_known, good, body)
+                    for label, body in _bodies(op, spec)]  # fmt: skip
     if method in BODY_METHODS:
         limit = 4 * 1024 * 1024 if api == "v1" else 1024 * 1024
         out += [Case(f"happy, {label}", method, url, good, body)
@@ -255,12 +293,20 @@ def check(op_name: str, op: dict, case: Case, response, spec: dict, redis_down: 
     return found
 
 
-def fuzz(spec: dict, creds: dict, redis_down: bool = False) -> tuple[list[Finding], int]:
+@dataclass
+class Run:
+    findings: list[Finding]
+    sent: int
+    answered_2xx: set[str]
+
+
+def fuzz(spec: dict, creds: dict, redis_down: bool = False) -> Run:
     from hostmgmt.auth import throttle
 
     client = Client()
     findings: list[Finding] = []
     sent = 0
+    ok: set[str] = set()
     for path, method, op in operations(spec):
         op_name = f"{method.upper()} {path}"
         for case in cases(path, method, op, spec, creds):
@@ -268,10 +314,12 @@ def fuzz(spec: dict, creds: dict, redis_down: bool = False) -> tuple[list[Findin
                 continue
             response = send(client, case)
             sent += 1
+            if 200 <= response.status_code < 300:
+                ok.add(op_name)
             if case.reset_throttle:
                 throttle.reset()
             findings += check(op_name, op, case, response, spec, redis_down)
-    return findings, sent
+    return Run(findings, sent, ok)
 
 
 def summary(findings: list[Finding], spec: dict) -> str:
@@ -289,8 +337,15 @@ def summary(findings: list[Finding], spec: dict) -> str:
     )
 
 
-def _report(findings: list[Finding], spec: dict, sent: int) -> str:
-    lines = [summary(findings, spec), f"{sent} requests"]
+def _report(run: Run, spec: dict) -> str:
+    findings = run.findings
+    total = len(list(operations(spec)))
+    never = sorted({f"{m.upper()} {p}" for p, m, _ in operations(spec)} - run.answered_2xx)
+    lines = [
+        summary(findings, spec),
+        f"{run.sent} requests; {len(run.answered_2xx)} of {total} operations answered 2xx "
+        f"at least once; never: {', '.join(never)}",
+    ]
     if os.environ.get("API_CONFORMANCE_REPORT"):  # the whole list, for counting by hand
         Path(os.environ["API_CONFORMANCE_REPORT"]).write_text("\n".join(map(str, findings)))
     lines += [str(f) for f in findings[:60]]
@@ -298,17 +353,20 @@ def _report(findings: list[Finding], spec: dict, sent: int) -> str:
 
 
 def test_every_answer_is_documented_and_matches_its_schema(hostile_host, spec):
-    findings, sent = fuzz(spec, hostile_host)
-    print(_report(findings, spec, sent))
-    assert sent > 800  # every operation got its cases
-    assert findings == [], _report(findings, spec, sent)
+    run = fuzz(spec, hostile_host)
+    print(_report(run, spec))
+    assert run.sent > 800  # every operation got its cases
+    # The happy path reaches all but the routes that cannot succeed in process (Windows-only,
+    # restart without the supervisor, devices that are not waiting, art, the stream): 74 of 88.
+    assert len(run.answered_2xx) >= 70, _report(run, spec)
+    assert run.findings == [], _report(run, spec)
 
 
 def test_with_redis_out_of_reach_every_answer_is_documented(hostile_host, spec, settings, tmp_path):
     settings.REDIS_URL = f"unix://{tmp_path}/no-redis.sock"
-    findings, sent = fuzz(spec, hostile_host, redis_down=True)
-    print(_report(findings, spec, sent))
-    assert findings == [], _report(findings, spec, sent)
+    run = fuzz(spec, hostile_host, redis_down=True)
+    print(_report(run, spec))
+    assert run.findings == [], _report(run, spec)
 
 
 def test_the_checker_catches_an_undocumented_status_and_a_wrong_body(spec):
