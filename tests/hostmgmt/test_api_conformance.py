@@ -404,3 +404,17 @@ def test_the_event_stream_with_redis_out_of_reach_is_a_documented_503(
     case = Case("redis down", "get", "/api/v1/events")
     assert response.status_code == 503 and response["Retry-After"] == "5"
     assert check("GET /api/v1/events", op, case, response, spec, True) == []
+
+
+def test_redis_out_of_reach_is_a_503_with_retry_after_on_both_apis(
+    hostile_host, settings, tmp_path
+):
+    from hostmgmt.api.errors import REDIS_DOWN
+
+    settings.REDIS_URL = f"unix://{tmp_path}/no-redis.sock"
+    client = Client()
+    v1 = client.get("/api/v1/native/pending", **hostile_host["v1"])
+    assert (v1.status_code, v1["Retry-After"], v1.json()) == (503, "5", {"error": REDIS_DOWN})
+    admin = client.post("/api/apps/close", **hostile_host["admin"])
+    assert (admin.status_code, admin["Retry-After"]) == (503, "5")
+    assert admin.json() == {"status": False, "status_code": 503, "error": REDIS_DOWN}
