@@ -80,6 +80,9 @@ class VirtualDisplaySerializer(serializers.Serializer):
     pid = serializers.IntegerField(allow_null=True)
     running = serializers.BooleanField()
     region = RegionSerializer(allow_null=True)
+    pin_on_leave = serializers.BooleanField(
+        help_text="pinned when its last session leaves (POST /display/pin on an active display)"
+    )
 
 
 class DisplayStateSerializer(serializers.Serializer):
@@ -92,3 +95,7 @@ class ReleasedSerializer(serializers.Serializer):
 
 class ReleaseRequestSerializer(serializers.Serializer):
     slot = serializers.IntegerField(required=False, min_value=0, help_text="omitted: all kept")
+
+
+class SlotSerializer(serializers.Serializer):
+    slot = serializers.IntegerField(min_value=0)

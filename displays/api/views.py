@@ -129,6 +129,12 @@ class DisplayStateView(ConsoleMgmtAPIView):
         return Response(machine.state())
 
 
+_PIN_ERRORS = {
+    404: error("no display in that slot"),
+    409: error("an attached display, or unpin under the `forever` policy (release it instead)"),
+}
+
+
 def _slot(request) -> int:
     """The `{slot}` body of pin and unpin: an object with one non-negative integer."""
     body = request.data if request.stream is not None else None
@@ -145,8 +151,8 @@ def _slot(request) -> int:
 
 class DisplayPinView(ConsoleMgmtAPIView):
     @extend_schema(
-        request=OpenApiTypes.OBJECT,
-        responses={200: OpenApiTypes.OBJECT},
+        request=s.SlotSerializer,
+        responses={200: s.VirtualDisplaySerializer, **_PIN_ERRORS},
         examples=[OpenApiExample("slot", value={"slot": 0})],
         description="`{slot}`: keep this display until released. A lingering display is "
         "pinned now; an active one is pinned when its last session leaves (`pin_on_leave`). "
@@ -158,8 +164,8 @@ class DisplayPinView(ConsoleMgmtAPIView):
 
 class DisplayUnpinView(ConsoleMgmtAPIView):
     @extend_schema(
-        request=OpenApiTypes.OBJECT,
-        responses={200: OpenApiTypes.OBJECT, 204: None},
+        request=s.SlotSerializer,
+        responses={200: s.VirtualDisplaySerializer, 204: None, **_PIN_ERRORS},
         examples=[OpenApiExample("slot", value={"slot": 0})],
         description="`{slot}`: back to the keep-alive policy in force now. A pinned display "
         "starts the policy's countdown (200 the display), or is torn down when the policy "

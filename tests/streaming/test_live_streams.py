@@ -91,10 +91,13 @@ def test_the_routes_need_a_token_or_the_console_session(v1, settings):
 def test_an_unreachable_registry_is_a_503(v1, monkeypatch):
     from redis.exceptions import ConnectionError as RedisDown
 
+    from hostmgmt.api.errors import REDIS_DOWN
+
     def down(*a, **k):
         raise RedisDown("no redis")
 
     monkeypatch.setattr(registry, "live", down)
     r = v1.get("/api/v1/streams")
-    assert r.status_code == 503 and r.json() == {"error": "the session registry is unavailable"}
+    assert r.status_code == 503 and r.json() == {"error": REDIS_DOWN}
+    assert r["Retry-After"]
     assert v1.delete("/api/v1/streams/aaaa0001").status_code == 503
