@@ -1,7 +1,10 @@
 """Every port the host opens, derived from the one base port (config key `port`, env HOST_PORT).
 
 Offsets follow the GameStream layout Moonlight clients expect, so two hosts with different
-bases run side by side.
+bases run side by side. Concurrent compat sessions each take a port slot k (0 for the first):
+slot k streams on every stream port (RTSP, video, control, audio) + 20*k. Moonlight reads the
+RTSP port from /launch's `sessionUrl0` and the media ports from the SETUP replies'
+`server_port=`, so a client needs nothing but those answers to reach slot k.
 """
 
 from __future__ import annotations
@@ -10,9 +13,21 @@ import socket
 from dataclasses import asdict, dataclass
 
 DEFAULT_BASE_PORT = 47989
-# The lowest and highest base that keep every derived port inside 1..65535.
+SLOT_STRIDE = 20  # slot k's stream ports: slot 0's + 20*k (never meets another slot's)
+MAX_SLOTS = 8  # `max_sessions` at most
+# The lowest and highest base that keep every derived port, of every slot, inside 1..65535.
 MIN_BASE_PORT = 1029
-MAX_BASE_PORT = 65514
+MAX_BASE_PORT = 65535 - 21 - SLOT_STRIDE * (MAX_SLOTS - 1)  # 65374
+
+
+@dataclass(frozen=True)
+class StreamPorts:
+    """One compat session's stream ports (its port slot's)."""
+
+    rtsp: int
+    video: int
+    control: int
+    audio: int
 
 
 @dataclass(frozen=True)
@@ -46,6 +61,14 @@ class PortMap:
     @property
     def rtsp(self) -> int:
         return self.base + 21
+
+    def stream_ports(self, slot: int = 0) -> StreamPorts:
+        """The stream ports of port slot `slot` (0 .. MAX_SLOTS-1)."""
+        if not 0 <= slot < MAX_SLOTS:
+            raise ValueError(f"port slot must be 0 to {MAX_SLOTS - 1}, got {slot}")
+        shift = SLOT_STRIDE * slot
+        return StreamPorts(self.rtsp + shift, self.video + shift, self.control + shift,
+                           self.audio + shift)  # fmt: skip
 
     def as_dict(self) -> dict[str, int]:
         return {

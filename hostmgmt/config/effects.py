@@ -33,6 +33,9 @@ EFFECTS: dict[str, str] = {
     "min_log_level": _E + "test_min_log_level_holds_back_lower_levels_from_the_next_start",
     "compat_enabled": _PAIRING + "test_mdns_announces_while_the_compat_switch_is_on",
     "mdns": _PAIRING + "test_mdns_announces_while_the_compat_switch_is_on",
+    "max_sessions": (
+        "tests/streaming/test_admission.py::test_max_sessions_is_read_at_each_admission"
+    ),
     "busy_poll_us": _LAUNCH,
     "rate_cap_pct": _LAUNCH,
     "dscp_qos": _LAUNCH,

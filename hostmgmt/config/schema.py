@@ -51,9 +51,19 @@ _NETWORK = _keys(
         name="port",
         default=47989,
         min=1029,
-        max=65514,
+        max=65374,
         group="network",
-        help="base port, from the next start; HOST_PORT wins",
+        help="base port, from the next start; HOST_PORT wins (each concurrent compat session "
+        "streams on the stream ports + 20 per slot, up to base + 161)",
+    ),
+    I(
+        name="max_sessions",
+        default=2,
+        min=1,
+        max=8,
+        group="network",
+        restart=False,
+        help="sessions streaming at once, both planes together; read at each launch or offer",
     ),
     B(
         name="compat_enabled",

@@ -1,0 +1,137 @@
+"""Admission across both planes (`streaming.sessions.admission`) against a real Redis: one
+count of places under one lock, `max_sessions` read at each admission, port slots, and the
+native plane's reservations, held places and reconnects."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import threading
+import time
+
+import pytest
+
+from hostmgmt.config import store
+from streaming import services
+from streaming.sessions import admission, registry
+
+FP = "ab" * 32
+
+
+@pytest.fixture
+def r(redis_db, restore_config):
+    """The tests' Redis, empty, and the host config given back afterwards."""
+    return redis_db
+
+
+def compat(sid: str, fp: str = FP) -> dict:
+    return {"id": sid, "client": "Deck", "client_id": fp[:12], "fingerprint": fp,
+            "mode": "1280x720@60", "width": 1280, "height": 720, "fps": 60, "app": "1",
+            "app_title": "Desktop", "t_start": time.time()}  # fmt: skip
+
+
+def native_live(sid: str, fp: str, pid: int | None = None) -> dict:
+    rec = {**compat(sid, fp), "plane": "native", "pid": pid or os.getpid()}
+    registry.put(rec)
+    return rec
+
+
+def _race(n: int) -> tuple[list[int], list[str]]:
+    """`n` launches by `n` clients released at the same instant."""
+    barrier = threading.Barrier(n)
+    slots: list[int] = []
+    refusals: list[str] = []
+
+    def launch(i: int) -> None:
+        barrier.wait()
+        try:
+            slots.append(services.claim(compat(f"race{i:04d}", fp=f"{i:02x}" * 32)))
+        except admission.Refused as exc:
+            refusals.append(exc.message)
+
+    threads = [threading.Thread(target=launch, args=(i,)) for i in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(20)
+    return slots, refusals
+
+
+def test_eight_launches_at_once_get_exactly_three_places_and_the_lowest_slots(r):
+    store.write({"max_sessions": "3"})
+    for _round in range(3):
+        r.flushall()
+        slots, refusals = _race(8)
+        assert sorted(slots) == [0, 1, 2], (slots, refusals)
+        assert refusals == ["The host is already streaming to 3 clients (max_sessions = 3)"] * 5
+        assert len(registry.live("compat")) == 3
+
+
+def test_max_sessions_is_read_at_each_admission(r):
+    """`max_sessions` acts from the next admission, no restart: 1 is the one-session host."""
+    store.write({"max_sessions": "1"})
+    assert services.claim(compat("aaaa0001")) == 0
+    with pytest.raises(admission.Refused) as refused:
+        services.claim(compat("aaaa0002", fp="cd" * 32))
+    assert refused.value.status == 503
+    assert refused.value.message == "The host is already streaming to 1 clients (max_sessions = 1)"
+    store.write({"max_sessions": "2"})
+    assert services.claim(compat("aaaa0002", fp="cd" * 32)) == 1
+    with pytest.raises(admission.Refused):
+        services.claim(compat("aaaa0003", fp="ef" * 32))
+    # The default is 2; an unreadable value admits as the default does.
+    store.write({"max_sessions": None})
+    assert admission.max_sessions() == 2
+
+
+def test_a_freed_slot_is_taken_again_lowest_first_and_a_dead_claim_expires(r):
+    store.write({"max_sessions": "3"})
+    assert [services.claim(compat(f"bbbb000{i}", fp=f"{i:02x}" * 32)) for i in range(3)] == [
+        0, 1, 2,
+    ]  # fmt: skip
+    services.release("bbbb0000", 0)
+    assert services.claim(compat("bbbb0003", fp="33" * 32)) == 0
+    # A session that never beats again: its record goes stale and its claim expires.
+    r.delete(admission.slot_key(1))
+    r.hdel(registry.LIVE, "bbbb0001")
+    assert services.claim(compat("bbbb0004", fp="44" * 32)) == 1
+    assert services.owns("bbbb0004", 1) and not services.owns("bbbb0001", 1)
+
+
+def test_native_offers_and_compat_launches_share_the_places(r):
+    store.write({"max_sessions": "2"})
+    token = admission.admit_native("11" * 32, hold_s=20)
+    assert token and len(admission.places()) == 1
+    assert services.claim(compat("cccc0001")) == 0
+    # Both places taken: a native offer is refused with the same text as a compat launch.
+    with pytest.raises(admission.Refused) as refused:
+        admission.admit_native("22" * 32, hold_s=20)
+    assert "already streaming to 2 clients (max_sessions = 2)" in refused.value.message
+    # The offer's process takes its place over (one place, not two) for as long as it lives.
+    peer = subprocess.Popen(["sleep", "30"])
+    try:
+        admission.hold_native(peer.pid, "11" * 32, token)
+        assert admission.places() == {"c:cccc0001", f"p:{peer.pid}"}
+        native_live("dddd0001", "11" * 32, pid=peer.pid)  # proven, live: still one place
+        assert len(admission.places()) == 2
+        # The device reconnecting to its own live session needs no place.
+        assert admission.admit_native("11" * 32, hold_s=20) == ""
+        with pytest.raises(admission.Refused):
+            services.claim(compat("cccc0002", fp="33" * 32))
+    finally:
+        peer.kill()
+        peer.wait()
+    # The process is gone: its place is free again.
+    registry.remove("dddd0001")
+    assert admission.places() == {"c:cccc0001"}
+    assert services.claim(compat("cccc0002", fp="33" * 32)) == 1
+
+
+def test_an_offer_that_never_reaches_its_process_frees_its_place(r):
+    store.write({"max_sessions": "1"})
+    token = admission.admit_native("11" * 32, hold_s=0.2)
+    with pytest.raises(admission.Refused):
+        services.claim(compat("eeee0001"))
+    time.sleep(0.3)
+    assert services.claim(compat("eeee0001")) == 0
+    admission.drop_reservation(token)
