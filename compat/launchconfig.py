@@ -39,8 +39,9 @@ def encryption_policy(remote: str, corever: object) -> encryption.Policy:
     return encryption.decide(mode, encryption.corever(corever))
 
 
-def make_launch(arm: dict) -> Launch:
-    ports = settings.PORTS
+def make_launch(arm: dict, slot: int = 0) -> Launch:
+    """The Launch of one /launch or /resume, on its session's port slot's stream ports."""
+    ports = settings.PORTS.stream_ports(slot)
     try:
         policy = encryption_policy(arm.get("remote"), arm.get("corever"))
     except encryption.Refused:  # /launch and /resume refuse this first; stay strict here too

@@ -41,7 +41,7 @@ def warm_probe() -> None:
 class NvhttpBackend:
     def __init__(self):
         self._identity: HostIdentity | None = None
-        # The streaming side replaces this to report the running app id in /serverinfo.
+        # The streaming side replaces this to report a client's running app id in /serverinfo.
         self.current_game_provider = None
 
     # -- host facts ------------------------------------------------------------------------------
@@ -72,12 +72,13 @@ class NvhttpBackend:
             "max_luma_pixels_hevc": offer.max_luma_pixels_hevc,
         }
 
-    def current_game(self) -> int:
+    def current_game(self, fingerprint: str | None) -> int:
+        """The app id of this client's own session (0: none)."""
         provider = self.current_game_provider
-        if provider is None:
+        if provider is None or not fingerprint:
             return 0
         try:
-            return int(provider() or 0)
+            return int(provider(fingerprint) or 0)
         except Exception:  # noqa: BLE001 - serverinfo must answer even if the engine is sick
             log.exception("current game lookup failed")
             return 0

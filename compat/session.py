@@ -97,6 +97,7 @@ class CompatSession:
         self.client = {"name": c.get("name", ""), "fingerprint": c["fingerprint"],
                        "uuid": c.get("uuid", "")}  # fmt: skip
         self.width, self.height, self.fps = spec["width"], spec["height"], spec["fps"]
+        self.slot = int(spec.get("port_slot") or 0)  # its stream ports: + 20 * slot
         self.core = SessionCore("compat", self.id, self.client, self.width, self.height,
                                 self.fps, str(spec.get("app_id", "")), spec.get("app_name", ""),
                                 remote=spec.get("remote", ""))  # fmt: skip
@@ -213,7 +214,7 @@ class CompatSession:
     def arm(self, arm: dict) -> None:
         """Bind the stream listeners for one /launch or /resume (keys from that request)."""
         try:
-            launch = make_launch(arm)
+            launch = make_launch(arm, self.slot)
             launch.max_bitrate_kbps = self.limits.get("max_bitrate_kbps", 0)
             launch.encoder_tuning = self.limits.get("encoder_preset", -1)
             launch.offer, launch.encoders, launch.encoder_config = _encoder_plan(
@@ -415,8 +416,7 @@ class LaunchFailed(Exception):
 
 def run(spec: dict) -> str:
     """A compat session from its /launch claim to its end; returns the end reason."""
-    state = services.current()
-    if state is None or state.get("id") != spec["id"]:
+    if not services.owns(spec["id"], int(spec.get("port_slot") or 0)):
         services.report(spec["arm"], 503, "Launch expired before the engine picked it up")
         return "expired"
     session = CompatSession(spec)
@@ -439,7 +439,7 @@ def run(spec: dict) -> str:
     try:
         session.finish()
     finally:
-        services.release(session.id)
+        services.release(session.id, session.slot)
     return session.reason
 
 

@@ -7,10 +7,17 @@ the app and binds the stream ports, then reports back through Redis
 waits for that report, so `sessionUrl0` is only sent once the RTSP port listens. The dispatcher
 has already refused unpaired, unpaired-since and disabled clients (401) before these run.
 
-Errors are the usual XML documents: 400 missing or malformed parameter or an app already
-running, 403 encryption required (`lan_/wan_encryption_mode` 2 for the client's network) and
-the client sent no `corever >= 1`, 404 unknown app id, 503 no running app (/resume) or the
-engine could not start. `sessionUrl0` is `rtspenc://` when the policy encrypts RTSP.
+Several clients stream at once (`max_sessions`, both planes together): each request concerns
+the caller's own session, found by its certificate fingerprint. A /launch takes a place and a
+port slot k (`streaming.sessions.admission`); the session streams on the stream ports + 20*k,
+and `sessionUrl0` names that slot's RTSP port (the SETUP replies name its media ports).
+
+Errors are the usual XML documents: 400 missing or malformed parameter or the caller's own
+app already running, 403 encryption required (`lan_/wan_encryption_mode` 2 for the client's
+network) and the client sent no `corever >= 1`, 404 unknown app id, 503 no place left ("The
+host is already streaming to N clients (max_sessions = M)"), no running app of the caller's
+(/resume) or the engine could not start. `sessionUrl0` is `rtspenc://` when the policy
+encrypts RTSP.
 """
 
 from __future__ import annotations
@@ -93,12 +100,12 @@ def parse_options(q: dict[str, str]) -> dict:
     return out
 
 
-def _url(req: NvRequest, encrypted: bool = False) -> str:
+def _url(req: NvRequest, slot: int, encrypted: bool = False) -> str:
     from django.conf import settings
 
     local = req.local or "127.0.0.1"
     host = f"[{local}]" if ":" in local else local
-    return f"{'rtspenc' if encrypted else 'rtsp'}://{host}:{settings.PORTS.rtsp}"
+    return f"{'rtspenc' if encrypted else 'rtsp'}://{host}:{settings.PORTS.stream_ports(slot).rtsp}"
 
 
 def _encryption(req: NvRequest):
@@ -112,13 +119,13 @@ def _encryption(req: NvRequest):
         raise BadLaunch(403, str(exc)) from None
 
 
-def _wait(arm: str, session_id: str | None = None) -> tuple[int, str]:
+def _wait(arm: str, session_id: str | None = None, slot: int | None = None) -> tuple[int, str]:
     from streaming import services
 
     result = services.wait_report(arm, ARM_WAIT_S)
     if result is None:
         if session_id is not None:  # free the slot; a late task finds its claim gone and exits
-            services.release(session_id)
+            services.release(session_id, slot)
         return 503, "The streaming engine did not start the session in time"
     return int(result["status"]), result.get("message", "")
 
@@ -126,7 +133,7 @@ def _wait(arm: str, session_id: str | None = None) -> tuple[int, str]:
 def launch(req: NvRequest) -> NvResponse:
     from library import catalog
     from streaming import services, session_play
-    from streaming.sessions import registry, runtime
+    from streaming.sessions import admission, registry, runtime
 
     q = req.query
     try:
@@ -147,6 +154,8 @@ def launch(req: NvRequest) -> NvResponse:
     except BadLaunch as exc:
         return xml(exc.status, exc.message, {"gamesession": 0})
     client = req.client
+    if services.current(client.fingerprint) is not None:  # GameStream: resume, or quit first
+        return xml(400, "An app is already running on this host", {"gamesession": 0})
     arm = secrets.token_hex(8)
     spec = {
         "id": registry.new_id(),
@@ -177,19 +186,25 @@ def launch(req: NvRequest) -> NvResponse:
         "arm": arm,
         "t_start": time.time(),
     }
-    if not services.claim(record):
-        return xml(400, "An app is already running on this host", {"gamesession": 0})
+    try:
+        slot = services.claim(record)
+    except admission.Refused as exc:
+        log.info("launch by %s refused: %s", client.fingerprint[:12], exc.message)
+        return xml(exc.status, exc.message, {"gamesession": 0})
+    spec["port_slot"] = slot
     try:
         runtime.spawn("compat", spec, timeout_s=10)
     except runtime.SpawnError as exc:
-        services.release(spec["id"])
+        services.release(spec["id"], slot)
         log.warning("compat session not started: %s", exc)
         return xml(503, "The streaming engine could not start the session", {"gamesession": 0})
-    status, message = _wait(arm, spec["id"])
+    status, message = _wait(arm, spec["id"], slot)
     if status != 200:
         return xml(status, message, {"gamesession": 0})
-    log.info("launch of %s by %s armed", app.name, client.fingerprint[:12])
-    return xml(200, "", [("sessionUrl0", _url(req, policy.rtsp_encrypted)), ("gamesession", 1)])
+    log.info("launch of %s by %s armed on slot %d", app.name, client.fingerprint[:12], slot)
+    return xml(
+        200, "", [("sessionUrl0", _url(req, slot, policy.rtsp_encrypted)), ("gamesession", 1)]
+    )
 
 
 def resume(req: NvRequest) -> NvResponse:
@@ -201,24 +216,27 @@ def resume(req: NvRequest) -> NvResponse:
         policy = _encryption(req)
     except BadLaunch as exc:
         return xml(exc.status, exc.message, {"resume": 0})
-    state = services.current()
+    state = services.current(req.client.fingerprint)  # the caller's own session only
     if state is None or state.get("state") in ("starting", "ending"):
         return xml(503, "No running app to resume", {"resume": 0})
-    # GAP: any paired client may take over the running session (as GameStream hosts allow).
     arm = secrets.token_hex(8)
     # The resuming client's address: the new stream listens to it alone (compat.endpoint).
     corever = req.query.get("corever", "")
-    services.request_resume({"arm": arm, "remote": req.remote, "corever": corever, **keys})
+    services.request_resume(
+        state["id"], {"arm": arm, "remote": req.remote, "corever": corever, **keys}
+    )
     status, message = _wait(arm)
     if status != 200:
         return xml(status, message, {"resume": 0})
-    return xml(200, "", [("sessionUrl0", _url(req, policy.rtsp_encrypted)), ("resume", 1)])
+    slot = int(state.get("port_slot") or 0)
+    return xml(200, "", [("sessionUrl0", _url(req, slot, policy.rtsp_encrypted)), ("resume", 1)])
 
 
 def cancel(req: NvRequest) -> NvResponse:
+    """Ends the caller's own session; another client's streams on."""
     from streaming import services
 
-    services.request_stop("cancel", deliberate=True, wait_s=10)
+    services.request_stop(req.client.fingerprint, "cancel", deliberate=True, wait_s=10)
     return xml(200, "", {"cancel": 1})
 
 

@@ -1,15 +1,17 @@
 """Live sessions as the rest of the host sees them, through the one registry
-(`streaming.sessions.registry`), and the compat plane's admission.
+(`streaming.sessions.registry`), and the compat plane's side of admission.
 
-Compat admission: the stream ports are fixed per host, so at most one compat session: /launch
-takes the port claim (`hostmgmt:sessions:compat-claim`, SET NX, the session id) and writes the
-session's first registry record (state `starting`) before the session process exists; the
-session's heartbeat keeps both alive (a crashed process's claim expires after STATE_TTL_S).
-Requests to a session (stop, resume) go through its registry control list.
+Compat admission (`streaming.sessions.admission`): /launch takes a place (bounded by
+`max_sessions`, across both planes) and the lowest free port slot k, and writes the session's
+first registry record (state `starting`, `port_slot` k) before the session process exists;
+the session's heartbeat keeps the slot claim and the record alive (a crashed process's claim
+expires after STATE_TTL_S). Every nvhttp request concerns the caller's own session, found by
+its certificate fingerprint (`current(fingerprint)`). Requests to a session (stop, resume) go
+through its registry control list.
 
-A compat record (`current()`) is the session core's record (id, plane, pid, state, client,
-client_id, fingerprint, mode, width, height, fps, app, app_title, t_start) plus: arm, app_id,
-app_name, remote, bitrate_kbps, packet_size, min_fec, codec, encoder {backend, gpu_id}
+A compat record is the session core's record (id, plane, pid, state, client, client_id,
+fingerprint, mode, width, height, fps, app, app_title, t_start) plus: arm, app_id, app_name,
+remote, port_slot, bitrate_kbps, packet_size, min_fec, codec, encoder {backend, gpu_id}
 (GET /gpus `active`). States: starting, armed, streaming, idle, ending.
 """
 
@@ -21,13 +23,12 @@ import time
 
 from hostmgmt import redis_client
 from media import gpus
-from streaming.sessions import registry
+from streaming.sessions import admission, registry
 
 log = logging.getLogger("streaming.sessions")
 
-CLAIM_KEY = f"{registry.PREFIX}:compat-claim"
 RESULT_PREFIX = f"{registry.PREFIX}:result"
-STATE_TTL_S = 15
+STATE_TTL_S = admission.SLOT_TTL_S
 RESULT_TTL_S = 60
 
 
@@ -35,60 +36,64 @@ def result_key(arm: str) -> str:
     return f"{RESULT_PREFIX}:{arm}"
 
 
-# -- the compat session --------------------------------------------------------------------
-def current() -> dict | None:
-    """The live compat session's record, if any."""
+# -- the compat sessions ---------------------------------------------------------------------
+def compat_sessions() -> list[dict]:
+    """Every live compat session's record, oldest first (none without Redis)."""
     try:
-        live = registry.live("compat")
+        return registry.live("compat")
     except Exception as exc:  # noqa: BLE001 - no Redis: no session can be running either
         log.warning("session state unavailable (%s)", exc.__class__.__name__)
-        return None
+        return []
+
+
+def current(fingerprint: str | None = None) -> dict | None:
+    """The live compat session of this client (by certificate fingerprint); without one,
+    the oldest live compat session."""
+    live = compat_sessions()
+    if fingerprint is not None:
+        fp = fingerprint.lower()
+        live = [rec for rec in live if (rec.get("fingerprint") or "").lower() == fp]
     return live[0] if live else None
 
 
-def claim(record: dict) -> bool:
-    """Take the compat port claim and register the starting session; False when a session
-    holds it."""
-    if not redis_client.client().set(CLAIM_KEY, str(record["id"]), nx=True, ex=STATE_TTL_S):
-        return False
-    registry.put({**record, "plane": "compat", "pid": 0, "state": "starting"})
-    return True
+def claim(record: dict) -> int:
+    """Admit a /launch: a place and a port slot (returned), the starting session registered.
+    `admission.Refused` when `max_sessions` are streaming."""
+    return admission.admit_compat(record)
+
+
+def owns(session_id: str, slot: int) -> bool:
+    """Whether the session still holds its /launch claim (a late process finds it gone)."""
+    return admission.owns_slot(session_id, slot)
 
 
 def publish(core) -> bool:
-    """The compat session's heartbeat (a `SessionCore`): refresh the claim and the record
-    while the claim is still this session's."""
-    r = redis_client.client()
-    owner = r.get(CLAIM_KEY)
-    if owner is None or owner.decode() != str(core.id):
+    """The compat session's heartbeat (a `SessionCore`): refresh the slot claim and the
+    record while the claim is still this session's."""
+    if not admission.keep_slot(core.id, int(core.extra.get("port_slot", 0))):
         return False
-    r.expire(CLAIM_KEY, STATE_TTL_S)
     core.publish()
     return True
 
 
-def release(session_id: str) -> None:
-    r = redis_client.client()
-    owner = r.get(CLAIM_KEY)
-    if owner is not None and owner.decode() == str(session_id):
-        r.delete(CLAIM_KEY)
+def release(session_id: str, slot: int | None = None) -> None:
+    admission.release_slot(session_id, slot)
     registry.remove(str(session_id))
 
 
 # -- requests to the session ---------------------------------------------------------------
-def request_stop(reason: str, deliberate: bool = True, wait_s: float = 0.0) -> bool:
-    """Ask the compat session to end; True when one was running. Optionally wait for it."""
-    state = current()
+def request_stop(fingerprint: str, reason: str, deliberate: bool = True,
+                 wait_s: float = 0.0) -> bool:  # fmt: skip
+    """Ask this client's compat session to end; True when one was running. Optionally wait."""
+    state = current(fingerprint)
     if state is None:
         return False
     registry.stop([state], reason, deliberate, wait_s)
     return True
 
 
-def request_resume(arm: dict) -> None:
-    state = current()
-    if state is not None:
-        registry.push(state["id"], {"op": "resume", **arm})
+def request_resume(session_id: str, arm: dict) -> None:
+    registry.push(session_id, {"op": "resume", **arm})
 
 
 def report(arm: str, status: int, message: str = "") -> None:
@@ -109,9 +114,11 @@ def wait_report(arm: str, timeout_s: float) -> dict | None:
 
 
 # -- what other apps look up by name ---------------------------------------------------------
-def current_game() -> int:
-    """The app id /serverinfo reports (0 = none)."""
-    state = current()
+def current_game(fingerprint: str | None = None) -> int:
+    """The app id /serverinfo reports to this client: its own session's (0 = none)."""
+    if fingerprint is None:
+        return 0
+    state = current(fingerprint)
     if not state:
         return 0
     try:
@@ -226,15 +233,13 @@ def kept_displays() -> int:
 
 
 def live_encoders() -> list[dict]:
-    """One `{"backend", "gpu_id"}` per live encode session: the compat session while its
+    """One `{"backend", "gpu_id"}` per live encode session: each compat session while its
     stream sends video (state `streaming`; not while armed, idle or ending), and every
     native session (its encoder process runs for the session's life; libx264 unless its
     record says otherwise). Unreachable Redis: none (the GPU list still answers)."""
 
-    out: list[dict] = []
-    state = current()
-    if state and state.get("state") == "streaming":
-        out.append(state.get("encoder") or dict(gpus.SOFTWARE))
+    out = [state.get("encoder") or dict(gpus.SOFTWARE) for state in compat_sessions()
+           if state.get("state") == "streaming"]  # fmt: skip
     try:
         records = registry.live("native")
     except Exception:  # noqa: BLE001 - no Redis: no native session can be live either

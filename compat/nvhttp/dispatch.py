@@ -70,7 +70,7 @@ class HostBackend(Protocol):
 
     def unpair_client(self, fingerprint: str) -> bool: ...
 
-    def current_game(self) -> int: ...
+    def current_game(self, fingerprint: str | None) -> int: ...
 
     def list_apps(self) -> list[App]: ...
 
@@ -154,7 +154,9 @@ class Dispatcher:
     def serverinfo(self, req: NvRequest) -> NvResponse:
         # The codec offer may differ per client (its profile's hevc_mode / av1_mode).
         facts = self.backend.server_facts(req.client.name if req.client is not None else "")
-        game = self.backend.current_game() if req.https else 0
+        # The caller's own session (several clients may stream at once): busy means "yours".
+        fp = req.client.fingerprint if req.https and req.client is not None else None
+        game = self.backend.current_game(fp) if fp else 0
         local = req.local or "127.0.0.1"
         children: list[tuple[str, object]] = [
             ("hostname", facts["hostname"]),

@@ -18,6 +18,7 @@ class FakeHost(FakeBackend):
         super().__init__()
         self.paired: set[str] = set()
         self.unpaired: list[str] = []
+        self.games: dict[str, int] = {}  # fingerprint -> the app id of its own session
 
     def server_facts(self, client_name=""):
         return {"hostname": "box", "uniqueid": "U-1", "http_port": 47989, "https_port": 47984}
@@ -29,8 +30,8 @@ class FakeHost(FakeBackend):
         self.unpaired.append(fp)
         return True
 
-    def current_game(self):
-        return 0
+    def current_game(self, fp):
+        return self.games.get(fp, 0)
 
     def list_apps(self):
         return [App(1234, "Desktop"), App(99, "Tom & <Jerry>")]
@@ -95,6 +96,20 @@ def test_https_without_a_paired_certificate_is_refused_everywhere(host):
             assert r.get("status_code") == "401", path
             assert "Certificate verification failed" in r.get("status_message")
             assert r.get("query") == path
+
+
+def test_serverinfo_names_the_callers_own_session_only(host):
+    """Several clients stream at once: each one's /serverinfo says busy only for its own."""
+    h, d = host
+    mine, other = crypto.fingerprint_der(der(2)), crypto.fingerprint_der(der(3))
+    h.paired |= {mine, other}
+    h.games[other] = 99
+    info = root(call(d, "/serverinfo", "uniqueid=1", https=True, peer=der(2)))
+    assert info.find("currentgame").text == "0"
+    assert info.find("state").text == "SUNSHINE_SERVER_FREE"
+    info = root(call(d, "/serverinfo", "uniqueid=1", https=True, peer=der(3)))
+    assert info.find("currentgame").text == "99"
+    assert info.find("state").text == "SUNSHINE_SERVER_BUSY"
 
 
 def test_https_with_a_paired_certificate_serves_pair_status_and_apps(host):

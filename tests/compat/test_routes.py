@@ -55,16 +55,25 @@ def test_resume_hands_the_resuming_clients_address_to_the_engine(monkeypatch):
     """The resumed stream listens to whoever called /resume (compat.endpoint), so its arm
     request carries that client's address. Redis is replaced at the services boundary."""
     from compat import session_routes
-    from compat.nvhttp.dispatch import NvRequest
+    from compat.nvhttp.dispatch import ClientInfo, NvRequest
     from streaming import services
 
     pushed = []
-    monkeypatch.setattr(services, "current", lambda: {"id": 1, "state": "streaming"})
-    monkeypatch.setattr(services, "request_resume", pushed.append)
+    sessions = {"aa" * 32: {"id": "s1", "state": "streaming", "port_slot": 1}}
+    monkeypatch.setattr(services, "current", lambda fp: sessions.get(fp))
+    monkeypatch.setattr(services, "request_resume", lambda sid, arm: pushed.append((sid, arm)))
     monkeypatch.setattr(services, "wait_report", lambda arm, timeout: {"status": 200})
     req = NvRequest(path="/resume", query={"rikey": "00" * 16, "rikeyid": "3"}, https=True,
                     remote="192.168.1.20", local="192.168.1.2")  # fmt: skip
+    req.client = ClientInfo("aa" * 32, "tv", "U")
     resp = session_routes.resume(req)
     assert b"<resume>1</resume>" in resp.body
-    (arm,) = pushed
-    assert arm["remote"] == "192.168.1.20" and arm["rikeyid"] == 3
+    # The session's own port slot: its RTSP port is slot 0's + 20.
+    from django.conf import settings
+
+    assert f"rtsp://192.168.1.2:{settings.PORTS.rtsp + 20}".encode() in resp.body
+    ((sid, arm),) = pushed
+    assert sid == "s1" and arm["remote"] == "192.168.1.20" and arm["rikeyid"] == 3
+    # Another client has no session of its own to resume, whatever else streams.
+    req.client = ClientInfo("bb" * 32, "laptop", "V")
+    assert b'status_code="503"' in session_routes.resume(req).body and len(pushed) == 1

@@ -50,7 +50,7 @@ class LiveSession(threading.Thread):
         self.record = {"id": registry.new_id(), "fingerprint": fingerprint, "client": "tv",
                        "app_id": 1, "plane": plane, "pid": os.getpid()}  # fmt: skip
         if plane == "compat":
-            assert sessions_state.claim(self.record)
+            assert sessions_state.claim(self.record) == 0  # the first port slot
         else:
             registry.put(self.record)
         self.stops: list[dict] = []
