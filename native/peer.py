@@ -511,10 +511,13 @@ class NativePeer:
 
 
 async def run(offer: dict) -> int:
-    from streaming.sessions import registry
+    from streaming.sessions import admission, registry
 
     session = NativePeer(offer)
     await asyncio.to_thread(registry.connecting_add, os.getpid(), session.fp)
+    # The offer's place (admission) is this process's now, until it exits.
+    await asyncio.to_thread(admission.hold_native, os.getpid(), session.fp,
+                            str(offer.get("admission") or ""))  # fmt: skip
     loop = asyncio.get_running_loop()
     # SIGTERM: the host stops (or ends an unproven peer); registered sessions are ended
     # through their registry control list (`watch`).

@@ -5,6 +5,8 @@ spawn`, a process forked by the session manager): the offer goes
 in, the SDP answer comes back. Until DTLS proves the offered fingerprint the peer is only
 `connecting` (pid -> claimed fingerprint, bounded host-wide and per device); once proven it is
 a live session in the one registry (`streaming.sessions.registry`), ended like any other.
+Each offer first takes a place (`streaming.sessions.admission`, `max_sessions` across both
+planes; 503 when none is left); its session process holds it for as long as it lives.
 """
 
 from __future__ import annotations
@@ -12,8 +14,8 @@ from __future__ import annotations
 import logging
 
 from hostmgmt.lib.errors import DomainError
+from streaming.sessions import admission, runtime
 from streaming.sessions import registry as sessions_registry
-from streaming.sessions import runtime
 from streaming.sessions.registry import connecting
 
 log = logging.getLogger("native")
@@ -48,9 +50,15 @@ def start(offer: dict) -> dict:
     if waiting.count(offer["fingerprint"]) >= MAX_CONNECTING_PER_DEVICE:
         raise SessionError(429, "this device is already connecting; try again in a few seconds")
     try:
-        answer = runtime.spawn("native", offer, ANSWER_TIMEOUT_S)
+        token = admission.admit_native(offer["fingerprint"], hold_s=ANSWER_TIMEOUT_S + 5)
+    except admission.Refused as exc:
+        raise SessionError(exc.status, exc.message) from None
+    try:
+        answer = runtime.spawn("native", {**offer, "admission": token}, ANSWER_TIMEOUT_S)
     except runtime.SpawnError as exc:
         raise SessionError(exc.status, str(exc)) from None
+    finally:  # handed over to the process by now, or never will be
+        admission.drop_reservation(token)
     if "error" in answer:
         raise SessionError(answer.get("status", 500), answer["error"])
     return answer
