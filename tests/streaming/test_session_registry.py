@@ -10,6 +10,7 @@ import socket
 import stat
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -75,19 +76,19 @@ def test_stop_requests_reach_only_the_sessions_asked(r):
     assert time.monotonic() - t0 >= 0.45
 
 
-def test_the_compat_claim_admits_one_session_and_status_reads_both_planes(r, monkeypatch):
+def test_compat_claims_take_port_slots_and_status_reads_both_planes(r, monkeypatch):
     monkeypatch.setattr(services, "_lifecycle_games", lambda session_id: [])
     first = {k: v for k, v in rec("cccc0001", "compat").items() if k not in ("plane", "pid")}
-    assert services.claim(first)
-    assert not services.claim({**first, "id": "cccc0002"})
+    assert services.claim(first) == 0
     assert services.current()["id"] == "cccc0001" and services.current()["state"] == "starting"
+    assert services.current("ab" * 32)["port_slot"] == 0 and services.current("cd" * 32) is None
     registry.put(rec("cccc0003", "native", fp="44" * 32))
     status = services.runtime_status()
     assert status["session"] == {"width": 1280, "height": 720, "fps": 60}
     games = {(g["plane"], g["session_id"], g["client"]) for g in status["games"]}
     assert games == {("compat", "cccc0001", "Deck"), ("native", "cccc0003", "Deck")}
     services.release("cccc0001")
-    assert services.current() is None and services.claim({**first, "id": "cccc0002"})
+    assert services.current() is None and services.claim({**first, "id": "cccc0002"}) == 0
 
 
 def test_the_manager_forks_a_session_per_request_and_stops_cleanly(tmp_path):
@@ -126,3 +127,35 @@ def test_the_manager_forks_a_session_per_request_and_stops_cleanly(tmp_path):
         manager.send_signal(signal.SIGTERM)
         assert manager.wait(20) == 0
     assert not path.exists()
+
+
+def test_spawn_waits_for_a_manager_that_is_starting_then_gives_up(tmp_path, monkeypatch):
+    """The manager imports both planes before it listens: a launch arriving meanwhile waits
+    for the socket (up to MANAGER_WAIT_S) instead of a 503; none ever listening is a 503."""
+    path = tmp_path / "manager.sock"
+    monkeypatch.setattr(runtime, "socket_path", lambda: path)
+    answered = []
+
+    def late_manager():
+        time.sleep(1.0)  # still importing
+        with socket.socket(socket.AF_UNIX) as srv:
+            srv.bind(str(path))
+            srv.listen(1)
+            conn, _ = srv.accept()
+            with conn:
+                assert b'"plane": "compat"' in conn.recv(65536)
+                conn.sendall(b'{"pid": 4242}\n')
+                answered.append(True)
+
+    thread = threading.Thread(target=late_manager)
+    thread.start()
+    t0 = time.monotonic()
+    assert runtime.spawn("compat", {"id": "x"}, timeout_s=5, manager_wait_s=10) == {"pid": 4242}
+    thread.join(5)
+    assert answered and time.monotonic() - t0 >= 0.9
+    path.unlink()
+    # Nobody listens within the wait: 503 after it, not at once and not forever.
+    t0 = time.monotonic()
+    with pytest.raises(runtime.SpawnError) as err:
+        runtime.spawn("compat", {"id": "x"}, timeout_s=5, manager_wait_s=0.5)
+    assert err.value.status == 503 and 0.45 <= time.monotonic() - t0 < 3
