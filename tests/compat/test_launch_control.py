@@ -65,7 +65,7 @@ def test_probe_app_runs_in_the_display_with_prep_and_every_stop_path(stream_host
     assert env["HOST_CLIENT_FINGERPRINT"] == ml.fingerprint
     assert (marks / "prep-do").exists() and not (marks / "prep-undo").exists()
     assert wait_for(lambda: any("sleep 300" in p for p in owned_processes(host.state_dir)), 10)
-    # One session per host: a second launch is refused clearly; a resume re-arms.
+    # The client's own session runs: a second launch by it is refused clearly; a resume re-arms.
     again = ml.https("launch", f"appid={probe}&mode=1280x720x60&{KEYS}")
     assert status_of(again) == 400 and "already running" in again
     assert "<resume>1</resume>" in ml.https("resume", KEYS)

@@ -77,3 +77,25 @@ def test_resume_hands_the_resuming_clients_address_to_the_engine(monkeypatch):
     # Another client has no session of its own to resume, whatever else streams.
     req.client = ClientInfo("bb" * 32, "laptop", "V")
     assert b'status_code="503"' in session_routes.resume(req).body and len(pushed) == 1
+
+
+def test_each_port_slot_streams_on_its_own_ports():
+    """Slot k: every stream port + 20*k, and the launch a session arms binds exactly those
+    (the SETUP replies hand them to the client)."""
+    from django.conf import settings
+
+    from compat.launchconfig import make_launch
+    from hostmgmt.ports import MAX_BASE_PORT, PortMap
+
+    ports = PortMap(47989)
+    s0 = ports.stream_ports(0)
+    assert (s0.rtsp, s0.video, s0.control, s0.audio) == (48010, 47998, 47999, 48000)
+    s2 = ports.stream_ports(2)
+    assert (s2.rtsp, s2.video, s2.control, s2.audio) == (48050, 48038, 48039, 48040)
+    assert PortMap(MAX_BASE_PORT).stream_ports(7).rtsp == 65535
+    with pytest.raises(ValueError):
+        ports.stream_ports(8)
+    launch = make_launch({"rikey": "00" * 16, "rikeyid": 1}, slot=1)
+    mine = settings.PORTS.stream_ports(1)
+    assert (launch.rtsp_port, launch.video_port, launch.control_port, launch.audio_port) == (
+        mine.rtsp, mine.video, mine.control, mine.audio)  # fmt: skip
