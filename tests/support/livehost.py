@@ -18,6 +18,8 @@ from pathlib import Path
 
 import httpx
 
+from hostmgmt.ports import MAX_SLOTS, SLOT_STRIDE
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -38,13 +40,15 @@ def _ephemeral_low() -> int:
 
 
 def free_base_port() -> int:
-    """A base port whose every derived port (base-5 .. base+21, TCP and UDP) is free, below the
-    kernel's ephemeral range: there, no other process's outgoing socket can take one of the
-    host's ports while it runs (preflight would rightly call that port foreign)."""
-    high = max(_ephemeral_low() - 22, 10_100)
+    """A base port whose every derived port (base-5 .. base+161: the stream ports of every
+    concurrent-session slot, TCP and UDP) is free, below the kernel's ephemeral range: there,
+    no other process's outgoing socket can take one of the host's ports while it runs
+    (preflight would rightly call that port foreign)."""
+    top = 21 + SLOT_STRIDE * (MAX_SLOTS - 1)
+    high = max(_ephemeral_low() - top - 1, 10_100)
     for _ in range(200):
         base = random.randrange(10_000, high)
-        ports = range(base - 5, base + 22)
+        ports = range(base - 5, base + top + 1)
         if all(_free(p, socket.SOCK_STREAM) and _free(p, socket.SOCK_DGRAM) for p in ports):
             return base
     raise RuntimeError("no free base port found")
