@@ -160,7 +160,26 @@ class CompatSession:
 
     # -- lifecycle -------------------------------------------------------------------------------
     def start(self) -> None:
-        """Display, prep, app, listeners; raises services-level errors as (status, message)."""
+        """Display, prep, app, listeners; raises services-level errors as (status, message).
+        The heartbeat runs meanwhile: on a loaded machine these steps can outlast the claim's
+        TTL, and another launch must never be given this session's port slot."""
+        stop = threading.Event()
+        beat = threading.Thread(target=self._beat_until, args=(stop,), daemon=True)
+        beat.start()
+        try:
+            self._start()
+        finally:
+            stop.set()
+            beat.join(5)
+
+    def _beat_until(self, stop: threading.Event) -> None:
+        while not stop.wait(1.0):
+            try:
+                self.publish()
+            except Exception:  # noqa: BLE001 - Redis hiccup: the next beat tries again
+                log.warning("session %s: heartbeat failed during start", self.id, exc_info=True)
+
+    def _start(self) -> None:
         from displays import machine
         from library import catalog
 

@@ -135,3 +135,22 @@ def test_an_offer_that_never_reaches_its_process_frees_its_place(r):
     time.sleep(0.3)
     assert services.claim(compat("eeee0001")) == 0
     admission.drop_reservation(token)
+
+
+def test_a_slow_start_keeps_its_slot_claim(r, monkeypatch):
+    """Display, prep and app can outlast the claim's TTL on a loaded machine: the session
+    beats meanwhile, so its slot is never expired and handed to another launch."""
+    from compat.session import CompatSession
+
+    monkeypatch.setattr(admission, "SLOT_TTL_S", 2)
+    record = compat("ffff0001")
+    slot = services.claim(record)
+    spec = {**record, "arm": "a1", "app_id": 1, "app_name": "Desktop", "port_slot": slot,
+            "client": {"fingerprint": FP, "name": "Deck", "uuid": "U"}}  # fmt: skip
+    session = CompatSession(spec)
+    monkeypatch.setattr(session, "_start", lambda: time.sleep(4.5))
+    session.start()
+    assert services.owns("ffff0001", slot)
+    with pytest.raises(admission.Refused):  # max_sessions 2: the slot is still taken, not free
+        services.claim(compat("ffff0002", fp="cd" * 32))
+        services.claim(compat("ffff0003", fp="ef" * 32))
