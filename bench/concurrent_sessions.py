@@ -228,8 +228,8 @@ def print_table(rounds: list[dict], mode: str) -> None:
     b = base["sessions"][0] if base and "fps" in base["sessions"][0] else None
     print(f"\n{mode}, libx264, Xvfb; {os.cpu_count()} CPUs")
     print("| sessions | fps per session | g2g p50 / p99 ms | CPU per session process "
-          "| machine busy |")  # fmt: skip
-    print("|---|---|---|---|---|")
+          "| machine busy | load (1 min) |")  # fmt: skip
+    print("|---|---|---|---|---|---|")
     for r in rounds:
         ok = [s for s in r["sessions"] if "fps" in s]
         fps = ", ".join(f"{s['fps']:.1f}" for s in ok)
@@ -241,7 +241,7 @@ def print_table(rounds: list[dict], mode: str) -> None:
                 g2g += f" ({worst / b['g2g_p50']:.2f}x p50)"
         label = f"{r['count']}" + (" (baseline)" if r is base else "")
         cpu = ", ".join(f"{c} %" for c in r["cpu_per_session_pct"])
-        print(f"| {label} | {fps} | {g2g} | {cpu} | {r['machine_busy_pct']} % |")
+        print(f"| {label} | {fps} | {g2g} | {cpu} | {r['machine_busy_pct']} % | {r['load']} |")
 
 
 def main() -> None:
