@@ -155,7 +155,7 @@ def launch(req: NvRequest) -> NvResponse:
         return xml(exc.status, exc.message, {"gamesession": 0})
     client = req.client
     if services.current(client.fingerprint) is not None:  # GameStream: resume, or quit first
-        return xml(400, "An app is already running on this host", {"gamesession": 0})
+        return xml(400, admission.ALREADY_RUNNING, {"gamesession": 0})
     arm = secrets.token_hex(8)
     spec = {
         "id": registry.new_id(),

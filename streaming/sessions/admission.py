@@ -41,14 +41,15 @@ LOCK_WAIT_S = 5.0
 DEFAULT_MAX, MIN_MAX, MAX_MAX = 2, 1, MAX_SLOTS
 
 
+ALREADY_RUNNING = "An app is already running on this host"
+
+
 class Refused(Exception):
-    """No place: a 503 with the message on either plane."""
+    """No place (503), or the client's own compat session runs (400, as GameStream has it)."""
 
-    status = 503
-
-    def __init__(self, message: str):
+    def __init__(self, message: str, status: int = 503):
         super().__init__(message)
-        self.message = message
+        self.message, self.status = message, status
 
 
 def slot_key(slot: int) -> str:
@@ -123,9 +124,14 @@ def _check(limit: int | None = None) -> None:
 # -- the compat plane ------------------------------------------------------------------------
 def admit_compat(record: dict) -> int:
     """Take a place and the lowest free port slot for a /launch, and register the starting
-    session (state `starting`, `port_slot`); returns the slot. Refused when none is left."""
+    session (state `starting`, `port_slot`); returns the slot. Refused when none is left, or
+    (400) when this client's own session already runs: checked under the same lock, so two
+    launches by one client at the same instant start one session."""
     r = redis_client.client()
+    fp = (record.get("fingerprint") or "").lower()
     with _locked():
+        if any((rec.get("fingerprint") or "").lower() == fp for rec in registry.live("compat")):
+            raise Refused(ALREADY_RUNNING, status=400)
         _check()
         owners = r.mget([slot_key(k) for k in range(MAX_SLOTS)])
         slot = next((k for k, owner in enumerate(owners) if owner is None), None)

@@ -67,6 +67,27 @@ def test_eight_launches_at_once_get_exactly_three_places_and_the_lowest_slots(r)
         assert len(registry.live("compat")) == 3
 
 
+def test_one_client_launching_twice_at_once_starts_one_session(r):
+    store.write({"max_sessions": "8"})
+    barrier = threading.Barrier(4)
+    got: list = []
+
+    def launch(i: int) -> None:
+        barrier.wait()
+        try:
+            got.append(services.claim(compat(f"twin{i:04d}")))  # the same fingerprint
+        except admission.Refused as exc:
+            got.append((exc.status, exc.message))
+
+    threads = [threading.Thread(target=launch, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(20)
+    assert got.count(0) == 1, got
+    assert got.count((400, "An app is already running on this host")) == 3, got
+
+
 def test_max_sessions_is_read_at_each_admission(r):
     """`max_sessions` acts from the next admission, no restart: 1 is the one-session host."""
     store.write({"max_sessions": "1"})
