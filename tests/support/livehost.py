@@ -110,7 +110,9 @@ class LiveHost:
         except FileNotFoundError:
             return ""
 
-    def wait_ready(self, timeout: float = 60.0) -> None:
+    def wait_ready(self, timeout: float = 150.0) -> None:
+        """Until the APIs and the compat listener answer (a host takes over a minute to start
+        on a 2-core machine shared by parallel jobs)."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
@@ -189,9 +191,12 @@ def start_host(
 @contextmanager
 def running_host(admin: tuple[str, str] | None = None, **kwargs) -> Iterator[LiveHost]:
     """`start_host(**kwargs)`, the admin credentials set through the first-run route, and a
-    stop that prints the host's log tail when it did not exit cleanly."""
-    host = start_host(**kwargs)
+    stop that prints the host's log tail when it did not exit cleanly. A host that never gets
+    ready is stopped too (its processes must not outlive the test)."""
+    host = start_host(**{**kwargs, "wait": False})
     try:
+        if kwargs.get("wait", True):
+            host.wait_ready()
         if admin is not None:
             host.set_first_admin(*admin)
         yield host
