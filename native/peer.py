@@ -476,7 +476,7 @@ class NativePeer:
         if self.closed:
             return
         self.closed = True
-        from streaming.sessions import registry
+        from streaming.sessions import admission, registry
 
         if self.channel is not None and self.channel.readyState == "open":
             try:
@@ -508,6 +508,9 @@ class NativePeer:
         await asyncio.to_thread(self.core.finish, self.end_reason, self.deliberate)
         if self.connected:
             self.core.emit("client.disconnected", reason=self.reason)
+        # Its admission place goes with everything else (a dead pid is dropped anyway, but a
+        # reused one must not keep it).
+        await asyncio.to_thread(admission.leave_native, os.getpid())
 
 
 async def run(offer: dict) -> int:
