@@ -88,11 +88,16 @@ class PortMap:
         return [self.video, self.control, self.audio]
 
 
-def busy_ports(bind: str, ports: PortMap) -> list[tuple[int, socket.SocketKind]]:
-    """The host's ports that something already holds on `bind`, as (port, socket kind)."""
+def busy_ports(bind: str, ports: PortMap, slots: int = 1) -> list[tuple[int, socket.SocketKind]]:
+    """The host's ports that something already holds on `bind`, as (port, socket kind):
+    the fixed ones and the stream ports of the first `slots` session slots."""
     family = socket.AF_INET6 if ":" in bind else socket.AF_INET
     wanted = [(p, socket.SOCK_STREAM) for p in ports.tcp_ports()]
     wanted += [(p, socket.SOCK_DGRAM) for p in ports.udp_ports()]
+    for k in range(1, min(slots, MAX_SLOTS)):
+        extra = ports.stream_ports(k)
+        wanted += [(extra.rtsp, socket.SOCK_STREAM)]
+        wanted += [(p, socket.SOCK_DGRAM) for p in (extra.video, extra.control, extra.audio)]
     busy = []
     for number, kind in wanted:
         with socket.socket(family, kind) as sock:

@@ -19,7 +19,8 @@ def at_write(typed: dict[str, Any]) -> dict[str, Any]:
     if typed.get("bind_address"):
         _bindable(typed["bind_address"], errors)
     if typed.get("port") is not None:
-        _port(typed["port"], typed.get("bind_address"), errors)
+        slots = typed.get("max_sessions") or store.get("max_sessions")
+        _port(typed["port"], typed.get("bind_address"), errors, slots)
     if errors:
         raise store.ConfigError(errors)
     return typed
@@ -48,7 +49,8 @@ def _bindable(address: str, errors: dict) -> None:
             errors["bind_address"] = f"no interface of this host has the address {address}"
 
 
-def _port(base: int, bind: str | None, errors: dict) -> None:
+def _port(base: int, bind: str | None, errors: dict, slots: int = 1) -> None:
+    """Every port of the new base, the stream ports of each of `max_sessions` slots too."""
     from django.conf import settings
 
     from hostmgmt.ports import PortMap, busy_ports
@@ -57,7 +59,7 @@ def _port(base: int, bind: str | None, errors: dict) -> None:
         return  # the running host holds its own ports
     bind = bind or settings.HOST_BIND
     try:
-        busy = busy_ports(bind, PortMap(base))
+        busy = busy_ports(bind, PortMap(base), slots)
     except (OSError, ValueError):
         return  # the start checks again
     if busy:

@@ -378,6 +378,23 @@ def test_cert_and_pkey_are_served_instead_of_the_generated_pair(state, admin, tm
     assert identity.cert_path() == state / "tls-cert.pem" and identity.tls_material_valid()
 
 
+def test_a_busy_port_of_a_further_session_slot_is_refused_at_write(admin, state):
+    """A new base port must leave room for `max_sessions` concurrent compat sessions: slot 1
+    streams on the stream ports + 20 (video base + 29)."""
+    from tests.support.livehost import free_base_port
+
+    base = free_base_port()
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as held:
+        held.bind(("127.0.0.1", base + 29))
+        r = admin.post("/api/config", {"port": base, "bind_address": "127.0.0.1"}, format="json")
+        assert r.status_code == 400 and f"port: ports {base + 29} of base port" in r.json()["error"]
+        # One session at a time needs no slot 1: the same base is accepted.
+        r = admin.post("/api/config", {"port": base, "bind_address": "127.0.0.1",
+                                       "max_sessions": 1}, format="json")  # fmt: skip
+        assert r.status_code == 200, r.content
+    assert store.read_raw()["port"] == str(base)
+
+
 def test_a_busy_port_and_a_foreign_bind_address_are_refused_at_write(admin, state):
     with socket.socket() as held:
         held.bind(("127.0.0.1", 0))
