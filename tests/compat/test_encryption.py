@@ -192,15 +192,17 @@ def _config(monkeypatch, **values):
 
 def _resume(monkeypatch, remote: str, query: dict) -> tuple[bytes, list]:
     from compat import session_routes
-    from compat.nvhttp.dispatch import NvRequest
+    from compat.nvhttp.dispatch import ClientInfo, NvRequest
     from streaming import services
 
     pushed: list = []
-    monkeypatch.setattr(services, "current", lambda: {"id": 1, "state": "streaming"})
-    monkeypatch.setattr(services, "request_resume", pushed.append)
+    mine = {"id": "0000aaaa", "state": "streaming", "port_slot": 0}
+    monkeypatch.setattr(services, "current", lambda fp: mine if fp == "aa" * 32 else None)
+    monkeypatch.setattr(services, "request_resume", lambda sid, arm: pushed.append(arm))
     monkeypatch.setattr(services, "wait_report", lambda arm, timeout: {"status": 200})
     req = NvRequest(path="/resume", query={"rikey": "00" * 16, "rikeyid": "3", **query},
                     https=True, remote=remote, local="192.168.1.2")  # fmt: skip
+    req.client = ClientInfo("aa" * 32, "tv", "U")
     return session_routes.resume(req).body, pushed
 
 
