@@ -28,7 +28,9 @@ _STATE = {200: shapes.HostConfigStateSerializer, **_NOT_WRITTEN}
 
 _STATE_DOC = (
     "Host config state: `settings` (the file form), `configured`, `requires_restart` (always "
-    "true), `env_path` (the companion env file written on every save)."
+    "true), `env_path` (the companion env file written on every save), `refused` (dotted field "
+    "-> why the host accepts only its default) and `refused_values` (dotted field -> {value: "
+    "why}) for the values of an acting field this host cannot do."
 )
 
 
@@ -103,7 +105,9 @@ class AdminConfigView(AdminAPIView):
         responses={200: shapes.ADMIN_CONFIG},
         description=(
             "`status`, `platform`, `version`, every key with its value; `file_only` (redacted), "
-            "`defaults` and `restart_required_keys` alongside."
+            "`defaults` and `restart_required_keys` alongside; `refused` (key -> why the host "
+            "accepts only its default) and `refused_values` (key -> {value: why}) for the values "
+            "of an acting key this host cannot do."
         ),
     )
     def get(self, request):

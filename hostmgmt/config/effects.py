@@ -174,3 +174,24 @@ def marker(name: str) -> tuple[str, str]:
     if test:
         return "effect", test
     return "unclassified", ""
+
+
+def refused_keys(names) -> dict[str, str]:
+    """Key -> why, for each of `names` that accepts only its default (the APIs' `refused`)."""
+    out = {}
+    for name in names:
+        spec = key(name)
+        if spec is not None and spec.refused_all:
+            out[name] = spec.refused_all
+    return out
+
+
+def refused_values(names) -> dict[str, dict[str, str]]:
+    """Key -> {value as written: why}, for each of `names` that acts but refuses some values
+    (the APIs' `refused_values`; the console disables those options)."""
+    out = {}
+    for name in names:
+        spec = key(name)
+        if spec is not None and spec.refused and not spec.refused_all:
+            out[name] = {spec.render(v): why for v, why in spec.refused.items()}
+    return out

@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from hostmgmt.config import checks, store, v1form
+from hostmgmt.config import checks, effects, store, v1form
 from hostmgmt.config.schema import KEYS, key
 from hostmgmt.lib.errors import Failed, Invalid
 from hostmgmt.version import VERSION
@@ -90,6 +90,9 @@ def admin_get(platform: str = "linux") -> dict:
     out["file_only"] = file_only
     out["defaults"] = {name: spec.default for name, spec in KEYS.items() if not spec.secret}
     out["restart_required_keys"] = sorted(n for n, s in KEYS.items() if s.restart)
+    # What the host cannot do, per key, with the reason (the console shows the same).
+    out["refused"] = effects.refused_keys(values)
+    out["refused_values"] = effects.refused_values(values)
     return out
 
 

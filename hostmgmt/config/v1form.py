@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from hostmgmt.config import store
+from hostmgmt.config import effects, store
 from hostmgmt.config.keytype import require_printable
 from hostmgmt.config.schema import KEYS
 
@@ -78,6 +78,16 @@ def state() -> dict:
         "configured": store.is_configured(),
         "requires_restart": True,
         "env_path": str(store.env_path()),
+        **refusals(),
+    }
+
+
+def refusals() -> dict:
+    """`refused` and `refused_values` of the config API, keyed by the form's dotted fields."""
+    by_key = {name: dotted for dotted, name in FIELDS.items()}
+    return {
+        "refused": {by_key[n]: why for n, why in effects.refused_keys(by_key).items()},
+        "refused_values": {by_key[n]: v for n, v in effects.refused_values(by_key).items()},
     }
 
 

@@ -144,3 +144,36 @@ def test_the_docs_table_says_the_same_for_every_key():
             (ln for ln in text.splitlines() if ln.startswith(f"| `{effects.label(name)}` |")), ""
         )
         assert row and f"| {mark}: " in row, f"{name}: no docs/host-state.md row saying {mark}"
+
+
+def test_both_apis_say_per_key_what_is_refused_and_why(admin, v1, state):
+    """`refused` and `refused_values` beside the documented fields, keyed as each API keys."""
+    got = admin.get("/api/config").json()
+    for name in KEYS:
+        spec = key(name)
+        assert name in (got["file_only"] if spec.file_only else got)  # documented fields kept
+        if spec.refused_all:
+            assert got["refused"][name] == spec.refused_all, name
+        else:
+            assert name not in got["refused"], name
+    assert "perf" in got["refused"] and "port" not in got["refused"]
+    assert got["refused_values"]["capture_method"]["portal"].startswith("this build has no")
+    assert set(got["refused_values"]["capture_method"]) == {"portal", "kwin", "kms", "nvfbc"}
+    assert "perf" not in got["refused_values"]
+    # The value an API refuses at write is the value it lists.
+    r = admin.post("/api/config", {"capture_method": "kms"}, format="json")
+    assert (
+        r.status_code == 400 and got["refused_values"]["capture_method"]["kms"] in r.json()["error"]
+    )
+
+    form = v1.get("/api/v1/host/config").json()
+    assert set(form) >= {"settings", "configured", "requires_restart", "env_path"}
+    assert form["refused"]["general.perf"] == KEYS["perf"].refused_all
+    assert "general.host_name" not in form["refused"]
+    by_key = {n: d for d, n in v1form.FIELDS.items()}
+    for name, dotted in by_key.items():
+        assert (dotted in form["refused"]) == bool(KEYS[name].refused_all), dotted
+    assert (
+        form["refused_values"]["audio_video.capture_method"]
+        == got["refused_values"]["capture_method"]
+    )
