@@ -41,6 +41,15 @@ class Field:
     mark: str = ""  # "effect" (a test proves it acts) or "refused" (only the default)
     mark_text: str = ""
     reach: str = ""  # encoder keys: which encoders the key reaches, and which of them open here
+    refused: str = ""  # why only the default is accepted: the control is disabled
+    refused_values: dict[str, str] = field(default_factory=dict)  # option -> why (disabled)
+
+    @property
+    def options(self) -> list[tuple[str, str]]:
+        """A select's (value, why refused or "") pairs: the choices, then the refused values."""
+        values = ["true", "false"] if self.type == "bool" else list(self.choices)
+        values += [v for v in self.refused_values if v not in values]
+        return [(v, self.refused_values.get(v, "")) for v in values]
 
 
 @dataclass
@@ -123,6 +132,8 @@ def groups(submitted: dict[str, str] | None = None, errors: dict[str, str] | Non
         mark, why = effects.marker(name)
         if submitted is not None and name in submitted:
             value = submitted[name]
+        if spec.refused_all:
+            value = ""  # only the default is accepted; the control shows nothing else
         group.fields.append(
             Field(
                 name=name,
@@ -139,6 +150,8 @@ def groups(submitted: dict[str, str] | None = None, errors: dict[str, str] | Non
                 mark=mark,
                 mark_text=_mark_text(mark, why),
                 reach=_reach(name),
+                refused=spec.refused_all,
+                refused_values=effects.refused_values([name]).get(name, {}),
             )
         )
     order = list(GROUP_TITLES)

@@ -13,6 +13,7 @@ import re
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import httpx
 import pytest
@@ -156,6 +157,45 @@ def test_config_shows_the_error_next_to_the_field_then_saves_a_valid_value(host)
     assert "Saved 1 value" in page.inner_text("[role=status].success")
     assert page.locator(".config-row[data-key=rate_cap_pct] input").input_value() == "70"
     assert "rate_cap_pct = 70" in (host.state_dir / "host.conf").read_text()
+
+
+def test_config_disables_refused_keys_and_refused_values_with_the_reason(host, tmp_path):
+    """A refused key is a disabled control holding its default, its reason beside it; a value
+    the host cannot do is a disabled option of a key that acts."""
+    from hostmgmt.config.schema import CAPTURE_UNSUPPORTED, KEYS
+
+    page = signed_in(host)
+    page.goto("/config")
+    perf = page.locator("#cfg-perf")
+    expect(perf).to_be_disabled()
+    assert perf.locator("option").all_inner_texts() == ["default (false)"]
+    assert KEYS["perf"].refused_all in page.inner_text("#mark-perf")
+    packetsize = page.locator("#cfg-packetsize")
+    expect(packetsize).to_be_disabled()
+    assert packetsize.input_value() == "1024"
+    assert KEYS["packetsize"].refused_all in page.inner_text("#mark-packetsize")
+    # An acting key: its working values are enabled, the refused ones disabled with the reason.
+    capture = page.locator("#cfg-capture_method")
+    expect(capture).to_be_enabled()
+    expect(capture.locator("option[value=x11]")).to_be_enabled()
+    kms = capture.locator("option[value=kms]")
+    expect(kms).to_be_disabled()
+    assert CAPTURE_UNSUPPORTED["kms"] in kms.inner_text()
+    # Every refused key of the page is disabled; no enabled control of a refused key is left.
+    refused = [n for n, s in KEYS.items() if s.refused_all and not s.file_only]
+    for name in refused:
+        expect(page.locator(f"#cfg-{name}")).to_be_disabled()
+    enabled = page.locator(".config-row:has(.mark.refused) :is(select, input):enabled")
+    assert enabled.count() == 0
+    # The form still saves an acting key beside the disabled ones, which send nothing.
+    capture.select_option("x11")
+    page.click("#config-form button[type=submit]")
+    assert "Saved 1 value" in page.inner_text("[role=status].success")
+    conf = (host.state_dir / "host.conf").read_text()
+    assert "capture_method = x11" in conf and "perf" not in conf
+    page.locator(".config-row[data-key=perf]").scroll_into_view_if_needed()
+    shot = Path(os.environ.get("TEST_ARTIFACTS", tmp_path)) / "config-refused.png"
+    page.screenshot(path=str(shot), full_page=False)
 
 
 def test_a_live_event_arrives_in_the_dashboard(host):
