@@ -210,8 +210,10 @@ SPECTACULAR_SETTINGS = {
 
 # ---------------------------------------------------------------------------------------------
 # Logging: every process of the host appends to one file in the state dir and to stderr.
-LOG_FILE = STATE_DIR / LOG_DIR / "host.log"
-LOG_FILE.parent.mkdir(mode=0o700, exist_ok=True)
+(STATE_DIR / LOG_DIR).mkdir(mode=0o700, exist_ok=True)
+# host.conf's `log_path` moves the log (checked here: an unusable path stops the start naming
+# the key); the console reads and the supervisor rotates whichever file this is.
+LOG_FILE, LOG_PATH_CHOSEN = _startup.log_file(STATE_DIR / LOG_DIR / "host.log")
 # HOST_LOG_LEVEL wins over host.conf's `min_log_level`; on the handlers too, so loggers with
 # a level of their own (django.request) are held to it as well.
 LOG_LEVEL = _startup.log_level(os.environ.get("HOST_LOG_LEVEL"))

@@ -110,9 +110,15 @@ def covers_dir() -> Path:
 
 
 def apps_file() -> Path:
-    """HOST_APPS_FILE: the compat app catalog (default `apps.json` in the state dir)."""
+    """The app catalog: HOST_APPS_FILE, else host.conf's `file_apps` (read on every call, so a
+    change applies at once), else `apps.json` in the state dir."""
     raw = env_str("HOST_APPS_FILE", "").strip()
-    return Path(raw) if raw else state_dir() / "apps.json"
+    if raw:
+        return Path(raw)
+    from hostmgmt.config import store
+
+    chosen = store.get("file_apps")
+    return Path(chosen) if chosen else state_dir() / "apps.json"
 
 
 MAX_TITLE = 256

@@ -5,7 +5,10 @@ now are checked again at start (settings, identity.ensure_tls)."""
 
 from __future__ import annotations
 
+import json
+import os
 import socket
+from pathlib import Path
 from typing import Any
 
 from hostmgmt.config import store
@@ -18,6 +21,14 @@ def at_write(typed: dict[str, Any]) -> dict[str, Any]:
         _tls(typed, errors)
     if typed.get("bind_address"):
         _bindable(typed["bind_address"], errors)
+    if typed.get("file_apps"):
+        _apps_file(typed["file_apps"], errors)
+    if typed.get("log_path"):
+        from hostmgmt.config.startup import unusable_log_path
+
+        problem = unusable_log_path(Path(typed["log_path"]))
+        if problem:
+            errors["log_path"] = problem
     if typed.get("port") is not None:
         slots = typed.get("max_sessions") or store.get("max_sessions")
         _port(typed["port"], typed.get("bind_address"), errors, slots)
@@ -65,3 +76,24 @@ def _port(base: int, bind: str | None, errors: dict, slots: int = 1) -> None:
     if busy:
         numbers = ", ".join(str(n) for n, _ in busy)
         errors["port"] = f"ports {numbers} of base port {base} are in use on {bind}"
+
+
+def _apps_file(value: str, errors: dict) -> None:
+    """The catalog the host will read and write at once: a `.json` file that is a catalog
+    already, or a new one in a directory the host can write. Never any other file (the host
+    rewrites the catalog in place)."""
+    path = Path(value)
+    if path.suffix != ".json":
+        errors["file_apps"] = "must name a .json file"
+    elif path.exists():
+        try:
+            doc = json.loads(path.read_bytes())
+        except (OSError, ValueError) as exc:
+            errors["file_apps"] = f"{path} is not a readable JSON app catalog ({exc})"
+            return
+        if not isinstance(doc, dict) or not isinstance(doc.get("apps", []), list):
+            errors["file_apps"] = f"{path} is not an app catalog (no `apps` array)"
+        elif not os.access(path, os.W_OK):
+            errors["file_apps"] = f"{path} is not writable by the host"
+    elif not path.parent.is_dir() or not os.access(path.parent, os.W_OK | os.X_OK):
+        errors["file_apps"] = f"the directory {path.parent} does not exist or is not writable"

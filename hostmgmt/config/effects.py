@@ -25,6 +25,8 @@ _ENCRYPTION = (
     "tests/compat/test_encryption.py::test_encryption_modes_come_from_the_config_by_network_class"
 )
 _ENCODER_KEYS = "tests/media/test_encoder_options.py::test_config_keys_reach_the_encoder_that_opens"
+_KEYS_GAIN = "tests/media/test_keybindings_and_gain.py::"
+_FILES = "tests/hostmgmt/config/test_file_keys.py::"
 
 EFFECTS: dict[str, str] = {
     # network and start-up
@@ -106,6 +108,11 @@ EFFECTS: dict[str, str] = {
     "mouse": _E + "test_input_switches_drop_the_kinds_turned_off",
     "controller": _E + "test_input_switches_drop_the_kinds_turned_off",
     "global_prep_cmd": _E + "test_global_prep_cmd_runs_before_every_app_unless_excluded",
+    "keybindings": _KEYS_GAIN + "test_keybindings_press_the_mapped_key_on_a_real_display",
+    "audio_gain": _KEYS_GAIN + "test_audio_gain_scales_the_sound_of_both_planes",
+    # files the host uses
+    "file_apps": _FILES + "test_file_apps_is_the_catalog_at_once_and_host_apps_file_wins",
+    "log_path": _FILES + "test_log_path_is_where_every_host_process_logs_and_the_console_reads",
 }
 for _name in (
     "host_audio_agc",

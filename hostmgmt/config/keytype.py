@@ -191,10 +191,14 @@ class Key:
         items = [x.strip("\"'") for x in items if x.strip("\"'")]
         for item in items:
             _check_item(self.item, item)
+        if self.item == "keycode":
+            _check_key_pairs(items)
         return items
 
     def parse_items_leniently(self, raw) -> list[str]:
         """The valid items of a list value, dropping the ones that break the item rule."""
+        if self.item == "keycode":
+            return []  # pairs: one dropped code would shift every pair after it
         good = []
         for item in str(raw).strip().strip("[]").split(","):
             item = item.strip().strip("\"'")
@@ -313,7 +317,31 @@ def _check_item(kind: str, item: str) -> None:
             ipaddress.ip_network(item, strict=False)
         except ValueError:
             raise ValueError(f"{item!r} is not a CIDR subnet") from None
+    elif kind == "keycode":
+        key_code(item)
     elif kind == "origin":
         parts = urlsplit(item)
         if parts.scheme != "https" or not parts.netloc:
             raise ValueError(f"{item!r} is not an https:// origin")
+
+
+KEY_CODE_MIN, KEY_CODE_MAX = 0x01, 0xFE  # Windows virtual-key codes, as clients send them
+
+
+def key_code(item: str) -> int:
+    """A key code of `keybindings` (`0x41` or `65`), or ValueError naming it."""
+    try:
+        code = int(item, 0)
+    except ValueError:
+        raise ValueError(f"{item!r} is not a key code (0x01 to 0xFE)") from None
+    if not KEY_CODE_MIN <= code <= KEY_CODE_MAX:
+        raise ValueError(f"{item!r} is not a key code (0x01 to 0xFE)")
+    return code
+
+
+def _check_key_pairs(items: list[str]) -> None:
+    if len(items) % 2:
+        raise ValueError("must be from,to pairs of key codes (an even count)")
+    froms = [key_code(x) for x in items[0::2]]
+    if len(set(froms)) != len(froms):
+        raise ValueError("a key code is remapped twice")

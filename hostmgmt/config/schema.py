@@ -312,7 +312,7 @@ _HOST = _keys(
         min=0.0,
         max=4.0,
         group="audio",
-        refused_all="no fixed gain stage; use host_audio_agc",
+        help="fixed gain on the session's sound, after the audio processing (both planes)",
     ),
     E(
         name="audio_capture",
@@ -511,11 +511,8 @@ _INHERITED.update(
     )
 )  # fmt: skip
 _REFUSED_STRINGS = {
-    "keybindings": "no host-side key remapping in this build",
-    "file_apps": IN_DATABASE + " (the app catalog)",
     "file_state": IN_DATABASE + " (paired clients)",
     "credentials_file": IN_DATABASE + " (console credentials)",
-    "log_path": "the log is logs/host.log in the state dir, where the console reads and rotates it",
 }
 _INHERITED.update(
     {n: Key(n, "str", None, nullable=True, refused_all=why) for n, why in _REFUSED_STRINGS.items()}
@@ -529,6 +526,32 @@ _INHERITED.update(
             group="network",
             item="ip",
             help="address the listeners bind, from the next start; HOST_BIND wins",
+        ),
+        S(
+            name="file_apps",
+            default=None,
+            nullable=True,
+            group="general",
+            restart=False,
+            item="abspath",
+            help="the app catalog (apps.json), applied at once; HOST_APPS_FILE wins",
+        ),
+        S(
+            name="log_path",
+            default=None,
+            nullable=True,
+            group="general",
+            item="abspath",
+            help="the host log file (default logs/host.log in the state dir), from the next start",
+        ),
+        Key(
+            "keybindings",
+            "list",
+            [],
+            group="input",
+            item="keycode",
+            nullable=True,
+            help="from,to pairs of key codes (0x01 to 0xFE): the client's `from` key presses `to`",
         ),
         B(name="keyboard", default=True, group="input", help="keyboard (and text) input"),
         B(name="mouse", default=True, group="input", help="mouse input"),

@@ -115,11 +115,23 @@ class RedactingFilter(logging.Filter):
 
 
 def log_dir() -> Path:
+    """Where the bookkeeping (bases.json) lives: the state dir's logs/, wherever the log is."""
     return state_dir() / LOG_DIR
 
 
+def live_log() -> Path:
+    """The file every process of this host appends to: `log_path` as the host started with it
+    (settings.LOG_FILE), else logs/host.log in the state dir."""
+    from django.conf import settings
+
+    if getattr(settings, "LOG_PATH_CHOSEN", False):
+        return Path(settings.LOG_FILE)
+    return log_dir() / LOG_NAME
+
+
 def log_path(index: int = 0) -> Path:
-    return log_dir() / (LOG_NAME if index == 0 else f"{LOG_NAME}.{index}")
+    live = live_log()
+    return live if index == 0 else live.with_name(f"{live.name}.{index}")
 
 
 def _bases() -> dict[str, int]:

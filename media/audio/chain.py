@@ -1,11 +1,12 @@
 """The processing chain the engine runs on each captured block before Opus.
 
-Order: noise gate -> AGC -> ducker -> clip. The gate comes first so the AGC never lifts hiss
-between sounds; the VAD listens to the input as captured (its thresholds are dBFS of what the
-game or voice source really plays), or to a separate voice feed when the engine has one, and
-the ducker lowers the game by its setting while the VAD hears speech. Ducking needs the VAD,
-so `host_audio_ducking` runs the detector even when `host_audio_vad` is off; the VAD alone
-changes nothing audible, it only raises `speech` for the engine.
+Order: noise gate -> AGC -> ducker -> fixed gain (`audio_gain`) -> clip. The gate comes
+first so the AGC never lifts hiss between sounds; the VAD listens to the input as captured (its
+thresholds are dBFS of what the game or voice source really plays), or to a separate voice feed
+when the engine has one, and the ducker lowers the game by its setting while the VAD hears
+speech. Ducking needs the VAD, so `host_audio_ducking` runs the detector even when
+`host_audio_vad` is off; the VAD alone changes nothing audible, it only raises `speech` for the
+engine.
 
 Every stage is off by default. With all of them off `process` returns the block it was given,
 untouched, so a fresh host streams exactly what the game plays.
@@ -89,6 +90,7 @@ class Chain:
     agc: Agc | None = None
     vad: Vad | None = None
     ducker: Ducker | None = None
+    gain: float | None = None  # `audio_gain`, a linear factor; None (unset) or 1.0 = none
 
     @classmethod
     def from_config(cls, values: Mapping[str, Any]) -> Chain:
@@ -120,19 +122,20 @@ class Chain:
                 attack_ms=v["host_audio_ducker_attack_ms"],
                 release_ms=v["host_audio_ducker_release_ms"],
             )
-        return cls(gate=gate, agc=agc, vad=vad, ducker=ducker)
+        gain = _gain(values.get("audio_gain"))
+        return cls(gate=gate, agc=agc, vad=vad, ducker=ducker, gain=gain)
 
     @classmethod
     def from_store(cls) -> Chain:
         """A chain from the host's config file (read once, at session start)."""
         from hostmgmt.config import store
 
-        return cls.from_config({name: store.get(name) for name in AUDIO_KEYS})
+        return cls.from_config({name: store.get(name) for name in (*AUDIO_KEYS, "audio_gain")})
 
     @property
     def active(self) -> bool:
         """True when some stage can change the audio (the VAD alone cannot)."""
-        return any(s is not None for s in (self.gate, self.agc, self.ducker))
+        return any(s is not None for s in (self.gate, self.agc, self.ducker, self.gain))
 
     @property
     def speech(self) -> bool:
@@ -156,10 +159,21 @@ class Chain:
             x = self.agc.process(x)
         if self.ducker is not None:
             x = self.ducker.process(x, self.speech)
+        if self.gain is not None:
+            x = x * np.float32(self.gain)
         if is_int:
             return np.clip(np.rint(x * 32768.0), -32768, 32767).astype(np.int16)
         # A new array: the caller's block is never written to, even when every gain was 1.
         return np.clip(x, -1.0, 1.0).astype(np.float32, copy=False)
+
+
+def _gain(raw: Any) -> float | None:
+    """`audio_gain` as a factor for the chain: None when unset or 1.0 (the block passes
+    untouched); a hand-edited value out of range is clamped like every audio setting."""
+    if raw is None or raw == "":
+        return None
+    gain = setting({"audio_gain": raw}, "audio_gain")
+    return None if gain is None or gain == 1.0 else float(gain)
 
 
 def _as_float(block: np.ndarray) -> np.ndarray:

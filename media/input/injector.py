@@ -23,6 +23,19 @@ MAX_NOTCHES = 10  # per event: a client saying "scroll 10,000 notches" gets ten
 MAX_TEXT_CHARS = 32  # per call; the protocol's text message holds 32 bytes
 
 
+def keybindings() -> dict[int, int]:
+    """host.conf's `keybindings` as {from: to} key codes; {} when unset or unreadable (a
+    broken config must not stop a session's input)."""
+    try:
+        from hostmgmt.config import store
+
+        codes = [int(c, 0) for c in store.get("keybindings") or []]
+        return dict(zip(codes[0::2], codes[1::2], strict=True))
+    except Exception:  # noqa: BLE001
+        log.exception("keybindings unreadable; no key is remapped")
+        return {}
+
+
 class Injector:
     BUTTONS: dict[int, int] = {}  # client button (1 left ... 5 forward) -> the backend's code
 
@@ -35,6 +48,8 @@ class Injector:
         self._wheel_rest = {False: 0, True: 0}
         self._lock = threading.Lock()
         self._closed = False
+        # `keybindings`: the client's key `from` presses `to` (read once per session).
+        self.remap: dict[int, int] = keybindings()
 
     # -- primitives ---------------------------------------------------------------------------
     def keycode(self, vk: int) -> int | None:
@@ -58,6 +73,8 @@ class Injector:
 
     # -- what a client sends ------------------------------------------------------------------
     def key(self, vk: int, down: bool) -> bool:
+        if isinstance(vk, int) and not isinstance(vk, bool):
+            vk = self.remap.get(vk, vk)
         code = self.keycode(vk)
         if code is None:
             return self._reject("key code %r has no key", vk)
