@@ -275,6 +275,45 @@ def test_import_sunshine_apps_and_covers(state, tmp_path):
     assert apps["Fake"].image_path is None
 
 
+def test_import_sunshine_apps_turns_elevated_off_with_one_warning_per_app(state, tmp_path):
+    from io import StringIO
+
+    from games.appfields import ELEVATED_REASON
+
+    src = tmp_path / "apps.json"
+    src.write_text(
+        json.dumps(
+            {
+                "apps": [
+                    {"name": "Admin Tool", "cmd": "tool", "elevated": "true"},
+                    {
+                        "name": "Prepped",
+                        "elevated": True,
+                        "prep-cmd": [
+                            {"do": "a", "undo": "b", "elevated": "true"},
+                            {"do": "c", "elevated": True},
+                        ],
+                    },
+                    {"name": "Plain", "elevated": False},
+                ]
+            }
+        )
+    )
+    err = StringIO()
+    call_command("import_sunshine_apps", str(src), stderr=err)
+    apps = {a.name: a for a in catalog.list_apps()}
+    assert {"Admin Tool", "Prepped", "Plain"} <= set(apps)  # none skipped
+    assert not any(a.elevated for a in apps.values())
+    assert all(p["elevated"] is False for p in apps["Prepped"].prep)
+    assert apps["Admin Tool"].cmd == "tool" and len(apps["Prepped"].prep) == 2
+    lines = err.getvalue().strip().splitlines()
+    assert len(lines) == 2, lines  # one per elevated app, none for Plain
+    for line, name in zip(lines, ("Admin Tool", "Prepped"), strict=True):
+        assert repr(name) in line and "elevated off" in line and ELEVATED_REASON in line
+    raw = json.loads((state / "apps.json").read_text())
+    assert "true" not in json.dumps([a.get("elevated") for a in raw["apps"]]).lower()
+
+
 def _files_outside(state):
     """Files written anywhere but the state dir during a test: none may exist."""
     root = state.parent

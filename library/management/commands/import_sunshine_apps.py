@@ -3,6 +3,8 @@
 Apps are merged by name (an app of the same name is replaced) unless `--replace` swaps the
 whole catalog. Each `image-path` that decodes as an image is re-encoded into our covers dir;
 one that does not is dropped with a warning, so an import never leaves a broken reference.
+An entry that asks to run elevated (itself or a prep step) is imported with `elevated` off and
+one warning naming the app and why: this host never runs an app with more rights than its own.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
+from games.appfields import ELEVATED_REASON
 from library import app_input, catalog, covers, imaging
 
 
@@ -44,6 +47,11 @@ class Command(BaseCommand):
                 self.stderr.write(f"skipping apps[{n}]: not an object")
                 continue
             app = catalog.normalize(raw)
+            if _drop_elevated(app):
+                self.stderr.write(
+                    f"apps[{n}] ({app.get('name')!r}): imported with elevated off: "
+                    f"{ELEVATED_REASON}"
+                )
             app["image-path"] = self._cover(app.get("image-path"), search, n)
             if not app["image-path"]:
                 del app["image-path"]
@@ -88,3 +96,14 @@ class Command(BaseCommand):
             return str(target)
         self.stderr.write(f"apps[{n}]: image {image!r} not found or not an image; dropped")
         return ""
+
+
+def _drop_elevated(app: dict) -> bool:
+    """Turn `elevated` off on the entry and its prep steps; True when any was on."""
+    was = bool(app.pop("elevated", False))
+    steps = app.get("prep-cmd")
+    if isinstance(steps, list):
+        for step in steps:
+            if isinstance(step, dict) and "elevated" in step:
+                was = bool(step.pop("elevated")) or was
+    return was
