@@ -30,6 +30,8 @@ log = logging.getLogger("native.peer")
 
 MAX_MESSAGE = 1024  # bytes per data-channel message; more is dropped
 NATIVE_ENCODER = "libx264"  # native.media's VideoEncoder default (the browser decodes H.264)
+# A clipboard message (native/clipboard.py) carries up to 64 KiB of text, JSON-escaped.
+MAX_CLIP_MESSAGE = 2 * 64 * 1024 + 64
 CONNECT_TIMEOUT_S = 30
 # A connection that closes after the browser has sent nothing for this long was not closed by
 # the browser (that comes with its RTCP still flowing) but given up on: ICE consent expired
@@ -113,6 +115,8 @@ class NativePeer:
         self.video_sender = self.audio_sender = None
         self.channel = None
         self.ws_told = False
+        self.clipboard = None  # native.clipboard.SessionClipboard; None when `clipboard` is off
+        self.clips_dropped = 0  # clip messages the page sent while the clipboard is off
         # When the browser last sent anything on the transport (RTCP reports, SCTP, DTLS).
         self.rx_packets, self.rx_at = 0, time.monotonic()
         self.loss_pct: float | None = None  # from the browser's RTCP receiver reports
@@ -161,6 +165,7 @@ class NativePeer:
             self.channel = channel
             channel.on("message", self.on_input)
             self._tell_ws_token()
+            self._tell_clipboard()
 
         @self.pc.on("connectionstatechange")
         async def on_state():
@@ -251,7 +256,7 @@ class NativePeer:
 
     async def _start_media(self) -> None:
         from hostmgmt.config import store
-        from native import launch, sound
+        from native import clipboard, launch, sound
         from native.media import EncodedVideoTrack, EncoderProcess
         from streaming import session_display, session_play
         from streaming.sessions import registry
@@ -268,6 +273,13 @@ class NativePeer:
             self.xinput = await asyncio.to_thread(session_display.wlr_input, self.display, self.id)
         values = await asyncio.to_thread(store.values)
         self._step()
+        loop = asyncio.get_running_loop()
+        self.clipboard = await asyncio.to_thread(
+            clipboard.SessionClipboard.open,
+            values.get("clipboard"),
+            self.display,
+            lambda msg: loop.call_soon_threadsafe(self._send, msg),
+        )
         capture = await asyncio.to_thread(sound.open_capture, values, f"native{self.id}")
         self.audio = sound.OpusTrack(capture, values)
         self._step()
@@ -320,6 +332,19 @@ class NativePeer:
             self.channel.send(json.dumps({"t": "ws", "token": self.ws.token}))
             self.ws_told = True
 
+    def _send(self, msg: dict) -> None:
+        if self.channel is not None and self.channel.readyState == "open":
+            self.channel.send(json.dumps(msg, ensure_ascii=False))
+
+    def _tell_clipboard(self) -> None:
+        """Once live with the channel open: whether the clipboard is shared (or why not)."""
+        clip = self.clipboard
+        if clip is None or clip.told or not self.connected or self.channel is None:
+            return
+        if self.channel.readyState == "open":
+            self._send(clip.hello())
+            clip.told = True
+
     def _go_live(self) -> None:
         self.connected = True
         self.rx_at = time.monotonic()
@@ -329,15 +354,24 @@ class NativePeer:
         # The encoder process runs media.encoder.VideoEncoder's default: H.264 on libx264.
         self.core.stream_began(codec="h264", encoder=NATIVE_ENCODER,
                                where={"backend": "software", "gpu_id": ""})  # fmt: skip
+        self._tell_clipboard()
 
     def on_input(self, message) -> None:
-        if isinstance(message, bytes) or len(message) > MAX_MESSAGE:
+        if isinstance(message, bytes) or len(message) > MAX_CLIP_MESSAGE:
             return
         try:
             ev = json.loads(message)
         except ValueError:
             return
         if not isinstance(ev, dict):
+            return
+        if ev.get("t") == "clip":
+            if self.clipboard is None or not self.connected:
+                self.clips_dropped += 1  # `clipboard = off`: the host takes nothing
+            else:
+                self.clipboard.from_page(ev)
+            return
+        if len(message) > MAX_MESSAGE:
             return
         if ev.get("t") == "ping":  # input echo for the latency figure
             self.channel.send(json.dumps({"t": "pong", "c": ev.get("c")}))
@@ -500,6 +534,8 @@ class NativePeer:
                 log.warning("input release failed", exc_info=True)
         if self.pads is not None:
             self.pads.close()
+        if self.clipboard is not None:
+            await asyncio.to_thread(self.clipboard.close)
         await asyncio.to_thread(registry.proven, os.getpid())  # an early exit: no longer waiting
         if self.connected:
             self.core.stream_ended()

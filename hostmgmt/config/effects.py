@@ -27,6 +27,7 @@ _ENCRYPTION = (
 _ENCODER_KEYS = "tests/media/test_encoder_options.py::test_config_keys_reach_the_encoder_that_opens"
 _KEYS_GAIN = "tests/media/test_keybindings_and_gain.py::"
 _FILES = "tests/hostmgmt/config/test_file_keys.py::"
+_CLIP = "tests/native/test_clipboard_e2e.py::"
 
 EFFECTS: dict[str, str] = {
     # network and start-up
@@ -110,6 +111,7 @@ EFFECTS: dict[str, str] = {
     "global_prep_cmd": _E + "test_global_prep_cmd_runs_before_every_app_unless_excluded",
     "keybindings": _KEYS_GAIN + "test_keybindings_press_the_mapped_key_on_a_real_display",
     "audio_gain": _KEYS_GAIN + "test_audio_gain_scales_the_sound_of_both_planes",
+    "clipboard": _CLIP + "test_text_both_ways_bounded_and_nothing_when_off",
     # files the host uses
     "file_apps": _FILES + "test_file_apps_is_the_catalog_at_once_and_host_apps_file_wins",
     "log_path": _FILES + "test_log_path_is_where_every_host_process_logs_and_the_console_reads",

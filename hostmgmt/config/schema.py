@@ -343,7 +343,10 @@ _HOST = _keys(
         default="off",
         choices=("off", "text-only", "on"),
         group="input",
-        refused_all="clipboard sharing is not built yet (issue 19)",
+        restart=False,
+        refused={"on": "only text is shared (text-only); images and files are not"},
+        help="text-only: text both ways between the native player and an X11 session display "
+        "(64 KiB); the compat plane has none (Moonlight sends no clipboard)",
     ),
     E(
         name="performance_profile",

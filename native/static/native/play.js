@@ -14,6 +14,8 @@
   if (!lowLatencyOk) $("lowlat").parentElement.title += " (not available on this page)";
   window.nativePlayer = state;
   state.pongs = {};
+  // Clipboard: off until the host says it shares one (`clip-mode`); counters for the page's line.
+  state.clip = { on: false, max: 65536, last: null, sent: 0, received: 0, why: "" };
   // Data-channel echo time in ms (the input path's transport share of latency).
   state.ping = () => new Promise((resolve) => {
     const c = Math.random().toString(36).slice(2), t0 = performance.now();
@@ -72,6 +74,7 @@
   async function start(ev) {
     if (ev) ev.preventDefault();
     stop("restart");
+    state.clip.on = false; $("clip").hidden = true;
     localStorage.setItem("native-name", $("name").value);
     const [w, h] = $("mode").value.split("x").map(Number);
     const fps = Number($("fps").value);
@@ -150,11 +153,57 @@
     if (msg.t === "stats") state.host = msg;
     else if (msg.t === "pong" && state.pongs[msg.c]) { state.pongs[msg.c](); delete state.pongs[msg.c]; }
     else if (msg.t === "ws") openWs(msg.token);
+    else if (msg.t === "clip-mode") clipMode(msg);
+    else if (msg.t === "clip") clipFromHost(msg.text);
     else if (msg.t === "bye") {
       const pc = state.pc; state.pc = null; if (pc) pc.close();
       say(`Session ended by the host (${msg.reason}).`, "ended");
     }
   }
+
+  // -- clipboard (host.conf `clipboard = text-only`) -------------------------------------------
+  // The host says once live whether it shares the clipboard; until then, and when it says no
+  // (or says nothing: `off`), the page sends no clipboard message at all.
+  function clipSay(text) { $("clip").textContent = text; $("clip").hidden = false; }
+  function clipMode(msg) {
+    state.clip.on = msg.on === true;
+    state.clip.max = Number(msg.max_bytes) || 65536;
+    state.clip.why = msg.why || "";
+    clipSay(state.clip.on ? "Clipboard shared with the session (text)."
+                          : `No clipboard in this session: ${state.clip.why}`);
+  }
+  function clipFromHost(text) {
+    if (!state.clip.on || typeof text !== "string") return;
+    state.clip.last = text; state.clip.received++;
+    clipSay(`Copied ${text.length} characters from the session.`);
+    if (navigator.clipboard) navigator.clipboard.writeText(text).catch(() => {});
+  }
+  state.clipToHost = (text) => {
+    if (!state.clip.on || typeof text !== "string" || !text || text === state.clip.last) return false;
+    if (new TextEncoder().encode(text).length > state.clip.max) {
+      clipSay(`Not sent to the session: over ${state.clip.max / 1024} KiB of text.`);
+      return false;
+    }
+    send({ t: "clip", text }); state.clip.last = text; state.clip.sent++;
+    clipSay(`Sent ${text.length} characters to the session.`);
+    return true;
+  };
+  // Ctrl+V while playing: the text goes first, then the keys, so the app pastes the new text.
+  document.addEventListener("paste", (e) => {
+    if (!playing() || !state.clip.on || typing(e)) return;
+    state.clipToHost(e.clipboardData ? e.clipboardData.getData("text/plain") : "");
+    e.preventDefault();
+    if (state.clip.pasteKey) {
+      state.clip.pasteKey = false;
+      send({ t: "k", vk: 86, d: 1 }); send({ t: "k", vk: 86, d: 0 });
+    }
+  });
+  // Coming back to the page: what the user copied elsewhere meanwhile (when the browser lets us).
+  window.addEventListener("focus", () => {
+    if (playing() && state.clip.on && navigator.clipboard && navigator.clipboard.readText) {
+      navigator.clipboard.readText().then(state.clipToHost).catch(() => {});
+    }
+  });
 
   // -- low-latency video: WebSocket + WebCodecs ----------------------------------------------
   const MAX_QUEUE = 2;  // decodeQueueSize above this: skip to the next keyframe
@@ -282,6 +331,11 @@
   for (const [type, down] of [["keydown", 1], ["keyup", 0]]) {
     document.addEventListener(type, (e) => {
       if (!playing() || typing(e) || e.repeat) return;
+      if (e.keyCode === 86 && (e.ctrlKey || e.metaKey) && state.clip.on) {
+        // Let the browser's paste happen: the paste handler sends the text, then V.
+        if (down) state.clip.pasteKey = true;
+        return;
+      }
       send({ t: "k", vk: e.keyCode, d: down }); e.preventDefault();
     });
   }
