@@ -38,6 +38,10 @@ SDR_ONLY = "every capture source is 8-bit SDR: no 10-bit (HEVC Main10, AV1 10-bi
 YUV420_ONLY = "every encoder here runs 4:2:0 (yuv420p); 4:4:4 is never offered"
 REAL_MACHINE = "planned: issue 15 (real-machine capture and displays)"
 NO_GAMESCOPE = "this build drives no gamescope (sway is its only headless compositor)"
+LATENCY_MODES = (
+    "every session already encodes with zero-latency tuning (no lookahead, no B-frames); "
+    "the speed/quality trade-off is nvenc_tuning_preset or the app's encoder-preset"
+)
 IN_DATABASE = "the host keeps this in its database (state dir), not in a file of your choosing"
 
 B = partial(Key, type="bool")
@@ -358,7 +362,7 @@ _HOST = _keys(
         name="latency_profile",
         default="balanced",
         choices=("balanced", "low_latency"),
-        refused_all="latency modes are not applied yet (the encoder tuning is nvenc_tuning_preset)",
+        refused_all=LATENCY_MODES,
     ),
     E(
         name="network_policy",
@@ -586,7 +590,7 @@ _PROFILE_FIELDS = {
         None,
         choices=("safe", "aggressive"),
         nullable=True,
-        refused_all="latency modes are not applied yet",
+        refused_all=LATENCY_MODES,
     ),
 }
 _CLIENT_PROFILE = re.compile(_CLIENT_PROFILE.pattern % "|".join(_PROFILE_FIELDS))
