@@ -17,6 +17,8 @@ import shutil
 
 log = logging.getLogger("native.clipboard")
 
+# GAP: no clipboard on sway sessions; the Wayland side needs wl-clipboard (or a data-control
+# client), not installed on this host.
 WAYLAND_WHY = (
     "sway sessions have no clipboard sharing: wl-clipboard is not installed"
     if shutil.which("wl-copy") is None
