@@ -316,7 +316,9 @@ _HOST = _keys(
         min=0.0,
         max=4.0,
         group="audio",
-        help="fixed gain on the session's sound, after the audio processing (both planes)",
+        restart=False,
+        help="fixed gain on the session's sound, after the audio processing (both planes); "
+        "from the next session",
     ),
     E(
         name="audio_capture",
@@ -558,7 +560,9 @@ _INHERITED.update(
             group="input",
             item="keycode",
             nullable=True,
-            help="from,to pairs of key codes (0x01 to 0xFE): the client's `from` key presses `to`",
+            restart=False,
+            help="from,to pairs of key codes (0x01 to 0xFE): the client's `from` key presses "
+            "`to`; from the next session",
         ),
         B(name="keyboard", default=True, group="input", help="keyboard (and text) input"),
         B(name="mouse", default=True, group="input", help="mouse input"),
