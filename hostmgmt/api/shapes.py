@@ -56,6 +56,14 @@ class HostConfigStateSerializer(serializers.Serializer):
     configured = serializers.BooleanField()
     requires_restart = serializers.BooleanField()
     env_path = serializers.CharField()
+    refused = serializers.DictField(
+        child=serializers.CharField(),
+        help_text="dotted field -> why the host accepts only its default",
+    )
+    refused_values = serializers.DictField(
+        child=serializers.DictField(child=serializers.CharField()),
+        help_text="dotted field -> {value -> why}: values of an acting field this host cannot do",
+    )
 
 
 class StatusHostSerializer(serializers.Serializer):
@@ -212,8 +220,21 @@ ADMIN_CONFIG = {
         "file_only": {"type": "object", "additionalProperties": True},
         "defaults": {"type": "object", "additionalProperties": True},
         "restart_required_keys": {"type": "array", "items": {"type": "string"}},
+        "refused": {
+            "type": "object",
+            "description": "key -> why the host accepts only its default",
+            "additionalProperties": {"type": "string"},
+        },
+        "refused_values": {
+            "type": "object",
+            "description": "key -> {value -> why}: values of an acting key this host cannot do",
+            "additionalProperties": {
+                "type": "object",
+                "additionalProperties": {"type": "string"},
+            },
+        },
     },
-    "required": ["status", "status_code", "platform", "version"],
+    "required": ["status", "status_code", "platform", "version", "refused", "refused_values"],
     "additionalProperties": True,
 }
 
