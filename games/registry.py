@@ -110,7 +110,8 @@ def clear() -> None:
 
 
 def game_ref(r: dict) -> dict:
-    """GameRef of an event payload (app~, title*, store~, client*, plane*)."""
+    """GameRef of an event payload (app~, title*, store~, client*, plane*), plus `session_id`
+    (the live session the game was launched or resumed in) when it has one."""
     ref = {}
     if r.get("app_id"):
         ref["app"] = r["app_id"]
@@ -119,6 +120,8 @@ def game_ref(r: dict) -> dict:
         ref["store"] = r["store"]
     ref["client"] = r.get("client", "")
     ref["plane"] = r.get("plane", "compat")
+    if r.get("session_id") is not None:
+        ref["session_id"] = r["session_id"]
     return ref
 
 

@@ -49,10 +49,14 @@ HOST_STOPPING = "host.stopping"
 # The pseudo-kind of the SSE frame that tells a consumer it fell off the replay ring.
 DROPPED = "dropped"
 
-CLIENT_REF = {"name": str, "fingerprint": str, "client_id": str, "plane": str}
+# `session_id` (client, stream, game refs; a session ref's `id`): which live session the event
+# concerns, so a consumer can follow several at once. A game kept past its session has none.
+CLIENT_REF = {"name": str, "fingerprint": str, "client_id": str, "plane": str, "session_id": str}
 SESSION_REF = {"id": str, "client": str, "client_id": str, "mode": str, "hdr": bool, "plane": str}
-STREAM_REF = {"mode": str, "hdr": bool, "client": str, "client_id": str, "app": str, "plane": str}
-GAME_REF = {"app": str, "title": str, "store": str, "client": str, "plane": str}
+STREAM_REF = {"mode": str, "hdr": bool, "client": str, "client_id": str, "app": str, "plane": str,
+              "session_id": str}  # fmt: skip
+GAME_REF = {"app": str, "title": str, "store": str, "client": str, "plane": str,
+            "session_id": str}  # fmt: skip
 DEVICE_REF = {"name": str, "fingerprint": str, "plane": str}
 
 # kind -> {top-level payload key: type or ref-object shape}

@@ -20,6 +20,7 @@ log = logging.getLogger("hooks.stream_webhooks")
 START = "stream.start"
 END = "stream.end"
 RECORD_FIELDS = (
+    "session_id",
     "t_start",
     "t_end",
     "app_name",

@@ -1,6 +1,6 @@
-"""Session history: one `SessionRecord` per finished session, kept whether or not any webhook
-is configured. The engine calls `record_session` when a session ends; the admin API and the
-console read through `recent`.
+"""Session history: one `SessionRecord` per finished stream (a resumed session has several),
+kept whether or not any webhook is configured. The session core calls `record_session` when a
+client goes; the admin API and the console read through `recent`.
 """
 
 from __future__ import annotations
@@ -27,9 +27,12 @@ def record_session(*, t_start: datetime, t_end: datetime | None = None, samples=
     )
 
 
-def recent(limit: int = LIMIT_DEFAULT, app: str = "", client: str = "") -> list[SessionRecord]:
-    """Newest first; `app` and `client` match the stored names exactly."""
+def recent(limit: int = LIMIT_DEFAULT, app: str = "", client: str = "",
+           session: str = "") -> list[SessionRecord]:  # fmt: skip
+    """Newest first; `app`, `client` and `session` (a session id) match exactly."""
     query = SessionRecord.objects.all()
+    if session:
+        query = query.filter(session_id=session)
     if app:
         query = query.filter(app_name=app)
     if client:

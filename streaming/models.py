@@ -4,13 +4,17 @@ from django.db import models
 
 
 class SessionRecord(models.Model):
-    """One finished streaming session, written when it ends (kept without any webhook).
+    """One stream (client connected -> client gone), written when the client goes (kept
+    without any webhook). A session that is resumed leaves one record per stream, all with
+    its `session_id`; a session that never streamed leaves none.
 
     Field names are the admin API's session record (and stream webhook body).
     """
 
     t_start = models.DateTimeField(db_index=True)
     t_end = models.DateTimeField(null=True, blank=True)
+    # The live session this stream belonged to (registry id, 8 hex digits; "" before issue 17).
+    session_id = models.CharField(max_length=16, blank=True, default="", db_index=True)
     plane = models.CharField(max_length=16, default="compat")
     app_name = models.CharField(max_length=256, blank=True, default="", db_index=True)
     client_name = models.CharField(max_length=256, blank=True, default="", db_index=True)
@@ -42,6 +46,7 @@ class SessionRecord(models.Model):
         return {
             "t_start": int(self.t_start.timestamp()),
             "t_end": int(self.t_end.timestamp()) if self.t_end else None,
+            "session_id": self.session_id,
             "app_name": self.app_name,
             "client_name": self.client_name,
             "client_address": self.client_address,

@@ -13,6 +13,7 @@ from hostmgmt.api.errors import ApiError
 from hostmgmt.api.schema import error
 from hostmgmt.console import telemetry
 from streaming import history, stats
+from streaming.sessions import registry
 
 _Series = serializers.ListField(child=serializers.FloatField())
 _Telemetry = inline_serializer(
@@ -107,17 +108,26 @@ class SessionsView(AdminAPIView):
             OpenApiParameter("limit", int, description="1-1000, default 100; larger clamps"),
             OpenApiParameter("app", str, description="exact app name"),
             OpenApiParameter("client", str, description="exact client name"),
+            OpenApiParameter(
+                "session",
+                str,
+                description="a session id (8 hex digits): the records of that session's streams",
+            ),
         ],
         responses=shapes.SessionListSerializer,
         summary="Session history, newest first",
-        description="`{status, status_code, sessions[record + id]}`. 400 for a limit below 1 "
-        "or not an integer.",
+        description="`{status, status_code, sessions[record + id]}`: one record per stream "
+        "(a resumed session leaves one per stream, each with its `session_id`). 400 for a limit "
+        "below 1 or not an integer, or a malformed `session`.",
     )
     def get(self, request):
         limit = int_param(request, "limit", history.LIMIT_DEFAULT, 1, history.LIMIT_MAX)
         app = request.query_params.get("app", "")[:256]
         client = request.query_params.get("client", "")[:256]
-        rows = history.recent(limit, app=app, client=client)
+        session = request.query_params.get("session", "")
+        if session and not registry.valid_id(session):
+            raise ApiError(400, "session must be a session id (8 lowercase hex digits)")
+        rows = history.recent(limit, app=app, client=client, session=session)
         return Response(ok(sessions=[_record(r) for r in rows]))
 
 

@@ -190,7 +190,8 @@ class AppRun:
 class SessionCore:
     """One session's plane-independent state and steps. The plane calls, in order:
     `publish` (registry), `acquire_display`, `start_app`, `began`; while streaming
-    `stream_began`/`stream_ended`, `latency` per frame, `sample` once a second, `publish` as
+    `stream_began`/`stream_ended` (once per stream: each leaves its history record and webhook
+    pair), `latency` per frame, `sample` once a second, `publish` as
     heartbeat; at the end `finish`. `totals` is the plane's counter reader:
     () -> (frames, bytes, [encode ms], [rtt ms]) over the whole session."""
 
@@ -211,6 +212,11 @@ class SessionCore:
         self.started = False  # session.started went out
         self.stream_t0: float | None = None
         self.stream_t1: float | None = None
+        self.stream_start: datetime | None = None  # the open stream's wall-clock start
+        self.streams = 0  # streams recorded so far (one history record and webhook pair each)
+        # The totals and sample count when the open stream began: its record is the difference.
+        self._base: tuple = (0, 0, 0, 0)
+        self._sample_base = 0
         self.samples: list[dict] = []
         self.error = ""
         self.totals = lambda: (0, 0, [], [])
@@ -236,7 +242,8 @@ class SessionCore:
 
     def client_ref(self) -> dict:
         return {"name": self.name, "fingerprint": self.fingerprint,
-                "client_id": registry.client_id(self.fingerprint), "plane": self.plane}  # fmt: skip
+                "client_id": registry.client_id(self.fingerprint), "plane": self.plane,
+                "session_id": self.id}  # fmt: skip
 
     def session_ref(self) -> dict:
         return {"id": self.id, "client": self.name,
@@ -246,7 +253,7 @@ class SessionCore:
     def stream_ref(self) -> dict:
         return {"mode": self.mode, "hdr": False, "client": self.name,
                 "client_id": registry.client_id(self.fingerprint), "app": self.app_title,
-                "plane": self.plane}  # fmt: skip
+                "plane": self.plane, "session_id": self.id}  # fmt: skip
 
     def emit(self, kind: str, **extra) -> None:
         """A client.*, session.* or stream.* event with this session's ref."""
@@ -325,8 +332,9 @@ class SessionCore:
 
     def stream_began(self, codec: str | None = None, encoder: str | None = None,
                      where: dict | None = None) -> None:  # fmt: skip
-        """The first video reached the client: stream.started (naming the codec and the
-        encoder that opened) and the `stream.start` webhook."""
+        """The first video of a stream reached the client (client connected): stream.started
+        (naming the codec and the encoder that opened) and the `stream.start` webhook. Each
+        stream (a launch, every resume) is its own."""
         from hooks import stream_webhooks
 
         if codec or encoder or where is not None:
@@ -334,14 +342,38 @@ class SessionCore:
         if self.stream_t0 is not None and self.stream_t1 is None:
             return
         self.stream_t0, self.stream_t1 = time.monotonic(), None
+        self.stream_start = datetime.now(UTC)
+        self._base = self._counts()
+        self._sample_base = len(self.samples)
         self.emit("stream.started", codec=self.codec, encoder=self.encoder)
         stream_webhooks.notify(stream_webhooks.START, self.record_fields())
 
     def stream_ended(self) -> None:
+        """The client is gone (stopped, vanished, or the session ends): stream.stopped, then
+        this stream's history record and `stream.end` webhook at once, whether or not the
+        session (a `keep` app waiting for a resume) goes on."""
+        from hooks import stream_webhooks
+        from streaming import history
+
         if self.stream_t0 is None or self.stream_t1 is not None:
             return
         self.stream_t1 = time.monotonic()
         self.emit("stream.stopped")
+        record = self.record_fields()
+        self.streams += 1
+        fields = {k: v for k, v in record.items() if k not in ("t_start", "t_end")}
+        try:
+            history.record_session(t_start=self.stream_start, t_end=datetime.now(UTC),
+                                   samples=self.samples[self._sample_base:], plane=self.plane,
+                                   client_fingerprint=self.fingerprint, **fields)  # fmt: skip
+        except Exception:
+            log.exception("session %s: history record not written", self.id)
+        stream_webhooks.notify(stream_webhooks.END, record)
+
+    def _counts(self) -> tuple:
+        """The plane's totals so far as (frames, bytes, encode samples, rtt samples) counts."""
+        frames, nbytes, enc, rtt = self.totals()
+        return frames, nbytes, len(enc), len(rtt)
 
     def _stats(self, fn, *args, **kwargs) -> None:
         """Live statistics are a view: a failure is logged once and never ends the stream."""
@@ -406,13 +438,18 @@ class SessionCore:
         return point
 
     def record_fields(self) -> dict:
-        """The history record and webhook body (hooks.stream_webhooks.RECORD_FIELDS)."""
+        """The open (or last) stream's history record and webhook body
+        (hooks.stream_webhooks.RECORD_FIELDS): its own span and figures, the totals since it
+        began."""
         frames, nbytes, enc, rtt = self.totals()
+        f0, b0, e0, r0 = self._base
+        frames, nbytes, enc, rtt = frames - f0, nbytes - b0, enc[e0:], rtt[r0:]
         span = 0.0
         if self.stream_t0 is not None:
             span = (self.stream_t1 or time.monotonic()) - self.stream_t0
         return {
-            "t_start": self.t_start.isoformat(),
+            "session_id": self.id,
+            "t_start": (self.stream_start or self.t_start).isoformat(),
             "t_end": datetime.now(UTC).isoformat(),
             "app_name": self.app_title,
             "client_name": self.name,
@@ -431,12 +468,12 @@ class SessionCore:
         }
 
     def finish(self, reason: str, deliberate: bool, title_deliberate: bool | None = None) -> None:
-        """The end, after the plane stopped its transport: the game (closed, kept or in its
-        grace window) and its group, `undo` steps, the display back to its policy, the record,
-        `stream.end`, session.ended. Safe after a partial start; runs once."""
+        """The end, after the plane stopped its transport: a stream still open ends (its
+        record, `stream.end`), the game (closed, kept or in its grace window) and its group,
+        `undo` steps, the display back to its policy, session.ended. Safe after a partial
+        start; runs once."""
         from displays import machine
-        from hooks import stream_webhooks
-        from streaming import history, stats
+        from streaming import stats
 
         if self.finished:
             return
@@ -456,18 +493,6 @@ class SessionCore:
                 log.warning("display slot %s: %s", self.display.get("slot"), exc)
         with contextlib.suppress(Exception):
             registry.remove(self.id)
-        if self.started:
-            record = self.record_fields()
-            fields = {k: v for k, v in record.items() if k not in ("t_start", "t_end")}
-            try:
-                history.record_session(t_start=self.t_start, t_end=datetime.now(UTC),
-                                       samples=self.samples, plane=self.plane,
-                                       client_fingerprint=self.fingerprint,
-                                       **fields)  # fmt: skip
-            except Exception:
-                log.exception("session %s: history record not written", self.id)
-            if self.stream_t0 is not None:
-                stream_webhooks.notify(stream_webhooks.END, record)
         if self.started or self.display_failed:
             # Without session.started (the display refused), the operator still learns why.
             ended = {"reason": reason}

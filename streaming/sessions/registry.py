@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import secrets
 import signal
 import time
@@ -39,6 +40,14 @@ def new_id() -> str:
     """A session id: 8 random hex digits (never a pid or a clock reading, so ids neither
     repeat after a restart nor tell anything about the host)."""
     return secrets.token_hex(4)
+
+
+ID_RE = re.compile(r"[0-9a-f]{8}")
+
+
+def valid_id(value) -> bool:
+    """A well-formed session id (what `new_id` makes); the APIs answer 400 for anything else."""
+    return isinstance(value, str) and ID_RE.fullmatch(value) is not None
 
 
 def client_id(fingerprint: str) -> str:

@@ -44,7 +44,7 @@ def test_running_names_the_child_and_player_quit_is_exited(state, launch, on_gam
     assert rec["game"]["pid"] == pid and rec["game"]["name"] == "mygame"  # not the launcher
     [ev] = wait_for(lambda: game_events("game.running"))
     assert ev["game"] == {"app": "custom:g1", "title": "My Game", "store": "custom",
-                          "client": "Deck", "plane": "compat"}  # fmt: skip
+                          "client": "Deck", "plane": "compat", "session_id": 1}  # fmt: skip
     assert lifecycle.active_games() == [
         {"session_id": 1, "client": "Deck", "app_id": "custom:g1", "title": "My Game",
          "store": "custom", "plane": "compat", "state": "running"}

@@ -53,6 +53,7 @@ def test_newest_first_with_every_record_field(admin, sessions):
     assert records[0]["t_start"] > records[1]["t_start"]
     expected = {
         "id",
+        "session_id",
         "t_start",
         "t_end",
         "app_name",
@@ -116,3 +117,18 @@ def test_needs_logs_scope(admin, sessions):
     token = api_tokens.mint("cfg", ["config:get"])
     r = Client().get("/api/sessions", HTTP_AUTHORIZATION=f"Bearer {token}")
     assert r.status_code == 403
+
+
+def test_session_filter_lists_one_sessions_streams(admin, sessions):
+    for row, sid in zip(sessions, ["0a1b2c3d", "0a1b2c3d", "ffff0000", ""], strict=True):
+        SessionRecord.objects.filter(pk=row.pk).update(session_id=sid)
+    mine = get(admin, "?session=0a1b2c3d").json()["sessions"]
+    assert [r["app_name"] for r in mine] == ["Steam", "Desktop"]
+    assert {r["session_id"] for r in mine} == {"0a1b2c3d"}
+    assert get(admin, "?session=12345678").json()["sessions"] == []
+
+
+@pytest.mark.parametrize("bad", ["xyz", "0A1B2C3D", "0a1b2c3d0", "%27%20or%201=1", "%00"])
+def test_malformed_session_filter_is_400(admin, sessions, bad):
+    r = get(admin, f"?session={bad}")
+    assert r.status_code == 400 and "session" in r.json()["error"]

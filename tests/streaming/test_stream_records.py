@@ -1,0 +1,110 @@
+"""Per-stream history records and webhooks (`SessionCore.stream_began` / `stream_ended`): one
+record and one `stream.start`/`stream.end` pair per stream, written when the client goes, with
+that stream's own figures and the session's id; none for a session that never streamed. Real
+database, real event bus on the tests' Redis; the webhook queue is read at `notify`."""
+
+from __future__ import annotations
+
+import pytest
+
+from hooks import stream_webhooks
+from streaming.models import SessionRecord
+from streaming.sessions.lifecycle import SessionCore
+from tests.support.events import emitted
+
+# transaction: events inside an atomic block wait for a commit a test transaction never makes
+pytestmark = [pytest.mark.django_db(transaction=True)]
+
+
+class Counters:
+    """A plane's counters (what `totals` reads): frames, bytes, encode ms, RTT ms."""
+
+    def __init__(self):
+        self.frames, self.bytes, self.enc, self.rtt = 0, 0, [], []
+
+    def send(self, frames: int, nbytes: int, enc: float, rtt: float) -> None:
+        self.frames += frames
+        self.bytes += nbytes
+        self.enc += [enc] * frames
+        self.rtt.append(rtt)
+
+    def totals(self):
+        return self.frames, self.bytes, list(self.enc), list(self.rtt)
+
+
+@pytest.fixture
+def hooks(monkeypatch):
+    sent: list[tuple[str, dict]] = []
+    monkeypatch.setattr(stream_webhooks, "notify", lambda ev, rec: sent.append((ev, rec)) or 1)
+    return sent
+
+
+def core(sid="0a1b2c3d") -> tuple[SessionCore, Counters]:
+    c = SessionCore("compat", sid, {"name": "TV", "fingerprint": "ab" * 32}, 1280, 720, 60,
+                    "7", "Probe", remote="10.0.0.5")  # fmt: skip
+    counters = Counters()
+    c.totals = counters.totals
+    c.began()
+    return c, counters
+
+
+def test_each_stream_leaves_its_own_record_and_webhook_pair_at_once(redis_db, hooks):
+    c, n = core()
+    c.stream_began()
+    n.send(60, 250_000, 3.0, 5.0)
+    c.sample(2000, 5.0, 3.0)
+    c.stream_ended()  # the client stopped; under `keep` the session goes on
+    assert SessionRecord.objects.count() == 1, "the record must not wait for the session's end"
+    assert [e for e, _ in hooks] == ["stream.start", "stream.end"]
+
+    c.stream_began()  # a resume: a new stream
+    n.send(30, 50_000, 9.0, 20.0)
+    c.sample(400, 20.0, 9.0)
+    c.sample(400, 20.0, 9.0)
+    c.stream_ended()
+    c.finish("cancel", deliberate=True)  # nothing open: no third record
+    first, second = SessionRecord.objects.order_by("t_start", "id")
+    assert [e for e, _ in hooks] == ["stream.start", "stream.end"] * 2
+    assert {first.session_id, second.session_id} == {"0a1b2c3d"}
+    # Each record has its own stream's figures, not the session's running totals.
+    assert first.avg_encode_ms == 3.0 and first.avg_rtt_ms == 5.0
+    assert second.avg_encode_ms == 9.0 and second.avg_rtt_ms == 20.0
+    assert len(first.samples) == 1 and len(second.samples) == 2
+    assert first.t_end <= second.t_start
+    assert first.client_name == "TV" and first.app_name == "Probe" and first.plane == "compat"
+    assert hooks[3][1]["session_id"] == "0a1b2c3d" and hooks[3][1]["avg_encode_ms"] == 9.0
+    body = stream_webhooks.body_for(*hooks[3])
+    assert b'"session_id":"0a1b2c3d"' in body
+    kinds = [e["kind"] for e in emitted() if e["kind"].startswith(("stream.", "session."))]
+    assert kinds == ["session.started", "stream.started", "stream.stopped", "stream.started",
+                     "stream.stopped", "session.ended"]  # fmt: skip
+
+
+def test_a_session_that_never_streamed_writes_no_record(redis_db, hooks):
+    c, _ = core("00000001")
+    c.finish("arm_timeout", deliberate=False)
+    assert SessionRecord.objects.count() == 0 and hooks == []
+    ended = emitted("session.ended")
+    assert ended and ended[0]["reason"] == "arm_timeout"
+
+
+def test_a_stream_open_at_the_end_is_recorded_once(redis_db, hooks):
+    c, n = core("00000002")
+    c.stream_began()
+    c.stream_began()  # a second "first frame" of the same stream is not a new stream
+    n.send(10, 10_000, 2.0, 1.0)
+    c.finish("api", deliberate=True)
+    c.finish("api", deliberate=True)
+    assert SessionRecord.objects.count() == 1
+    assert [e for e, _ in hooks] == ["stream.start", "stream.end"]
+
+
+def test_refs_name_their_session(redis_db, hooks):
+    c, _ = core("00000003")
+    c.emit("client.connected")
+    c.stream_began()
+    c.stream_ended()
+    client = emitted("client.connected")[0]["client"]
+    stream = emitted("stream.started")[0]["stream"]
+    session = emitted("session.started")[0]["session"]
+    assert client["session_id"] == stream["session_id"] == session["id"] == "00000003"
