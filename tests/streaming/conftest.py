@@ -96,13 +96,15 @@ def pair(host, config_dir: Path, pin: str = "2468", name: str = "Streamer") -> M
     return ml
 
 
-def run_client(host, config_dir, w, h, fps, seconds, action, draw=True) -> subprocess.Popen:
+def run_client(host, config_dir, w, h, fps, seconds, action, draw=True,
+               app: str = "Desktop") -> subprocess.Popen:  # fmt: skip
     args = [sys.executable, CLIENT, str(host.base_port), str(config_dir), str(w), str(h),
             str(fps), str(seconds), action]  # fmt: skip
     if draw:
         args += [host.url, host.mgmt_token, str(host.cert_path)]
     return subprocess.Popen(args, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})  # fmt: skip
+                            text=True, env={**os.environ, "PYTHONPATH": str(ROOT),
+                                            "CLIENT_APP": app})  # fmt: skip
 
 
 def client_result(proc: subprocess.Popen, timeout: float = 90) -> dict:

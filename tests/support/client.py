@@ -104,7 +104,9 @@ def main() -> None:
     action = sys.argv[7]
     mgmt = sys.argv[8:11]
     http = NvHTTP("127.0.0.1", Identity(config_dir), http_port=base, https_port=base - 5)
-    desktop = next(a for a in http.get_app_list() if a.name == "Desktop")
+    # CLIENT_APP: the catalog entry to launch (Desktop unless told).
+    wanted = os.environ.get("CLIENT_APP", "Desktop")
+    desktop = next(a for a in http.get_app_list() if a.name == wanted)
     key, iv = secrets.token_bytes(16), secrets.token_bytes(16)
     spoofer = Spoofer(base) if action == "spoof" else None  # from before the client's pings
     session = StreamingSession()
