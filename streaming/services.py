@@ -136,6 +136,15 @@ def end_client_sessions(fingerprints: list[str] | None) -> None:
     registry.stop_clients(wanted, "unpaired", deliberate=True, wait_s=5)
 
 
+def end_session(session_id: str, reason: str, wait_s: float) -> bool:
+    """A deliberate stop of one live session (either plane); False when none has that id."""
+    record = registry.get(session_id)
+    if record is None:
+        return False
+    registry.stop([record], reason, deliberate=True, wait_s=wait_s)
+    return True
+
+
 def end_all_sessions(reason: str, wait_s: float) -> None:
     """A deliberate stop of every session on both planes (DELETE /session, /api/apps/close)."""
 
@@ -144,86 +153,10 @@ def end_all_sessions(reason: str, wait_s: float) -> None:
 
 
 def runtime_status() -> dict:
-    """The sessions part of GET /api/v1/status (mgmt-api-records §1.3 RuntimeStatus), from the
-    registry: the compat session if any, else the first native one; counts and games from
-    every live session."""
-    try:
-        live = registry.live()
-    except Exception:  # noqa: BLE001 - no Redis: report nothing rather than fail the status
-        live = []
-    compat = next((rec for rec in live if rec.get("plane") == "compat"), None)
-    status = _compat_status(compat)
-    rows = [rec for rec in live if rec.get("plane") == "native"]
-    status["active_sessions"] += len(rows)
-    status["video_streaming"] = status["video_streaming"] or bool(rows)
-    status["audio_streaming"] = status["audio_streaming"] or bool(rows)
-    if status["session"] is None and rows:
-        r = rows[0]
-        status["session"] = {"width": r["width"], "height": r["height"], "fps": r["fps"]}
-    # A native session's game is the lifecycle layer's record (already in `games`, once);
-    # a session it has none for (Desktop, an app it does not track) gets a plain row.
-    tracked = {g.get("session_id") for g in status["games"] if g.get("plane") == "native"}
-    status["games"] += [
-        {
-            "session_id": row["id"],
-            "client": row["client"],
-            "app_id": row["app"],
-            "title": row.get("app_title") or row["app"],
-            "plane": "native",
-            "state": "running",
-        }
-        for row in rows
-        if row["id"] not in tracked
-    ]
-    return status
+    """The sessions part of GET /api/v1/status (`streaming.status`)."""
+    from streaming import status
 
-
-def _compat_status(state: dict | None) -> dict:
-    if not state:
-        return {"video_streaming": False, "audio_streaming": False, "active_sessions": 0,
-                "session": None, "stream": None, "games": _lifecycle_games(None)}  # fmt: skip
-    streaming = state.get("state") == "streaming"
-    size = {"width": state["width"], "height": state["height"], "fps": state["fps"]}
-    stream = None
-    if streaming:
-        stream = {
-            **size,
-            "bitrate_kbps": int(state.get("bitrate_kbps") or 0),
-            "packet_size": int(state.get("packet_size") or 0),
-            "min_fec": int(state.get("min_fec") or 0),
-            "codec": state.get("codec") or "h264",
-            "time_to_first_frame_ms": None,
-            "last_resize_ms": None,
-        }
-    game = {
-        "session_id": state["id"],
-        "client": state.get("client", ""),
-        "title": state.get("app_title", ""),
-        "plane": "compat",
-        "state": "running" if state.get("state") in ("armed", "streaming", "idle") else "launching",
-    }
-    return {
-        "video_streaming": streaming,
-        "audio_streaming": streaming,
-        "active_sessions": 1 if streaming else 0,
-        "session": size,
-        "stream": stream,
-        "games": [game, *_lifecycle_games(state["id"])],
-    }
-
-
-def _lifecycle_games(session_id) -> list[dict]:
-    """Games the lifecycle layer knows beyond the live session's own: kept ones, and the
-    ones waiting out their grace window (ActiveGame records)."""
-    try:
-        from games import lifecycle
-
-        games = lifecycle.active_games()
-    except Exception:  # noqa: BLE001 - status must answer even with a broken games file
-        log.warning("game records unavailable", exc_info=True)
-        return []
-    return [g for g in games if g.get("state") != "exited"
-            and (session_id is None or g.get("session_id") != session_id)]  # fmt: skip
+    return status.runtime_status()
 
 
 def kept_displays() -> int:

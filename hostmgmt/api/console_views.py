@@ -211,8 +211,80 @@ class V1UpdateCheckView(MgmtAPIView):
         return Response(updater.check(force=True))
 
 
+_Size = {
+    "width": serializers.IntegerField(),
+    "height": serializers.IntegerField(),
+    "fps": serializers.IntegerField(),
+}
+_StreamInfo = {
+    **_Size,
+    "bitrate_kbps": serializers.IntegerField(),
+    "packet_size": serializers.IntegerField(),
+    "min_fec": serializers.IntegerField(),
+    "codec": serializers.CharField(),
+    "time_to_first_frame_ms": serializers.IntegerField(allow_null=True),
+    "last_resize_ms": serializers.IntegerField(allow_null=True),
+}
+_RuntimeStatus = inline_serializer(
+    "RuntimeStatus",
+    {
+        "video_streaming": serializers.BooleanField(),
+        "audio_streaming": serializers.BooleanField(),
+        "pin_pending": serializers.BooleanField(),
+        "paired_clients": serializers.IntegerField(),
+        "native_paired_clients": serializers.IntegerField(),
+        "active_sessions": serializers.IntegerField(help_text="streaming sessions, both planes"),
+        "session": inline_serializer(
+            "SessionInfo", _Size, allow_null=True, help_text="one representative live session"
+        ),
+        "stream": inline_serializer("StreamInfo", _StreamInfo, allow_null=True),
+        "games": inline_serializer(
+            "ActiveGame",
+            {
+                "session_id": serializers.CharField(required=False),
+                "client": serializers.CharField(allow_blank=True),
+                "app_id": serializers.CharField(required=False),
+                "title": serializers.CharField(allow_blank=True),
+                "store": serializers.CharField(required=False),
+                "plane": serializers.CharField(),
+                "state": serializers.CharField(),
+                "grace_remaining_s": serializers.IntegerField(required=False),
+            },
+            many=True,
+        ),
+        "sessions": inline_serializer(
+            "LiveSession",
+            {
+                "id": serializers.CharField(help_text="8 hex digits"),
+                "plane": serializers.CharField(),
+                "client": serializers.CharField(allow_blank=True),
+                "client_id": serializers.CharField(allow_blank=True),
+                "app": serializers.CharField(allow_blank=True),
+                "app_title": serializers.CharField(allow_blank=True),
+                "mode": serializers.CharField(),
+                "state": serializers.CharField(),
+                "t_start": serializers.FloatField(help_text="unix seconds"),
+                "stream": inline_serializer("LiveSessionStream", _StreamInfo, allow_null=True),
+            },
+            many=True,
+        ),
+        "kept_displays": serializers.IntegerField(),
+        "host": inline_serializer(
+            "HostInfo",
+            {"version": serializers.CharField(), "uptime": serializers.IntegerField()},
+        ),
+    },
+)
+
+
 class V1StatusView(MgmtAPIView):
-    @extend_schema(responses=shapes.RuntimeStatusSerializer, summary="RuntimeStatus snapshot")
+    @extend_schema(
+        responses={200: _RuntimeStatus},
+        summary="RuntimeStatus snapshot",
+        description="`sessions[]` lists every live session of both planes (its `id` is what "
+        "`DELETE /session?id=` takes); `session`/`stream` describe one of them (the reference "
+        "shape); `games` has one row per session plus kept and waiting games.",
+    )
     def get(self, request):
         return Response(runtime.snapshot())
 

@@ -66,25 +66,6 @@ class HostConfigStateSerializer(serializers.Serializer):
     )
 
 
-class StatusHostSerializer(serializers.Serializer):
-    version = serializers.CharField()
-    uptime = serializers.IntegerField()
-
-
-class RuntimeStatusSerializer(serializers.Serializer):
-    video_streaming = serializers.BooleanField()
-    audio_streaming = serializers.BooleanField()
-    pin_pending = serializers.BooleanField()
-    paired_clients = serializers.IntegerField()
-    native_paired_clients = serializers.IntegerField()
-    active_sessions = serializers.IntegerField()
-    session = serializers.DictField(allow_null=True, help_text="one representative session")
-    stream = serializers.DictField(allow_null=True, help_text="its stream")
-    games = serializers.ListField(child=serializers.DictField())
-    kept_displays = serializers.IntegerField()
-    host = StatusHostSerializer()
-
-
 class UpdateStatusSerializer(serializers.Serializer):
     install_kind = serializers.CharField()
     channel = serializers.CharField()

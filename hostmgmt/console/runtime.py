@@ -41,6 +41,7 @@ def snapshot() -> dict:
         "session": stream.get("session"),
         "stream": stream.get("stream"),
         "games": list(stream.get("games", [])),
+        "sessions": list(stream.get("sessions", [])),
         "kept_displays": int(kept),
         "host": {"version": VERSION, "uptime": services.uptime_s()},
     }

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from streaming import services
+from streaming import services, status
 from streaming.sessions import registry, runtime
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -77,15 +77,15 @@ def test_stop_requests_reach_only_the_sessions_asked(r):
 
 
 def test_compat_claims_take_port_slots_and_status_reads_both_planes(r, monkeypatch):
-    monkeypatch.setattr(services, "_lifecycle_games", lambda session_id: [])
+    monkeypatch.setattr(status, "_lifecycle_games", lambda *a: [])
     first = {k: v for k, v in rec("cccc0001", "compat").items() if k not in ("plane", "pid")}
     assert services.claim(first) == 0
     assert services.current()["id"] == "cccc0001" and services.current()["state"] == "starting"
     assert services.current("ab" * 32)["port_slot"] == 0 and services.current("cd" * 32) is None
     registry.put(rec("cccc0003", "native", fp="44" * 32))
-    status = services.runtime_status()
-    assert status["session"] == {"width": 1280, "height": 720, "fps": 60}
-    games = {(g["plane"], g["session_id"], g["client"]) for g in status["games"]}
+    snap = services.runtime_status()
+    assert snap["session"] == {"width": 1280, "height": 720, "fps": 60}
+    games = {(g["plane"], g["session_id"], g["client"]) for g in snap["games"]}
     assert games == {("compat", "cccc0001", "Deck"), ("native", "cccc0003", "Deck")}
     services.release("cccc0001")
     assert services.current() is None and services.claim({**first, "id": "cccc0002"}) == 0
