@@ -185,7 +185,6 @@ def client(args) -> None:
     g2g, times, torn = [], [], 0
     warm = time.monotonic() + 2  # skip the first IDR and the encoder's warm-up
     end = warm + args.seconds
-    latency_file = Path(args.state_dir) / "stream-latency.json"
     host_stats = None
     while time.monotonic() < end:
         raw = session.pull_frame()
@@ -202,7 +201,10 @@ def client(args) -> None:
             elif n in drawn:
                 g2g.append((now - drawn[n]) * 1000)
         if host_stats is None and time.monotonic() > end - 1:
-            host_stats = json.loads(latency_file.read_text())
+            # The session's own window (`stream-latency-<session id>.json`), the one live.
+            latency_file = next(iter(sorted(Path(args.state_dir).glob("stream-latency-*.json"))),
+                                None)  # fmt: skip
+            host_stats = json.loads(latency_file.read_text()) if latency_file else None
     if drawer:
         drawer.stop.set()
     session.stop()

@@ -1,41 +1,70 @@
 """Live stream statistics: the one module the streaming engine writes latency and network
 feedback into, and the admin API reads from.
 
-The engine runs in another process than the web server, so each writer keeps its window in
-memory and publishes it at most once per `FLUSH_S` to a small JSON file in the state dir
-(rename, no fsync: it is a live view, not a record). Readers get an empty window when nothing
-was published recently: no session, no numbers, never invented ones.
+Each session runs in its own process, so each writer keeps its session's windows in memory and
+publishes them at most once per `FLUSH_S` to small JSON files of its own in the state dir
+(`stream-latency-<session id>.json`, `stream-network-<session id>.json`; rename, no fsync: a live
+view, not a record). Readers merge every session's fresh files, or read one session's; a file
+not refreshed for `STALE_S` is no session's. One session's end removes its own files only, so
+another session's figures stay. No session, no numbers, never invented ones.
 
-Engine use:
-    stats.record_latency(capture_ms=1.2, encode_ms=3.4)      # per frame
-    stats.record_network(rtt_ms=4.0, loss_pct=0.0, bitrate_kbps=20000, target_kbps=20000)
-    stats.reset()                                            # at session end
+Engine use (`SessionCore` passes its id):
+    stats.record_latency(capture_ms=1.2, encode_ms=3.4, session="0a1b2c3d")     # per frame
+    stats.record_network(rtt_ms=4.0, loss_pct=0.0, bitrate_kbps=20000, target_kbps=20000,
+                         session="0a1b2c3d")
+    stats.reset("0a1b2c3d")                                                     # at its end
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import threading
 import time
 from collections import deque
 
 from hostmgmt.lib.files import atomic_write
-from hostmgmt.lib.statedir import state_path
+from hostmgmt.lib.statedir import state_dir, state_path
 
 LATENCY_WINDOW = 600  # frames (10 s at 60 fps)
 NETWORK_WINDOW = 120  # feedback samples (about two minutes at one per second)
 FLUSH_S = 1.0
 STALE_S = 10.0
 NETWORK_FIELDS = ("rtt_ms", "loss_pct", "bitrate_kbps", "target_kbps")
-LATENCY_FILE = "stream-latency.json"
-NETWORK_FILE = "stream-network.json"
+LATENCY = "stream-latency"
+NETWORK = "stream-network"
+# A window's file: `<kind>.json` for a writer that names no session, else `<kind>-<id>.json`.
+_FILE_RE = re.compile(r"(stream-latency|stream-network)(?:-([0-9a-f]{8}))?\.json")
+
+
+class _Window:
+    """One session's windows in its writer process."""
+
+    def __init__(self):
+        self.capture: deque[float] = deque(maxlen=LATENCY_WINDOW)
+        self.encode: deque[float] = deque(maxlen=LATENCY_WINDOW)
+        self.network: deque[dict] = deque(maxlen=NETWORK_WINDOW)
+        self.flushed = {"latency": 0.0, "network": 0.0}
+
 
 _lock = threading.Lock()
-_capture: deque[float] = deque(maxlen=LATENCY_WINDOW)
-_encode: deque[float] = deque(maxlen=LATENCY_WINDOW)
-_network: deque[dict] = deque(maxlen=NETWORK_WINDOW)
-_flushed = {"latency": 0.0, "network": 0.0}
+_windows: dict[str, _Window] = {}
+
+
+_ID_RE = re.compile(r"[0-9a-f]{8}")
+
+
+def file_name(kind: str, session: str = "") -> str:
+    """The window file's name; a session id is 8 hex digits (it names a file: nothing else)."""
+    if session and not _ID_RE.fullmatch(session):
+        raise ValueError(f"not a session id: {session!r}")
+    return f"{kind}-{session}.json" if session else f"{kind}.json"
+
+
+def _window(session: str) -> _Window:
+    with _lock:
+        return _windows.setdefault(session, _Window())
 
 
 def _write(name: str, data: dict) -> None:
@@ -55,6 +84,23 @@ def _read(name: str) -> dict | None:
     return data
 
 
+def _published(kind: str, session: str | None) -> list[tuple[str, dict]]:
+    """(session id or "", window) of every fresh file of `kind`, or of one session's."""
+    if session is not None:
+        data = _read(file_name(kind, session))
+        return [(session, data)] if data else []
+    try:
+        names = sorted(os.listdir(state_dir()))
+    except OSError:
+        return []
+    out = []
+    for name in names:
+        m = _FILE_RE.fullmatch(name)
+        if m and m.group(1) == kind and (data := _read(name)):
+            out.append((m.group(2) or "", data))
+    return out
+
+
 def _finite(value) -> float | None:
     try:
         number = float(value)
@@ -63,53 +109,59 @@ def _finite(value) -> float | None:
     return number if number == number and abs(number) != float("inf") else None
 
 
-def record_latency(capture_ms: float, encode_ms: float) -> None:
-    """One frame's capture and encode time in milliseconds."""
+def record_latency(capture_ms: float, encode_ms: float, session: str = "") -> None:
+    """One frame's capture and encode time in milliseconds, for this session's window."""
     capture, encode = _finite(capture_ms), _finite(encode_ms)
     if capture is None or encode is None:
         return
+    w = _window(session)
     with _lock:
-        _capture.append(capture)
-        _encode.append(encode)
-        due = time.monotonic() - _flushed["latency"] >= FLUSH_S
+        w.capture.append(capture)
+        w.encode.append(encode)
+        due = time.monotonic() - w.flushed["latency"] >= FLUSH_S
     if due:
-        flush()
+        flush(session)
 
 
-def record_network(**sample) -> None:
+def record_network(session: str = "", **sample) -> None:
     """One adaptive-bitrate feedback sample; known fields are `NETWORK_FIELDS`."""
     clean = {k: _finite(sample.get(k)) for k in NETWORK_FIELDS}
     clean = {k: v for k, v in clean.items() if v is not None}
     if not clean:
         return
     clean["ts_ms"] = int(time.time() * 1000)
+    w = _window(session)
     with _lock:
-        _network.append(clean)
-        due = time.monotonic() - _flushed["network"] >= FLUSH_S
+        w.network.append(clean)
+        due = time.monotonic() - w.flushed["network"] >= FLUSH_S
     if due:
-        flush()
+        flush(session)
 
 
-def flush() -> None:
-    """Publish this process's windows now (the engine calls it at session end too)."""
+def flush(session: str | None = None) -> None:
+    """Publish this process's windows now (one session's, or every one it holds)."""
     now = time.time()
     with _lock:
-        latency = {"capture_ms": list(_capture), "encode_ms": list(_encode), "updated_unix": now}
-        network = {"samples": list(_network), "updated_unix": now}
-        _flushed["latency"] = _flushed["network"] = time.monotonic()
-    _write(LATENCY_FILE, latency)
-    _write(NETWORK_FILE, network)
+        todo = [(sid, w) for sid, w in _windows.items() if session is None or sid == session]
+        snaps = []
+        for sid, w in todo:
+            snaps.append((sid, {"capture_ms": list(w.capture), "encode_ms": list(w.encode),
+                                "updated_unix": now},
+                          {"samples": list(w.network), "updated_unix": now}))  # fmt: skip
+            w.flushed["latency"] = w.flushed["network"] = time.monotonic()
+    for sid, latency_doc, network_doc in snaps:
+        _write(file_name(LATENCY, sid), latency_doc)
+        _write(file_name(NETWORK, sid), network_doc)
 
 
-def reset() -> None:
-    """Forget the windows (session end): readers see empty windows at once."""
+def reset(session: str = "") -> None:
+    """Forget one session's windows (its end): readers see its figures gone at once, and
+    every other session's as they were."""
     with _lock:
-        _capture.clear()
-        _encode.clear()
-        _network.clear()
-    for name in (LATENCY_FILE, NETWORK_FILE):
+        _windows.pop(session, None)
+    for kind in (LATENCY, NETWORK):
         try:
-            os.unlink(state_path(name))
+            os.unlink(state_path(file_name(kind, session)))
         except FileNotFoundError:
             pass
 
@@ -127,17 +179,23 @@ def summary(values: list[float]) -> dict:
     }
 
 
-def latency() -> dict:
-    data = _read(LATENCY_FILE) or {}
-    return {
-        "capture_ms": summary(data.get("capture_ms") or []),
-        "encode_ms": summary(data.get("encode_ms") or []),
-    }
+def latency(session: str | None = None) -> dict:
+    """Capture and encode summaries over every live session's window merged, or one's."""
+    capture, encode = [], []
+    for _sid, data in _published(LATENCY, session):
+        capture += data.get("capture_ms") or []
+        encode += data.get("encode_ms") or []
+    return {"capture_ms": summary(capture), "encode_ms": summary(encode)}
 
 
-def network() -> dict:
-    data = _read(NETWORK_FILE) or {}
-    samples = [s for s in data.get("samples") or [] if isinstance(s, dict)]
+def network(session: str | None = None) -> dict:
+    """Feedback samples of every live session (each names its `session_id`, oldest first),
+    or of one session, with a summary per field."""
+    samples = []
+    for sid, data in _published(NETWORK, session):
+        samples += [{**s, "session_id": sid} for s in data.get("samples") or []
+                    if isinstance(s, dict)]  # fmt: skip
+    samples.sort(key=lambda s: s.get("ts_ms") or 0)
     out = {"window_s": NETWORK_WINDOW, "samples": samples}
     for field in NETWORK_FIELDS:
         out[field] = summary([s[field] for s in samples if field in s])

@@ -106,6 +106,7 @@ class PasswordRequestSerializer(serializers.Serializer):
 
 class VigemStatusSerializer(AdminStatusSerializer):
     error = serializers.CharField()
+    session_id = serializers.CharField(help_text="the live session this stream belonged to")
     installed = serializers.BooleanField()
     version = serializers.CharField()
     version_compatible = serializers.BooleanField()
@@ -133,6 +134,7 @@ class SummarySerializer(serializers.Serializer):
 
 class NetworkSampleSerializer(serializers.Serializer):
     ts_ms = serializers.IntegerField()
+    session_id = serializers.CharField(required=False, help_text="the session it came from")
     rtt_ms = serializers.FloatField(allow_null=True)
     loss_pct = serializers.FloatField(allow_null=True)
     bitrate_kbps = serializers.FloatField(allow_null=True)

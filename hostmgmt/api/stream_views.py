@@ -70,30 +70,52 @@ class TelemetryView(AdminAPIView):
         return Response(ok(telemetry=telemetry.read()))
 
 
+_SESSION_PARAM = OpenApiParameter(
+    "session",
+    str,
+    description="one live session's id (8 hex digits, sessions[].id of GET "
+    "/api/v1/status); omitted: every live session's figures merged",
+)
+
+
+def _session_param(request) -> str | None:
+    """`?session=`: None (all sessions merged) or a well-formed id; 400 otherwise."""
+    session = request.query_params.get("session")
+    if session is not None and not registry.valid_id(session):
+        raise ApiError(400, "session must be a session id (8 lowercase hex digits)")
+    return session
+
+
 class LatencyView(AdminAPIView):
     scopes = {"GET": "logs:get"}
 
     @extend_schema(
+        parameters=[_SESSION_PARAM],
         responses=_Latency,
-        summary="Capture and encode latency of the live stream (ms)",
-        description="Over the last 600 frames; `samples` 0 and null numbers when no stream.",
+        summary="Capture and encode latency of the live streams (ms)",
+        description="Over each session's last 600 frames, every live session merged or one "
+        "with `?session=`; `samples` 0 and null numbers when no stream (or no such session). "
+        "400 for a malformed session id.",
     )
     def get(self, request):
-        return Response(ok(**stats.latency()))
+        return Response(ok(**stats.latency(_session_param(request))))
 
 
 class NetworkStatsView(AdminAPIView):
     scopes = {"GET": "logs:get"}
 
     @extend_schema(
+        parameters=[_SESSION_PARAM],
         responses=shapes.NetworkStatsSerializer,
-        summary="Adaptive-bitrate network feedback of the live stream",
-        description="`network{window_s, samples[{ts_ms, rtt_ms, loss_pct, bitrate_kbps, "
-        "target_kbps}], rtt_ms, loss_pct, bitrate_kbps, target_kbps}` where each named field is "
-        "`{min, max, avg, samples}`; empty when no stream runs.",
+        summary="Adaptive-bitrate network feedback of the live streams",
+        description="`network{window_s, samples[{ts_ms, session_id, rtt_ms, loss_pct, "
+        "bitrate_kbps, target_kbps}], rtt_ms, loss_pct, bitrate_kbps, target_kbps}` where each "
+        "named field is `{min, max, avg, samples}`: every live session's samples merged "
+        "(oldest first), or one session's with `?session=`; empty when no stream runs. 400 for "
+        "a malformed session id.",
     )
     def get(self, request):
-        return Response(ok(network=stats.network()))
+        return Response(ok(network=stats.network(_session_param(request))))
 
 
 def _record(row) -> dict:

@@ -391,7 +391,7 @@ class SessionCore:
         second = self._second
         second["frames"] += 1
         second["capture"] += capture_ms if isinstance(capture_ms, int | float) else 0.0
-        self._stats(stats.record_latency, capture_ms, encode_ms)
+        self._stats(stats.record_latency, capture_ms, encode_ms, session=self.id)
 
     def sample(self, bitrate_kbps: float, rtt_ms, encode_ms, target_kbps=None,
                loss_pct=None, **extra) -> dict:  # fmt: skip
@@ -399,7 +399,7 @@ class SessionCore:
         session's live point (`live_point`). `loss_pct`: None when the plane cannot tell."""
         from streaming import stats
 
-        self._stats(stats.record_network, rtt_ms=rtt_ms, loss_pct=loss_pct,
+        self._stats(stats.record_network, session=self.id, rtt_ms=rtt_ms, loss_pct=loss_pct,
                     bitrate_kbps=bitrate_kbps, target_kbps=target_kbps)  # fmt: skip
         self._stats(self.live_point, bitrate_kbps, rtt_ms, encode_ms, target_kbps, loss_pct)
         s = {
@@ -479,7 +479,7 @@ class SessionCore:
             return
         self.finished = True
         self.stream_ended()
-        self._stats(stats.reset)
+        self._stats(stats.reset, self.id)
         title_deliberate = deliberate if title_deliberate is None else title_deliberate
         if self.app is not None:
             try:

@@ -14,6 +14,8 @@ def clean_console_state(restore_config):
     yield
     for name in ("telemetry.json", "stream-latency.json", "stream-network.json"):
         state_path(name).unlink(missing_ok=True)
+    for path in state_path().glob("stream-[ln]*-????????.json"):  # per-session windows
+        path.unlink(missing_ok=True)
 
 
 @pytest.fixture
