@@ -19,6 +19,7 @@
       const dd = document.querySelector(`#status [data-field="${key}"]`);
       if (dd) dd.textContent = value;
     }
+    renderSessions(s.sessions || []);
     $("uptime").textContent = data.health.uptime + " s";
     const t = data.telemetry;
     const ramTotal = Math.max(...t.host_ram_used_mb, 1) * 1.25;
@@ -33,6 +34,45 @@
     if (last(t.host_gpu_pct) !== null) parts.push(`GPU ${last(t.host_gpu_pct)}%`);
     if (last(t.host_ram_used_mb) !== null) parts.push(`RAM ${Math.round(last(t.host_ram_used_mb))} MB`);
     $("telemetry-now").textContent = parts.length ? "now: " + parts.join(" · ") : "no samples yet";
+  }
+
+  // One row per live session, both planes; End asks the host to end that one session.
+  function renderSessions(sessions) {
+    const body = document.querySelector("#live-sessions tbody");
+    body.replaceChildren(
+      ...sessions.map((x) => {
+        const end = Console.el("button", { type: "button", class: "danger", dataset: { id: x.id } }, "End");
+        end.addEventListener("click", () => endSession(x, end));
+        const since = x.t_start ? new Date(x.t_start * 1000).toLocaleTimeString() : "";
+        const kbps = x.stream && x.stream.bitrate_kbps ? `${(x.stream.bitrate_kbps / 1000).toFixed(1)} Mb/s` : "–";
+        return Console.el(
+          "tr",
+          { dataset: { session: x.id } },
+          Console.el("td", {}, x.client || "(unnamed)"),
+          Console.el("td", {}, x.app_title || x.app),
+          Console.el("td", {}, x.plane),
+          Console.el("td", {}, x.mode),
+          Console.el("td", {}, x.state),
+          Console.el("td", {}, kbps),
+          Console.el("td", {}, since),
+          Console.el("td", {}, end),
+        );
+      }),
+    );
+    $("live-sessions").hidden = !sessions.length;
+    $("no-sessions").hidden = sessions.length > 0;
+  }
+
+  async function endSession(x, button) {
+    if (!window.confirm(`End ${x.client || "this client"}'s session (${x.app_title || x.app})?`)) return;
+    button.disabled = true;
+    try {
+      await Console.api("DELETE", `/api/v1/session?id=${encodeURIComponent(x.id)}`);
+      Console.flash(`Session of ${x.client || "the client"} ended.`);
+    } catch (err) {
+      Console.flash("Could not end the session: " + err.message, true);
+    }
+    refresh();
   }
 
   async function refresh() {

@@ -14,7 +14,7 @@ from rest_framework import serializers
 from rest_framework.response import Response
 
 from hostmgmt.api import shapes
-from hostmgmt.api.base import AdminAPIView, MgmtAPIView
+from hostmgmt.api.base import AdminAPIView, ConsoleMgmtAPIView
 from hostmgmt.api.errors import ApiError
 from hostmgmt.api.schema import error
 from streaming import services
@@ -38,7 +38,9 @@ def _end(session_id, reason: str) -> None:
         raise ApiError(404, UNKNOWN)
 
 
-class SessionView(MgmtAPIView):
+class SessionView(ConsoleMgmtAPIView):
+    """The console dashboard's End button calls this too (the operator's login session)."""
+
     needs_redis = True
 
     @extend_schema(

@@ -213,8 +213,8 @@ class SessionCore:
         self.stream_t0: float | None = None
         self.stream_t1: float | None = None
         self.stream_start: datetime | None = None  # the open stream's wall-clock start
-        self.streams = 0  # streams recorded so far (one history record and webhook pair each)
-        # The totals and sample count when the open stream began: its record is the difference.
+        # The totals and sample count when the last stream ended (zero before the first): the
+        # open stream's record is the difference.
         self._base: tuple = (0, 0, 0, 0)
         self._sample_base = 0
         self.samples: list[dict] = []
@@ -343,8 +343,6 @@ class SessionCore:
             return
         self.stream_t0, self.stream_t1 = time.monotonic(), None
         self.stream_start = datetime.now(UTC)
-        self._base = self._counts()
-        self._sample_base = len(self.samples)
         self.emit("stream.started", codec=self.codec, encoder=self.encoder)
         stream_webhooks.notify(stream_webhooks.START, self.record_fields())
 
@@ -360,11 +358,13 @@ class SessionCore:
         self.stream_t1 = time.monotonic()
         self.emit("stream.stopped")
         record = self.record_fields()
-        self.streams += 1
+        samples = self.samples[self._sample_base :]
+        # The next stream (a resume) counts from here: nothing is sent between streams.
+        self._base, self._sample_base = self._counts(), len(self.samples)
         fields = {k: v for k, v in record.items() if k not in ("t_start", "t_end")}
         try:
             history.record_session(t_start=self.stream_start, t_end=datetime.now(UTC),
-                                   samples=self.samples[self._sample_base:], plane=self.plane,
+                                   samples=samples, plane=self.plane,
                                    client_fingerprint=self.fingerprint, **fields)  # fmt: skip
         except Exception:
             log.exception("session %s: history record not written", self.id)
