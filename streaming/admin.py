@@ -11,6 +11,7 @@ class SessionRecordAdmin(admin.ModelAdmin):
     list_display = (
         "t_start",
         "t_end",
+        "session_id",
         "app_name",
         "client_name",
         "plane",
@@ -24,7 +25,8 @@ class SessionRecordAdmin(admin.ModelAdmin):
         "error",
     )
     list_filter = ("plane", "codec", "app_name", "client_name")
-    search_fields = ("app_name", "client_name", "client_address", "client_fingerprint", "error")
+    search_fields = ("session_id", "app_name", "client_name", "client_address",
+                     "client_fingerprint", "error")  # fmt: skip
     date_hierarchy = "t_start"
     ordering = ("-t_start",)
     # History is what the host recorded; editing it would falsify the record.

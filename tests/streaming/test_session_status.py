@@ -154,3 +154,11 @@ def test_apps_close_malformed_is_400(stand_in, admin, body):
     r = close(admin, body)
     assert r.status_code == 400, r.content
     assert stand_in.stopped == [] and len(registry.live()) == 3
+
+
+def test_apps_close_with_a_form_body_ends_nothing(stand_in, admin):
+    form = "application/x-www-form-urlencoded"
+    r = Client().post("/api/apps/close", "id=aaaa0001", content_type=form,
+                      **admin)  # fmt: skip
+    assert r.status_code in (400, 415), r.content  # never read as "no body: end all"
+    assert stand_in.stopped == [] and len(registry.live()) == 3

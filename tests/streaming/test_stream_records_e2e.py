@@ -26,7 +26,7 @@ pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 def test_stop_resume_stop_quit_leaves_two_records_and_two_webhook_pairs(stream_host, tmp_path):
     host = stream_host
     ml = pair(host, tmp_path / "ml", pin="1357", name="Recorder")
-    proc = run_client(host, tmp_path / "ml", 640, 360, 30, 2, "resume", draw=False, app="Probe")
+    proc = run_client(host, tmp_path / "ml", 640, 360, 30, 3, "resume", draw=False, app="Probe")
     r = client_result(proc)
     assert r["frames"] > 20 and r["resumed_frames"] > 20, r
     assert r["idle_currentgame"] == r["desktop_id"], r  # the app stayed between the streams
