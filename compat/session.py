@@ -263,10 +263,13 @@ class CompatSession:
         self.arm(arm)
 
     def stop_stream(self, reason: str) -> None:
-        stream, self.stream = self.stream, None
+        stream = self.stream
         if stream is None:
             return
+        # Its video thread's last act may be `stream.stopped`, which writes this stream's
+        # record: until it has stopped, `totals` must still read its live counters.
         stream.stop(reason)
+        self.stream = None
         self._fold(stream)
         if self.connected and not self.disconnect_sent:  # the host ended it, or an error did
             self.on_event("client.disconnected", reason=stream.stop_reason or reason)

@@ -108,3 +108,42 @@ def test_refs_name_their_session(redis_db, hooks):
     stream = emitted("stream.started")[0]["stream"]
     session = emitted("session.started")[0]["session"]
     assert client["session_id"] == stream["session_id"] == session["id"] == "00000003"
+
+
+class StoppingStream:
+    """A compat StreamSession as `CompatSession.stop_stream` meets it: its video thread's
+    last act, inside `stop()`, is `stream.stopped` (which writes the stream's record)."""
+
+    def __init__(self, session, frames: int, nbytes: int):
+        from compat.engine.launch import SessionStats
+
+        self.session = session
+        self.stats = SessionStats(frames_sent=frames, bytes_sent=nbytes,
+                                  encode_ms=[4.0] * frames, rtt_ms=[6])  # fmt: skip
+        self.stop_reason = None
+
+    def stop(self, reason):
+        self.stop_reason = reason
+        self.session.on_event("stream.stopped")
+
+
+def test_a_compat_stream_stopped_by_the_host_is_recorded_with_its_own_figures(redis_db, hooks):
+    """Found end to end: /cancel right after a resumed stream; the video thread reported the
+    stop after the session had let go of the stream and before it folded its counters, and the
+    record read zero frames."""
+    from compat.session import CompatSession
+
+    spec = {"id": "0000000c", "client": {"name": "TV", "fingerprint": "cd" * 32},
+            "width": 640, "height": 360, "fps": 30, "app_id": 1, "app_name": "Probe"}  # fmt: skip
+    s = CompatSession(spec)
+    s.core.began()
+    for frames in (30, 60):  # the launch's stream, then a resume's
+        s.stream = StoppingStream(s, frames, frames * 1000)
+        s.stream_started = False
+        s.on_event("stream.started")
+        s.stop_stream("host")
+    first, second = SessionRecord.objects.order_by("t_start", "id")
+    assert first.avg_encode_ms == second.avg_encode_ms == 4.0
+    assert first.avg_bitrate_kbps > 0 and second.avg_bitrate_kbps > 0
+    assert [r["avg_rtt_ms"] for e, r in hooks if e == "stream.end"] == [6.0, 6.0]
+    assert s.totals()[0] == 90
