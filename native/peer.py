@@ -538,7 +538,8 @@ class NativePeer:
             await asyncio.to_thread(self.clipboard.close)
         await asyncio.to_thread(registry.proven, os.getpid())  # an early exit: no longer waiting
         if self.connected:
-            self.core.stream_ended()
+            # The stream's history record is a database write: not from the event loop.
+            await asyncio.to_thread(self.core.stream_ended)
         # The game, its group and undo steps, the display, the record, `stream.end`,
         # session.ended: the session core's, as on every plane.
         await asyncio.to_thread(self.core.finish, self.end_reason, self.deliberate)
