@@ -201,6 +201,7 @@ def test_pending_approve_play_unpair(live_host, browser, admin_auth):
     # Stop and start again: a known browser plays at once, no second approval.
     page.click("#stop")
     page_wait(page, "() => window.nativePlayer.state === 'stopped'", 5)
+    restarted_at = time.time()
     page.click("#start")
     page_wait(page, "() => window.nativePlayer.state === 'playing'", 30)
     assert not [p for p in api.get("/api/v1/native/pending").json() if p["fingerprint"] == fp]
@@ -211,12 +212,17 @@ def test_pending_approve_play_unpair(live_host, browser, admin_auth):
         ),
         what="one display for the browser after the restart",
     )
+
     # The native session is part of the runtime snapshot an SSE consumer resyncs from (listed
     # once DTLS has proven the device and its display is up: a moment after "playing").
-    status = wait_for(
-        lambda: (s := api.get("/api/v1/status").json())["active_sessions"] >= 1 and s,
-        what="the restarted session in the status",
-    )
+    # The restarted session itself (`sessions[]`, by its start), not the stopped one still
+    # ending: unpairing before the new one is live would leave it no stream to record.
+    def restarted_status():
+        s = api.get("/api/v1/status").json()
+        mine = [x for x in s["sessions"] if x["client"] == NAME and x["plane"] == "native"]
+        return s if any(x["t_start"] >= restarted_at for x in mine) else None
+
+    status = wait_for(restarted_status, what="the restarted session in the status")
     assert status["video_streaming"] is True
     assert any(g["plane"] == "native" and g["client"] == NAME for g in status["games"]), status
     if not any(g["plane"] == "compat" for g in status["games"]):
@@ -269,12 +275,15 @@ def test_pending_approve_play_unpair(live_host, browser, admin_auth):
         "session.ended",
     ):
         assert kind in seen, sorted(seen)
+    session_id = seen["session.started"]["session"]["id"]
     assert seen["client.connected"]["client"] == {
         "name": NAME,
         "fingerprint": fp,
         "client_id": fp[:12],  # the same ref on both planes (docs/architecture.md)
         "plane": "native",
+        "session_id": session_id,  # which of several live sessions
     }
+    assert seen["stream.started"]["stream"]["session_id"] == session_id
     assert seen["client.disconnected"]["reason"] == "quit"
     assert seen["stream.started"]["stream"]["mode"] == "1280x720@60"
     assert seen["stream.started"]["stream"]["plane"] == "native"
