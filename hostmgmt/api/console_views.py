@@ -270,7 +270,7 @@ _RuntimeStatus = inline_serializer(
         ),
         "kept_displays": serializers.IntegerField(),
         "host": inline_serializer(
-            "HostInfo",
+            "StatusHost",
             {"version": serializers.CharField(), "uptime": serializers.IntegerField()},
         ),
     },

@@ -106,7 +106,6 @@ class PasswordRequestSerializer(serializers.Serializer):
 
 class VigemStatusSerializer(AdminStatusSerializer):
     error = serializers.CharField()
-    session_id = serializers.CharField(help_text="the live session this stream belonged to")
     installed = serializers.BooleanField()
     version = serializers.CharField()
     version_compatible = serializers.BooleanField()
@@ -170,6 +169,7 @@ class SessionRecordSerializer(serializers.Serializer):
     avg_encode_ms = serializers.FloatField()
     dropped_frames = serializers.IntegerField()
     error = serializers.CharField()
+    session_id = serializers.CharField(help_text="the live session this stream belonged to")
 
 
 class SessionListSerializer(AdminStatusSerializer):

@@ -78,11 +78,15 @@ _SESSION_PARAM = OpenApiParameter(
 )
 
 
+_BAD_SESSION_ID = "session must be a session id (8 lowercase hex digits)"
+_BAD_SESSION = {400: error(_BAD_SESSION_ID)}
+
+
 def _session_param(request) -> str | None:
     """`?session=`: None (all sessions merged) or a well-formed id; 400 otherwise."""
     session = request.query_params.get("session")
     if session is not None and not registry.valid_id(session):
-        raise ApiError(400, "session must be a session id (8 lowercase hex digits)")
+        raise ApiError(400, _BAD_SESSION_ID)
     return session
 
 
@@ -91,7 +95,7 @@ class LatencyView(AdminAPIView):
 
     @extend_schema(
         parameters=[_SESSION_PARAM],
-        responses=_Latency,
+        responses={200: _Latency, **_BAD_SESSION},
         summary="Capture and encode latency of the live streams (ms)",
         description="Over each session's last 600 frames, every live session merged or one "
         "with `?session=`; `samples` 0 and null numbers when no stream (or no such session). "
@@ -106,7 +110,7 @@ class NetworkStatsView(AdminAPIView):
 
     @extend_schema(
         parameters=[_SESSION_PARAM],
-        responses=shapes.NetworkStatsSerializer,
+        responses={200: shapes.NetworkStatsSerializer, **_BAD_SESSION},
         summary="Adaptive-bitrate network feedback of the live streams",
         description="`network{window_s, samples[{ts_ms, session_id, rtt_ms, loss_pct, "
         "bitrate_kbps, target_kbps}], rtt_ms, loss_pct, bitrate_kbps, target_kbps}` where each "
@@ -148,7 +152,7 @@ class SessionsView(AdminAPIView):
         client = request.query_params.get("client", "")[:256]
         session = request.query_params.get("session", "")
         if session and not registry.valid_id(session):
-            raise ApiError(400, "session must be a session id (8 lowercase hex digits)")
+            raise ApiError(400, _BAD_SESSION_ID)
         rows = history.recent(limit, app=app, client=client, session=session)
         return Response(ok(sessions=[_record(r) for r in rows]))
 

@@ -63,36 +63,43 @@ def test_encoder_for_follows_what_the_engine_really_opens(monkeypatch, state):
     assert gpus.encoder_for("h264_nvenc", [NV0, NV1]) == nvenc(NV0["id"])
 
 
-def test_live_encoders_count_a_streaming_compat_session_and_every_native_one(monkeypatch):
-    record = {"id": 7, "state": "armed", "encoder": nvenc(NV0["id"])}
-    monkeypatch.setattr(services, "current", lambda: record)
-    peers = {}
-    monkeypatch.setattr(registry, "live", lambda plane=None: list(peers.values()))
+def _planes(monkeypatch, compat: list, native: dict) -> None:
+    """The session registry by plane, as plain records."""
+    by_plane = {"compat": compat, "native": native}
+    monkeypatch.setattr(registry, "live", lambda plane=None: list(
+        by_plane[plane] if plane == "compat" else by_plane[plane].values()))  # fmt: skip
+
+
+def test_live_encoders_count_each_streaming_compat_session_and_every_native_one(monkeypatch):
+    record = {"id": "0000aaaa", "state": "armed", "encoder": nvenc(NV0["id"])}
+    other = {"id": "0000bbbb", "state": "streaming"}  # a second compat session, software
+    peers: dict = {}
+    _planes(monkeypatch, [record], peers)
     assert services.live_encoders() == []  # armed: no encoder runs before the client connects
     record["state"] = "streaming"
     assert services.live_encoders() == [nvenc(NV0["id"])]
+    _planes(monkeypatch, [record, other], peers)
+    assert services.live_encoders() == [nvenc(NV0["id"]), SW]  # several sessions at once
     record["state"] = "idle"  # the client stopped streaming; the app waits for /resume
-    assert services.live_encoders() == []
+    assert services.live_encoders() == [SW]
     peers.update(aa={"pid": 1}, bb={"pid": 2, "encoder": nvenc(NV1["id"])})
-    assert services.live_encoders() == [SW, nvenc(NV1["id"])]
+    assert services.live_encoders() == [SW, SW, nvenc(NV1["id"])]
 
-    def down():
+    def down(plane=None):
         raise ConnectionError("no redis")
 
-    monkeypatch.setattr(registry, "live", lambda plane=None: down())
-    record["state"] = "streaming"
-    assert services.live_encoders() == [nvenc(NV0["id"])]
+    monkeypatch.setattr(registry, "live", down)
+    assert services.live_encoders() == []  # no Redis: no session can be live either
 
 
 def test_gpu_state_reports_active_from_the_live_sessions(monkeypatch, state, tmp_path):
     root = tmp_path / "sys"
     fake_card(root, 0, "10de", "2c05", driver="nvidia", pci="0000:01:00.0")
     nvml = {"0000:01:00.0": {"name": "NVIDIA H100", "vram_mb": 81559, "device": 0x2C05}}
-    monkeypatch.setattr(registry, "live", lambda plane=None: [])
-    monkeypatch.setattr(services, "current", lambda: None)
+    _planes(monkeypatch, [], {})
     assert gpus.gpu_state(services.live_encoders(), root, nvml)["active"] is None
-    live = {"id": 1, "state": "streaming", "encoder": nvenc("10de-2c05-0")}
-    monkeypatch.setattr(services, "current", lambda: live)
+    live = {"id": "0000aaaa", "state": "streaming", "encoder": nvenc("10de-2c05-0")}
+    _planes(monkeypatch, [live], {})
     assert gpus.gpu_state(services.live_encoders(), root, nvml)["active"] == {
         "id": "10de-2c05-0", "name": "NVIDIA H100", "vendor": "nvidia", "backend": "nvenc",
         "sessions": 1,
