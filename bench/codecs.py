@@ -27,8 +27,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import secrets
-import socket
 import subprocess
 import sys
 import threading
@@ -91,21 +89,12 @@ def one(codec: str, width: int, height: int, fps: int, seconds: float, kbps: int
     from moonlight_python.stream import StreamingSession
 
     from compat.codecs import Offer
-    from compat.engine.session import Launch, StreamSession, rikeyid_from_iv
+    from compat.engine.session import StreamSession
     from media import encoders
-    from tests.compat.e2e_client import free_port
+    from tests.compat.e2e_client import loopback_launch
 
     table = encoders.available()
-    key, iv = secrets.token_bytes(16), secrets.token_bytes(16)
-    launch = Launch(
-        rikey=key,
-        rikeyid=rikeyid_from_iv(iv),
-        host="127.0.0.1",
-        rtsp_port=free_port(socket.SOCK_STREAM),
-        video_port=free_port(socket.SOCK_DGRAM),
-        control_port=free_port(socket.SOCK_DGRAM),
-        audio_port=free_port(socket.SOCK_DGRAM),
-        client_ip="127.0.0.1",
+    launch, key, iv = loopback_launch(
         offer=Offer(("h264", "hevc", "av1")),
         encoders={c: encoders.choose(c, "auto", None, table) for c in ("h264", "hevc", "av1")},
     )

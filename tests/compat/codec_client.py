@@ -13,8 +13,6 @@ client decodes what arrived with PyAV and reports the colours of fixed marks
 from __future__ import annotations
 
 import json
-import secrets
-import socket
 import sys
 import threading
 import time
@@ -27,9 +25,9 @@ def main() -> None:
     from moonlight_python.stream import StreamingSession
 
     from compat import codecs
-    from compat.engine.session import Launch, StreamSession, rikeyid_from_iv
+    from compat.engine.session import StreamSession
     from media import encoders
-    from tests.compat.e2e_client import free_port, pattern
+    from tests.compat.e2e_client import loopback_launch, pattern
 
     codec, width, height, fps = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
     seconds, hevc_mode, av1_mode = float(sys.argv[5]), int(sys.argv[6]), int(sys.argv[7])
@@ -37,16 +35,7 @@ def main() -> None:
     table = encoders.available()
     gpu, anywhere = codecs.probed_codecs(table)
     offer = codecs.decide(hevc_mode, av1_mode, gpu, anywhere)
-    key, iv = secrets.token_bytes(16), secrets.token_bytes(16)
-    launch = Launch(
-        rikey=key,
-        rikeyid=rikeyid_from_iv(iv),
-        host="127.0.0.1",
-        rtsp_port=free_port(socket.SOCK_STREAM),
-        video_port=free_port(socket.SOCK_DGRAM),
-        control_port=free_port(socket.SOCK_DGRAM),
-        audio_port=free_port(socket.SOCK_DGRAM),
-        client_ip="127.0.0.1",
+    launch, key, iv = loopback_launch(
         offer=offer,
         encoders={c: encoders.choose(c, "auto", None, table) for c in offer.codecs},
     )

@@ -23,6 +23,26 @@ def free_port(kind: int) -> int:
         return s.getsockname()[1]
 
 
+def loopback_launch(**fields):
+    """A Launch on free loopback ports with a fresh key and IV (what /launch arms for a local
+    client), and that key and IV for the client; `fields` set the rest."""
+    from compat.engine.session import Launch, rikeyid_from_iv
+
+    key, iv = secrets.token_bytes(16), secrets.token_bytes(16)
+    launch = Launch(
+        rikey=key,
+        rikeyid=rikeyid_from_iv(iv),
+        host="127.0.0.1",
+        rtsp_port=free_port(socket.SOCK_STREAM),
+        video_port=free_port(socket.SOCK_DGRAM),
+        control_port=free_port(socket.SOCK_DGRAM),
+        audio_port=free_port(socket.SOCK_DGRAM),
+        client_ip="127.0.0.1",  # what /launch records: the nvhttp peer
+        **fields,
+    )
+    return launch, key, iv
+
+
 _tick = [0]
 
 
@@ -122,7 +142,7 @@ def main() -> None:
     from moonlight_python.config import StreamConfig
     from moonlight_python.stream import StreamingSession
 
-    from compat.engine.session import Launch, StreamSession, rikeyid_from_iv
+    from compat.engine.session import StreamSession
     from media.input import packets
 
     width, height, fps, seconds = (
@@ -131,19 +151,10 @@ def main() -> None:
         int(sys.argv[3]),
         float(sys.argv[4]),
     )
-    key, iv = secrets.token_bytes(16), secrets.token_bytes(16)
     options = sys.argv[5:]
-    launch = Launch(
+    launch, key, iv = loopback_launch(
         offer_video_encryption="encrypt-video" in options,
         rtsp_encryption="rtspenc" in options,
-        rikey=key,
-        rikeyid=rikeyid_from_iv(iv),
-        host="127.0.0.1",
-        rtsp_port=free_port(socket.SOCK_STREAM),
-        video_port=free_port(socket.SOCK_DGRAM),
-        control_port=free_port(socket.SOCK_DGRAM),
-        audio_port=free_port(socket.SOCK_DGRAM),
-        client_ip="127.0.0.1",  # what /launch records: the nvhttp peer
     )
     events: list[str] = []
     inputs: list[bytes] = []

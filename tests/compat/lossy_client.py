@@ -13,14 +13,13 @@ from __future__ import annotations
 
 import json
 import random
-import secrets
 import select
 import socket
 import sys
 import threading
 import time
 
-from tests.compat.e2e_client import free_port, pattern
+from tests.compat.e2e_client import loopback_launch, pattern
 
 
 class LossyRelay:
@@ -67,20 +66,11 @@ def main() -> None:
     from moonlight_python.config import StreamConfig
     from moonlight_python.stream import StreamingSession
 
-    from compat.engine.session import Launch, StreamSession, rikeyid_from_iv
+    from compat.engine.session import StreamSession
 
     seconds, drop_pct = float(sys.argv[1]), float(sys.argv[2])
     seed = int(sys.argv[3]) if len(sys.argv) > 3 else 18
-    key, iv = secrets.token_bytes(16), secrets.token_bytes(16)
-    launch = Launch(
-        rikey=key,
-        rikeyid=rikeyid_from_iv(iv),
-        host="127.0.0.1",
-        rtsp_port=free_port(socket.SOCK_STREAM),
-        video_port=free_port(socket.SOCK_DGRAM),
-        control_port=free_port(socket.SOCK_DGRAM),
-        audio_port=free_port(socket.SOCK_DGRAM),
-        client_ip="127.0.0.1",
+    launch, key, iv = loopback_launch(
         fec_percentage=20,
         adaptive_bitrate=True,
         adaptive_min_kbps=2000,
