@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support import reaper_watch
 from tests.support.livehost import running_host
 
 ADMIN_USER = "admin"
@@ -94,3 +95,7 @@ def admin_headers(db, restore_config):
 
     credentials.set_credentials("admin", "s3cret")
     return {"HTTP_AUTHORIZATION": basic("admin", "s3cret")}
+
+
+def pytest_configure(config):
+    reaper_watch.start()
