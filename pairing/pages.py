@@ -55,22 +55,5 @@ def pin_page(request):
         response = HttpResponse("Sign in with the host's admin credentials.", status=401)
         response["WWW-Authenticate"] = REALM
         return response
-    message, error, status = "", "", 200
-    name = ""
-    if request.method == "POST":
-        name = request.POST.get("name", "")
-        try:
-            if services.submit_pin(request.POST.get("pin", ""), name):
-                message = "PIN accepted. Finish pairing on the device."
-                name = ""
-            else:
-                error, status = "No device is waiting for a PIN. Start pairing on the device.", 409
-        except services.PinError:
-            error, status = "The PIN must be 4 digits (0000 to 9999).", 400
-    context = {
-        "message": message,
-        "error": error,
-        "name": name,
-        "pending": services.pending_requests(),
-    }
+    context, status = services.pin_form(request.POST if request.method == "POST" else None)
     return render(request, "pairing/pin.html", context, status=status)

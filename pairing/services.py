@@ -257,3 +257,20 @@ def emit_device(kind: str, name: str, fingerprint: str, plane: str = PLANE_COMPA
     from hooks.events import emit
 
     emit(kind, {"device": {"name": name, "fingerprint": fingerprint, "plane": plane}})
+
+
+def pin_form(post=None) -> tuple[dict, int]:
+    """The PIN form's context and status, for the bare /pin page and the console's "Pair a
+    device" alike; `post` is the submitted form (None: a GET)."""
+    message, error, status, name = "", "", 200, ""
+    if post is not None:
+        name = post.get("name", "")
+        try:
+            if submit_pin(post.get("pin", ""), name):
+                message, name = "PIN accepted. Finish pairing on the device.", ""
+            else:
+                error, status = "No device is waiting for a PIN. Start pairing on the device.", 409
+        except PinError:
+            error, status = "The PIN must be 4 digits (0000 to 9999).", 400
+    ctx = {"message": message, "error": error, "name": name, "pending": pending_requests()}
+    return ctx, status

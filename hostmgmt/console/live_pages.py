@@ -29,16 +29,5 @@ def displays(request):
 def pair(request):
     from pairing import services
 
-    message, error, status, name = "", "", 200, ""
-    if request.method == "POST":
-        name = request.POST.get("name", "")
-        try:
-            if services.submit_pin(request.POST.get("pin", ""), name):
-                message, name = "PIN accepted. Finish pairing on the device.", ""
-            else:
-                error, status = "No device is waiting for a PIN. Start pairing on the device.", 409
-        except services.PinError:
-            error, status = "The PIN must be 4 digits (0000 to 9999).", 400
-    ctx = {"message": message, "error": error, "name": name,
-           "pending": services.pending_requests()}  # fmt: skip
+    ctx, status = services.pin_form(request.POST if request.method == "POST" else None)
     return page(request, "pair.html", ctx, status=status)
