@@ -66,6 +66,7 @@ INSTALLED_APPS = [
     "displays",
     "compat",
     "native",
+    "plugins",
 ]
 
 MIDDLEWARE = [

@@ -15,6 +15,7 @@ v1_patterns = [
     path("", include("pairing.api.urls_v1")),
     path("", include("streaming.api.urls_v1")),
     path("", include("displays.api.urls_v1")),
+    path("", include("plugins.api.urls_v1")),
 ]
 
 admin_api_patterns = [
