@@ -46,8 +46,10 @@ SECRET_KEY = _secret_file.read_text().strip()
 DEBUG = env_bool("HOST_DEBUG", False)
 ALLOWED_HOSTS = ["*"]  # the host answers on whatever name the LAN knows it by
 
+# No "daphne" app: it only swaps `runserver` for an ASGI one, and its import installs Twisted's
+# reactor in every process (Celery workers, planes, manage.py) at a cost of a second or more of
+# each one's start. The host serves through hostmgmt.daphne_main (see docs/architecture.md).
 INSTALLED_APPS = [
-    "daphne",
     "django.contrib.admin",
     "django.contrib.auth",
     "django.contrib.contenttypes",

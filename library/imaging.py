@@ -7,16 +7,27 @@ that reaches the covers dir or an art response is anything but pixels we produce
 from __future__ import annotations
 
 import os
+from functools import cache
+from typing import TYPE_CHECKING
 
-# Bound what a small compressed body may inflate to before OpenCV reads its first image.
-os.environ.setdefault("OPENCV_IO_MAX_IMAGE_PIXELS", str(8192 * 8192))
-
-import cv2  # noqa: E402
-import numpy as np  # noqa: E402
+if TYPE_CHECKING:
+    import numpy as np
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 JPEG_SIGNATURE = b"\xff\xd8\xff"
 MAX_SIDE = 8192
+
+
+@cache
+def _libs():
+    """OpenCV and numpy, imported on first use: every host process loads this module through
+    the library app, and OpenCV's import alone costs a second of each one's start."""
+    # Bound what a small compressed body may inflate to before OpenCV reads its first image.
+    os.environ.setdefault("OPENCV_IO_MAX_IMAGE_PIXELS", str(8192 * 8192))
+    import cv2
+    import numpy
+
+    return cv2, numpy
 
 
 class NotAnImage(ValueError):
@@ -24,6 +35,7 @@ class NotAnImage(ValueError):
 
 
 def decode(data: bytes) -> np.ndarray:
+    cv2, np = _libs()
     if not data:
         raise NotAnImage("empty image")
     buf = np.frombuffer(data, dtype=np.uint8)
@@ -40,6 +52,7 @@ def decode(data: bytes) -> np.ndarray:
 
 def _bgr(img: np.ndarray) -> np.ndarray:
     """Drop alpha over black and widen grey so the JPEG encoder gets plain BGR."""
+    cv2, np = _libs()
     if img.dtype != np.uint8:
         img = cv2.convertScaleAbs(img, alpha=255.0 / max(float(img.max()), 1.0))
     if img.ndim == 2:
@@ -52,6 +65,7 @@ def _bgr(img: np.ndarray) -> np.ndarray:
 
 def to_jpeg(data: bytes, quality: int = 90) -> bytes:
     """JPEG bytes of any image; a JPEG that decodes is passed through untouched."""
+    cv2, np = _libs()
     img = decode(data)
     if data.startswith(JPEG_SIGNATURE):
         return data
@@ -63,6 +77,7 @@ def to_jpeg(data: bytes, quality: int = 90) -> bytes:
 
 def to_png(data: bytes) -> bytes:
     """PNG bytes re-encoded from the decoded pixels (never the caller's bytes)."""
+    cv2, np = _libs()
     img = decode(data)
     if img.dtype != np.uint8 and img.dtype != np.uint16:
         img = _bgr(img)
@@ -84,6 +99,7 @@ def is_valid_png(data: bytes) -> bool:
 
 def box_png(width: int = 300, height: int = 400) -> bytes:
     """The default box art for catalog apps without their own image."""
+    cv2, np = _libs()
     img = np.full((height, width, 3), (48, 40, 32), dtype=np.uint8)
     cv2.rectangle(img, (12, 12), (width - 13, height - 13), (160, 150, 140), 2)
     ok, out = cv2.imencode(".png", img)
