@@ -113,6 +113,15 @@ PLUGIN_DENIED: dict[str, str] = {
     "display/state": "display configuration",
     "gpus": "GPU selection",
     "gpus/preference": "GPU selection",
+    "store/catalog": "plugin store",
+    "store/refresh": "plugin store",
+    "store/installed": "plugin store",
+    "store/install": "plugin store",
+    "store/uninstall": "plugin store",
+    "store/jobs": "plugin store",
+    "store/jobs/<str:job_id>": "plugin store",
+    "store/sources": "plugin store",
+    "store/sources/<str:name>": "plugin store",
 }
 
 
