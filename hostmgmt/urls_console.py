@@ -24,6 +24,7 @@ urlpatterns = [
     path("apps", views.apps, name="console-apps"),
     path("library", views.library, name="console-library"),
     path("hooks", views.hooks, name="console-hooks"),
+    path("store", views.plugin_store, name="console-store"),
     path("config", views.config, name="console-config"),
     path("sessions", views.sessions, name="console-sessions"),
     path("tokens", views.tokens, name="console-tokens"),

@@ -36,6 +36,7 @@ NAV = [
     ("/apps", "Apps"),
     ("/library", "Library"),
     ("/hooks", "Hooks"),
+    ("/store", "Store"),
     ("/config", "Configuration"),
     ("/sessions", "Sessions"),
     ("/tokens", "Tokens"),
@@ -152,6 +153,11 @@ def hooks(request):
 
     patterns = sorted(KINDS) + sorted(f"{d}.*" for d in DOMAINS)
     return page(request, "hooks.html", {"patterns": patterns})
+
+
+@console_page
+def plugin_store(request):
+    return page(request, "store.html")
 
 
 @console_page
