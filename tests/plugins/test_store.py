@@ -227,3 +227,64 @@ def test_job_record_outlives_a_dead_worker(api):
     job.save()
     got = api.get("/api/v1/store/jobs/job-5-5").json()
     assert got["state"] == "failed" and "timed out" in got["error"]
+
+
+class FakeRunner:
+    """Stands in for `plugins.runner_control` (the runner is another module's): on, and the
+    plugin either comes up and stays up, or keeps exiting."""
+
+    def __init__(self):
+        self.healthy = True
+        self.first_seen = None
+        self.rescans = 0
+
+    def runtime_enabled(self):
+        return True
+
+    def request_rescan(self):
+        self.rescans += 1
+        self.first_seen = None
+
+    def status(self):
+        if not self.healthy:
+            return {"hello": {"running": False, "pid": None, "last_exit": 1, "log": ["boom"]}}
+        self.first_seen = self.first_seen or time.time()
+        return {"hello": {"running": True, "pid": 4242, "started_at": self.first_seen}}
+
+
+@pytest.mark.timeout(240)
+def test_failed_health_check_rolls_back_to_the_kept_wheel(api, server, tmp_path, monkeypatch):
+    from plugins.store import install, services
+
+    runner = FakeRunner()
+    monkeypatch.setattr(install, "runner_control", runner)
+    monkeypatch.setattr(services, "runner_control", runner)
+    monkeypatch.setenv("HOST_STORE_HEALTH_S", "8")
+    key = signing.new_private_key()
+    _publish(server, tmp_path, key)
+    assert _put(api, "local", {"url": server.base + "/catalog.json",
+                               "public_key": ss.public_key(key)}).status_code == 204  # fmt: skip
+    r = _post(api, "install", {"source": "local", "id": "hello"})
+    job = api.get(f"/api/v1/store/jobs/{r.json()['job']}").json()
+    assert job["state"] == "done" and any("runs (pid 4242)" in x for x in job["log"]), job
+    assert api.get("/api/v1/store/installed").json()[0]["running"] is True
+
+    # Version 2 keeps exiting: the job fails and version 1's kept wheel is back.
+    _publish(server, tmp_path, key, wheel=ss.build_plugin(tmp_path, version="2.0.0"))
+    api.post("/api/v1/store/refresh")
+    runner.healthy = False
+    r = _post(api, "install", {"source": "local", "id": "hello"})
+    job = api.get(f"/api/v1/store/jobs/{r.json()['job']}").json()
+    assert job["state"] == "failed" and "rolled back" in job["error"], job
+    assert "last exit status 1" in job["error"] and "rolling back" in "\n".join(job["log"])
+    assert _env_packages() == {("host-plugin-hello", "1.0.0")}
+    row = api.get("/api/v1/store/installed").json()[0]
+    assert row["version"] == "1.0.0" and row["update_available"] == "2.0.0"
+
+    # A first install that fails its health check is removed again.
+    r = _post(api, "uninstall", {"pkg": "host-plugin-hello"})
+    assert api.get(f"/api/v1/store/jobs/{r.json()['job']}").json()["state"] == "done"
+    r = _post(api, "install", {"source": "local", "id": "hello"})
+    job = api.get(f"/api/v1/store/jobs/{r.json()['job']}").json()
+    assert job["state"] == "failed" and "rolled back" in job["error"]
+    assert env.installed() == []

@@ -96,6 +96,7 @@ def test_store_install_from_console_and_refusals(tmp_path, monkeypatch):
 
             # The operator installs it from the Store page and watches the job end.
             with browser_page(host) as page:
+                page.set_default_timeout(60_000)  # a loaded 2-core machine: login took > 15 s
                 logged_in(page)
                 page.goto("/store")
                 row = page.locator("#catalog tr[data-id=hello]")
