@@ -47,7 +47,9 @@ class Deadline:
 
 
 def _pip(job: Job, deadline: Deadline, *args: str) -> None:
-    argv = [sys.executable, "-m", "pip", "--python", str(env.ensure_env()),
+    """pip of the host's venv acting on the plugin environment; `--isolated`: no pip config or
+    PIP_* variable (an extra index or find-links) can add a source to what is installed."""
+    argv = [sys.executable, "-m", "pip", "--isolated", "--python", str(env.ensure_env()),
             "--disable-pip-version-check", "--no-input", *args]  # fmt: skip
     try:
         done = subprocess.run(argv, capture_output=True, text=True, timeout=deadline.left())

@@ -259,7 +259,7 @@ def test_failed_health_check_rolls_back_to_the_kept_wheel(api, server, tmp_path,
     runner = FakeRunner()
     monkeypatch.setattr(install, "runner_control", runner)
     monkeypatch.setattr(services, "runner_control", runner)
-    monkeypatch.setenv("HOST_STORE_HEALTH_S", "8")
+    monkeypatch.setenv("HOST_STORE_HEALTH_S", "5")
     key = signing.new_private_key()
     _publish(server, tmp_path, key)
     assert _put(api, "local", {"url": server.base + "/catalog.json",
