@@ -119,8 +119,12 @@ def _rescan(job: Job) -> None:
     runner_control.request_rescan()
 
 
-def _healthy(job: Job, plugin_id: str, since: float, deadline: Deadline) -> str | None:
-    """None when healthy (or when there is nothing to check), else why not."""
+def _healthy(job: Job, plan: dict, since: float, reinstall: bool, deadline: Deadline) -> str | None:
+    """None when healthy (or when there is nothing to check), else why not. Healthy: the
+    runner shows the plugin running at the new version, up for 3 s, started after the install
+    (a reinstall of the same version need not restart it: the runner restarts a plugin only
+    when its installed version changes)."""
+    plugin_id, version = plan["id"], plan["version"]
     if runner_control is None:
         job.log("the plugin runner is not part of this build: health check skipped")
         return None
@@ -133,7 +137,13 @@ def _healthy(job: Job, plugin_id: str, since: float, deadline: Deadline) -> str 
     while time.monotonic() < end:
         state = runner_control.status().get(plugin_id) or {}
         started = state.get("started_at") or 0
-        if state.get("running") and started >= since and time.time() - started >= stable_for:
+        fresh = started >= since or reinstall
+        if (
+            state.get("running")
+            and state.get("version", version) == version
+            and fresh
+            and time.time() - started >= stable_for
+        ):
             job.log(f"{plugin_id} runs (pid {state.get('pid')})")
             return None
         time.sleep(0.5)
@@ -160,7 +170,7 @@ def install(job: Job) -> None:
         job.phase("restarting runner")
         _rescan(job)
         job.phase("checking")
-        problem = _healthy(job, plan["id"], since, deadline)
+        problem = _healthy(job, plan, since, was == plan["version"], deadline)
         if problem:
             job.phase("rolling back")
             if previous is not None:
