@@ -96,8 +96,7 @@ class Job:
             self.data["phase"] = "done"
         self.data["error"] = error
         self.data["finished_at"] = int(time.time())
-        if error:
-            self._log.append(f"failed: {error}")
+        self._log.append(f"failed: {error}" if error else "-- done")
         self.save(durable=True)
 
 

@@ -15,7 +15,8 @@
     const deadline = Date.now() + 330000;
     do {
       job = await api("GET", "/api/v1/store/jobs/" + encodeURIComponent(ref.job));
-      $("job-state").textContent = `${label}: ${job.state} (${job.phase})` +
+      $("job-state").textContent = `${label}: ${job.state}` +
+        (job.state === "running" ? ` (${job.phase})` : "") +
         (job.error ? ` — ${job.error}` : "");
       $("job-state").dataset.state = job.state;
       $("job-log").textContent = job.log.join("\n");
