@@ -225,7 +225,7 @@ async def events_view(request):
         return json_error(
             request.path, 401, "invalid or missing bearer token", {"WWW-Authenticate": mgmt.REALM}
         )
-    if principal.role == "plugin" and mgmt.plugin_denied(request):
+    if principal.role == "plugin" and mgmt.plugin_denied(request, principal):
         return json_error(request.path, 403, mgmt.PLUGIN_FORBIDDEN)
     return await stream_response(request)
 

@@ -66,6 +66,15 @@ def status() -> dict[str, dict]:
     return plugins if isinstance(plugins, dict) else {}
 
 
+def runner_alive() -> bool:
+    """Whether a runner has written its status within `STATUS_STALE_S`."""
+    try:
+        age = time.time() - (control_dir() / STATUS_FILE).stat().st_mtime
+    except FileNotFoundError:
+        return False
+    return age <= STATUS_STALE_S
+
+
 def write_status(plugins: dict[str, dict]) -> None:
     """The runner's side: publish its view (not fsynced: rewritten every tick)."""
     body = json.dumps({"pid": os.getpid(), "written_at": time.time(), "plugins": plugins})

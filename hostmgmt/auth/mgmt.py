@@ -23,6 +23,7 @@ from rest_framework.permissions import BasePermission
 from hostmgmt.auth import tokens
 from hostmgmt.auth.origin import allowed_origins, origin_matches
 from hostmgmt.auth.secrets import is_token_shaped, parse_bearer, tokens_equal
+from plugins import tokens as plugin_tokens
 
 REALM = 'Bearer realm="hostmgmt"'
 V1_ROUTE_PREFIX = "api/v1/"
@@ -38,6 +39,7 @@ class MgmtPrincipal:
 
     role: str
     tokenless: bool = False
+    plugin_id: str | None = None  # a per-plugin token's id (plugins/tokens.py); None otherwise
 
     @property
     def is_authenticated(self) -> bool:
@@ -75,6 +77,15 @@ PLUGIN_ALLOWED: dict[str, frozenset[str]] = {
     "streams": frozenset({"GET"}),
     "streams/<str:session_id>": frozenset({"DELETE"}),
     "game/end": frozenset({"POST"}),
+    # plugins: the directory (secret-free)
+    "plugins": frozenset({"GET"}),
+}
+
+# Routes a plugin's OWN token (bound to an id, plugins/tokens.py) may call for its own id only
+# (the `plugin_id` path parameter); the host's shared plugin token and other plugins get 403.
+PLUGIN_OWN: dict[str, frozenset[str]] = {
+    "plugins/<str:plugin_id>": frozenset({"PUT", "DELETE"}),
+    "plugins/<str:plugin_id>/ui-credential": frozenset({"GET"}),
 }
 
 # Every other v1 route, with the reason it is outside the plugin's four families.
@@ -122,6 +133,9 @@ PLUGIN_DENIED: dict[str, str] = {
     "store/jobs/<str:job_id>": "plugin store",
     "store/sources": "plugin store",
     "store/sources/<str:name>": "plugin store",
+    "plugins/<str:plugin_id>": "another plugin's registration (own id only: PLUGIN_OWN)",
+    "plugins/<str:plugin_id>/ui-credential": "another plugin's UI credential (own id only)",
+    "store/runtime": "plugin store",
 }
 
 
@@ -141,10 +155,27 @@ def plugin_allowed(route: str | None, method: str) -> bool:
     return method in methods
 
 
-def plugin_denied(request) -> bool:
+def plugin_own_allowed(route: str | None, method: str, kwargs: dict, plugin_id: str | None):
+    """Whether a token bound to `plugin_id` may call `method` on `route` for the path's id."""
+    if not plugin_id or not route or not route.startswith(V1_ROUTE_PREFIX):
+        return False
+    methods = PLUGIN_OWN.get(route[len(V1_ROUTE_PREFIX) :])
+    if methods is None or kwargs.get("plugin_id") != plugin_id:
+        return False
+    method = method.upper()
+    method = "GET" if method == "HEAD" else method
+    return method == "OPTIONS" or method in methods
+
+
+def plugin_denied(request, principal: MgmtPrincipal | None = None) -> bool:
     """The plugin token's verdict for a Django (or DRF) request that has been resolved."""
     match = getattr(request, "resolver_match", None)
-    return not plugin_allowed(getattr(match, "route", None), request.method)
+    route = getattr(match, "route", None)
+    if plugin_allowed(route, request.method):
+        return False
+    plugin_id = principal.plugin_id if principal is not None else None
+    kwargs = getattr(match, "kwargs", None) or {}
+    return not plugin_own_allowed(route, request.method, kwargs, plugin_id)
 
 
 # --- tokenless mode: no cross-site simple writes -------------------------------------------
@@ -204,6 +235,9 @@ def resolve(header: bytes) -> MgmtPrincipal | None:
     plugin = tokens.current_token(tokens.PLUGIN)
     if plugin and tokens_equal(token, plugin):
         return PLUGIN
+    plugin_id = plugin_tokens.lookup(token)
+    if plugin_id:
+        return MgmtPrincipal("plugin", plugin_id=plugin_id)
     return None
 
 
@@ -243,7 +277,7 @@ class MgmtPermission(BasePermission):
             if reason:
                 raise PermissionDenied(reason)
             return True
-        return not (principal.role == "plugin" and plugin_denied(request))
+        return not (principal.role == "plugin" and plugin_denied(request, principal))
 
 
 # --- the web console's session ---------------------------------------------------------------

@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from plugins.api import store_views
+from plugins.api import store_views, views
 
 urlpatterns: list = [
     path("store/catalog", store_views.StoreCatalogView.as_view(), name="v1-store-catalog"),
@@ -14,4 +14,12 @@ urlpatterns: list = [
     path("store/jobs/<str:job_id>", store_views.StoreJobView.as_view(), name="v1-store-job"),
     path("store/sources", store_views.StoreSourcesView.as_view(), name="v1-store-sources"),
     path("store/sources/<str:name>", store_views.StoreSourceView.as_view(), name="v1-store-source"),
+    path("plugins", views.PluginsView.as_view(), name="plugins"),
+    path("plugins/<str:plugin_id>", views.PluginView.as_view(), name="plugin"),
+    path(
+        "plugins/<str:plugin_id>/ui-credential",
+        views.UiCredentialView.as_view(),
+        name="plugin-ui-credential",
+    ),
+    path("store/runtime", views.RuntimeView.as_view(), name="store-runtime"),
 ]
