@@ -159,6 +159,8 @@ class Supervisor:
         specs.append(Child("compat", [py, manage, "run_compat_plane"], env))
         # One process per session of either plane (docs/architecture.md, "Path of a session").
         specs.append(Child("sessions", [py, "-m", "streaming.sessions.manager"], env))
+        # Installed plugins, each a process of its own, while the runtime switch is on.
+        specs.append(Child("plugins", [py, "-m", "plugins.runner"], env, critical=False))
         return specs
 
     # -- running ----------------------------------------------------------------------------
