@@ -7,6 +7,7 @@ from django.http import Http404
 from django.urls import path, re_path
 
 from hostmgmt.console import live_pages, views
+from plugins import pages as plugin_pages
 
 
 def serve_static(request, path):
@@ -32,6 +33,9 @@ urlpatterns = [
     path("streaming", live_pages.streaming, name="console-streaming"),
     path("displays", live_pages.displays, name="console-displays"),
     path("pair", live_pages.pair, name="console-pair"),
+    path("plugins", plugin_pages.plugins_page, name="console-plugins"),
+    path("plugins/<str:plugin_id>/ui/", plugin_pages.ui_proxy, name="console-plugin-ui"),
+    path("plugins/<str:plugin_id>/ui/<path:path>", plugin_pages.ui_proxy),
     path("console/status", views.status_json, name="console-status"),
     path("console/events", views.events_stream, name="console-events"),
     # daphne serves no static files: the console's, the Django admin's and the API docs' assets
