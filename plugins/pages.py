@@ -116,8 +116,8 @@ def ui_proxy(request, plugin_id: str, path: str = ""):
 
 @console_page
 def _proxied(request, plugin_id: str, path: str = ""):
-    """GET/HEAD only: a plugin page's forms would need the console's CSRF token, which the
-    sandboxed page must not have (GAP: plugin UIs are read-only through the proxy)."""
+    # GAP: plugin UIs are read-only through the proxy (GET/HEAD): a plugin page's forms
+    # would need the console's CSRF token, which the sandboxed page must not have.
     if not plugin_env.PLUGIN_ID.fullmatch(plugin_id) or not _SAFE_PATH.fullmatch(path):
         return _plain(404, "no such plugin UI")
     try:

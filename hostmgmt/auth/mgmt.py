@@ -4,6 +4,8 @@ The plugin token is an allow list (spec: it "covers status, library, sessions an
 a route reaches a plugin only when `PLUGIN_ALLOWED` names its URL pattern and the method, so
 a route added later is denied to plugins until someone classifies it. `PLUGIN_DENIED` records
 why every other route is refused; the auth matrix test checks the two tables cover the URL map.
+A plugin's own token (plugins/tokens.py, given by the plugin runner) is a plugin principal with
+its id: it also reaches `PLUGIN_OWN` routes whose `plugin_id` is its own.
 
 A host started with `--no-mgmt-token` has no credential to check, so any web page the
 operator opens could otherwise POST here: state-changing requests must prove they are not a
