@@ -123,19 +123,47 @@ def test_route_answers_each_credential_as_documented(live_host, scoped_tokens, p
 
 
 V1_CALLS = sorted((route, method) for route, methods in v1_routes().items() for method in methods)
-V1_CREDENTIALS = ["none", "wrong", "basic", "scoped", "plugin", "mgmt"]
+V1_CREDENTIALS = ["none", "wrong", "basic", "scoped", "plugin", "own-x", "own-y", "mgmt"]
+
+
+@pytest.fixture(scope="module")
+def own_tokens(live_host):
+    """Per-plugin tokens bound to `x` (the id `sample_path` puts in plugin routes) and `y`,
+    written where the runner keeps them in the live host's state dir."""
+    import os
+
+    from plugins import tokens as plugin_tokens
+
+    old = os.environ.get("HOST_STATE_DIR")
+    os.environ["HOST_STATE_DIR"] = str(live_host.state_dir)
+    try:
+        yield {"own-x": plugin_tokens.ensure("x"), "own-y": plugin_tokens.ensure("y")}
+        plugin_tokens.prune(set())
+    finally:
+        if old is None:
+            os.environ.pop("HOST_STATE_DIR", None)
+        else:
+            os.environ["HOST_STATE_DIR"] = old
 
 
 @pytest.mark.parametrize("route, method", V1_CALLS)
-def test_every_v1_route_and_method_answers_each_credential(live_host, scoped_tokens, route, method):
+def test_every_v1_route_and_method_answers_each_credential(
+    live_host, scoped_tokens, own_tokens, route, method
+):
     """Every pattern of the URL map x every method x every credential, on the real host.
 
     The plugin token reaches exactly `PLUGIN_ALLOWED` (anything else: 403 and the v1 error
-    body, before the view runs); no other non-management credential gets past 401. The
-    management token is sent on reads only: its writes restart or stop the host.
+    body, before the view runs); a plugin's own token (bound to `x`) reaches that plus
+    `PLUGIN_OWN` for `x`, and one bound to `y` no more than the shared token; no other
+    non-management credential gets past 401. The management token is sent on reads only: its
+    writes restart or stop the host.
     """
     path = sample_path(route)
     allowed = mgmt.plugin_allowed(mgmt.V1_ROUTE_PREFIX + route, method)
+    kwargs = {"plugin_id": "x"} if "<str:plugin_id>" in route else {}
+    own_allowed = allowed or mgmt.plugin_own_allowed(
+        mgmt.V1_ROUTE_PREFIX + route, method, kwargs, "x"
+    )
     scoped = next(iter(scoped_tokens.values()))[0]
     creds = {
         "none": {},
@@ -143,6 +171,8 @@ def test_every_v1_route_and_method_answers_each_credential(live_host, scoped_tok
         "basic": {"Authorization": "Basic " + "YWRtaW46eA=="},
         "scoped": {"Authorization": f"Bearer {scoped}"},
         "plugin": {"Authorization": f"Bearer {live_host.plugin_token}"},
+        "own-x": {"Authorization": f"Bearer {own_tokens['own-x']}"},
+        "own-y": {"Authorization": f"Bearer {own_tokens['own-y']}"},
         "mgmt": {"Authorization": f"Bearer {live_host.mgmt_token}"},
     }
     results = {}
@@ -156,14 +186,15 @@ def test_every_v1_route_and_method_answers_each_credential(live_host, scoped_tok
                 if r.status_code in (401, 403):
                     r.read()
                     assert set(r.json()) == {"error"}, (cred, r.text)
-                if cred == "plugin" and r.status_code == 403:
+                if cred in ("plugin", "own-x", "own-y") and r.status_code == 403:
                     assert r.json() == {"error": mgmt.PLUGIN_FORBIDDEN}
     open_route = route == "health"
     for cred in ("none", "wrong", "basic", "scoped"):
         assert (results[cred] == 401) != open_route, (cred, results)
-    if allowed:
-        assert results["plugin"] not in (401, 403), results
-    else:
-        assert results["plugin"] == 403, results
+    for cred, reach in (("plugin", allowed), ("own-y", allowed), ("own-x", own_allowed)):
+        if reach:
+            assert results[cred] not in (401, 403), (cred, results)
+        else:
+            assert results[cred] == 403, (cred, results)
     if "mgmt" in results:
         assert results["mgmt"] not in (401, 403), results

@@ -176,3 +176,31 @@ def test_tokenless_guard_spares_reads_and_real_tokens():
         "/api/v1/game/end", content_type="text/plain", HTTP_AUTHORIZATION=f"Bearer {ADMIN_TOKEN}"
     )
     assert r.status_code in (400, 409, 415)
+
+
+@pytest.mark.parametrize(
+    "path, method, plugin_id, denied",
+    [
+        ("/api/v1/plugins/alpha", "PUT", "alpha", False),
+        ("/api/v1/plugins/alpha", "DELETE", "alpha", False),
+        ("/api/v1/plugins/alpha", "HEAD", "alpha", True),  # no GET on one registration
+        ("/api/v1/plugins/alpha/ui-credential", "GET", "alpha", False),
+        ("/api/v1/plugins/alpha/ui-credential", "DELETE", "alpha", True),
+        ("/api/v1/plugins/alpha", "PUT", "beta", True),
+        ("/api/v1/plugins/alpha", "DELETE", "beta", True),
+        ("/api/v1/plugins/alpha/ui-credential", "GET", "beta", True),
+        ("/api/v1/plugins/alpha", "PUT", None, True),  # the shared plugin token
+        ("/api/v1/plugins/alpha/ui-credential", "GET", None, True),
+        ("/api/v1/plugins", "GET", None, False),
+        ("/api/v1/plugins", "GET", "beta", False),
+        ("/api/v1/store/runtime", "GET", "alpha", True),
+        ("/api/v1/store/runtime", "POST", "alpha", True),
+        ("/api/v1/hooks", "GET", "alpha", True),
+        ("/api/v1/library", "GET", "alpha", False),
+    ],
+)
+def test_a_plugins_own_token_reaches_its_own_id_only(path, method, plugin_id, denied):
+    request = RequestFactory().generic(method, path)
+    request.resolver_match = resolve(path)
+    principal = mgmt.MgmtPrincipal("plugin", plugin_id=plugin_id)
+    assert mgmt.plugin_denied(request, principal) is denied
