@@ -58,6 +58,17 @@ def stopping_hooks_grace_s() -> float:
     return _env_seconds("HOST_STOPPING_HOOKS_GRACE_S", 15.0, 0.0, 600.0)
 
 
+def events_buffer_max() -> int:
+    """Events one process keeps while Redis is away (HOST_EVENTS_BUFFER_MAX, 1-1000000, default
+    4096); past it newer events are dropped and subscribers get `dropped`."""
+    raw = os.environ.get("HOST_EVENTS_BUFFER_MAX", "").strip()
+    try:
+        value = int(raw) if raw else 4096
+    except ValueError:
+        value = 4096
+    return min(max(value, 1), 1_000_000)
+
+
 def on_connect_cmd() -> str:
     return env_str("HOST_ON_CONNECT_CMD", "").strip()
 

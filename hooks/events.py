@@ -11,8 +11,10 @@ Design (why it looks like this):
   mark persists a new high-water mark (file in the state dir, atomic write under flock) one
   block ahead and raises the mark. After a restart the counter resumes at the persisted mark, so
   seq may jump forward but never goes back. One fsync per SEQ_BLOCK events.
-- `emit` never raises into its caller and never waits on a consumer: a missing Redis is logged
-  once per outage and the event is dropped.
+- `emit` never raises into its caller and never waits on a consumer. While Redis is away the
+  event is kept in this process's outbox (`hooks/outbox.py`: bounded, in order, spooled to
+  disk) and delivered, seq stamped then, when Redis is back; past the bound subscribers get a
+  `dropped` marker in the order instead.
 - Inside a database transaction the event is stamped and published only after commit.
 """
 
@@ -25,7 +27,7 @@ import threading
 import time
 from functools import partial
 
-from hooks import conf, dispatch
+from hooks import conf, dispatch, outbox
 from hooks.event_kinds import KINDS, RESERVED_KEYS, SCHEMA_VERSION
 from hostmgmt import redis_client
 
@@ -33,13 +35,18 @@ log = logging.getLogger("hooks.events")
 
 SEQ_FILE = "events-seq"
 
-# KEYS: seq, reserved, ring.  ARGV: doc prefix, doc suffix, ring size, channel.
-# Returns {seq, doc} or {0, current seq, reserved} when a reservation is needed first.
+# KEYS: seq, reserved, ring, kept-event id key.  ARGV: doc prefix, doc suffix, ring size,
+# channel, kept-event id ('' for a direct emit).
+# Returns {seq, doc}, {0, current seq, reserved} when a reservation is needed first, or {-1}
+# when this kept event was delivered before (a crash between delivery and its `done` line).
 _EMIT_LUA = """
 local reserved = tonumber(redis.call('GET', KEYS[2]) or '-1')
 local cur = tonumber(redis.call('GET', KEYS[1]) or '-1')
 if reserved < 0 or cur < 0 or cur + 1 > reserved then
   return {0, cur, reserved}
+end
+if ARGV[5] ~= '' and not redis.call('SET', KEYS[4], '1', 'NX', 'EX', 86400) then
+  return {-1}
 end
 local seq = redis.call('INCR', KEYS[1])
 local doc = ARGV[1] .. string.format('%d', seq) .. ARGV[2]
@@ -49,9 +56,11 @@ redis.call('PUBLISH', ARGV[4], doc)
 return {seq, doc}
 """
 
-# KEYS: seq, reserved.  ARGV: persisted mark before this reservation, new mark.
+# KEYS: seq, reserved, base.  ARGV: persisted mark before this reservation, new mark.
+# `base` records where the counter of this Redis run started: every seq at or below it belongs
+# to an earlier run (the SSE view tells a restart from a gap with it).
 _RESERVE_LUA = """
-redis.call('SETNX', KEYS[1], ARGV[1])
+if redis.call('SETNX', KEYS[1], ARGV[1]) == 1 then redis.call('SET', KEYS[3], ARGV[1]) end
 local reserved = tonumber(redis.call('GET', KEYS[2]) or '-1')
 if tonumber(ARGV[2]) > reserved then redis.call('SET', KEYS[2], ARGV[2]) end
 return 1
@@ -65,18 +74,17 @@ def keys() -> dict[str, str]:
         "reserved": f"{prefix}:reserved",
         "ring": f"{prefix}:ring",
         "channel": f"{prefix}:live",
+        "base": f"{prefix}:base",
+        "kept": f"{prefix}:kept:",
     }
 
 
 class _Bus:
-    """The bus's Lua scripts and outage bookkeeping over the host's one Redis client."""
+    """The bus's Lua scripts over the host's one Redis client."""
 
     def __init__(self):
         self.lock = threading.Lock()
         self.scripts = None  # (client, emit script, reserve script)
-        self.down_since: float | None = None
-        self.retry_at = 0.0
-        self.down_client = None  # the client the outage was seen on
 
     def get(self):
         return redis_client.client()
@@ -92,32 +100,6 @@ class _Bus:
                 )
                 self.scripts = scripts
         return scripts[1] if which == "emit" else scripts[2]
-
-    def failed(self, exc: Exception) -> None:
-        # Log once per outage and do not retry the connection for a moment, so a burst of
-        # emits during an outage costs nothing.
-        now = time.monotonic()
-        if self.down_since is None:
-            self.down_since = now
-            log.warning("event bus: Redis unavailable (%s); live events are dropped", exc)
-        try:
-            self.down_client = self.get()
-        except Exception:  # noqa: BLE001 - an unusable URL: the next emit tries again
-            self.down_client = None
-        self.retry_at = now + 1.0
-
-    def recovered(self) -> None:
-        if self.down_since is not None:
-            log.warning("event bus: Redis is back; live events resume")
-            self.down_since = None
-
-    def skip(self) -> bool:
-        # A new client (another Redis URL, a forked process) gets its own first try.
-        return (
-            self.down_since is not None
-            and time.monotonic() < self.retry_at
-            and self.down_client is self.get()
-        )
 
 
 _bus = _Bus()
@@ -183,30 +165,62 @@ def _emit_now(kind: str, payload_json: str) -> tuple[dict, list[str]]:
         + (f",{inner}" if inner else "")
         + "}"
     )
+    box = _outbox()
     event = None
-    if not _bus.skip():
+    if not box.pending():  # events kept earlier go first: this one queues behind them
         try:
             event = _publish('{"seq":', suffix)
-            _bus.recovered()
-        except Exception as exc:  # noqa: BLE001 - Redis down or misconfigured: drop, log once
-            _bus.failed(exc)
+        except Exception as exc:  # noqa: BLE001 - Redis down or misconfigured: keep it
+            box.failed(exc)
     if event is None:
+        box.add(kind, suffix)
         event = json.loads('{"seq":null' + suffix)
-    permits: list[str] = []
-    if event.get("seq") is not None:
-        permits = _schedule_hooks(event)
-    return event, permits
+        return event, []
+    return event, _schedule_hooks(event)
 
 
-def _publish(prefix: str, suffix: str) -> dict:
+def _outbox() -> outbox.Outbox:
+    from hostmgmt.lib.statedir import state_path
+
+    return outbox.get(redis_client.url(), state_path(outbox.SPOOL_DIR), _deliver_kept)
+
+
+def _deliver_kept(entry: outbox.Entry, url: str) -> None:
+    """Publish one kept event (seq stamped now) and queue its hooks; raises while Redis is away.
+    Only ever on the Redis the event was kept for."""
+    if redis_client.url() != url:
+        raise RuntimeError("the host's Redis URL changed; the event stays kept for its own")
+    event = _publish('{"seq":', entry.suffix, kept_id=entry.eid)
+    if event is not None and entry.kind in KINDS:
+        _schedule_hooks(event)
+
+
+def recover_spools() -> int:
+    """Deliver the spools of processes that died while Redis was away (the supervisor runs
+    this periodically; any process's flusher also does after its own delivery)."""
+    from hostmgmt.lib.statedir import state_path
+
+    try:
+        return outbox.recover_orphans(
+            state_path(outbox.SPOOL_DIR), redis_client.url(), _deliver_kept
+        )
+    except Exception as exc:  # noqa: BLE001 - Redis still away: the spools stay for next time
+        log.debug("event bus: orphaned spools not delivered yet (%s)", exc)
+        return 0
+
+
+def _publish(prefix: str, suffix: str, kept_id: str = "") -> dict | None:
+    """Stamp and publish; None when `kept_id` was delivered before."""
     client = _bus.get()
     k = keys()
     for _ in range(5):
         result = _bus.script(client, "emit")(
-            keys=[k["seq"], k["reserved"], k["ring"]],
-            args=[prefix, suffix, conf.RING_SIZE, k["channel"]],
+            keys=[k["seq"], k["reserved"], k["ring"], k["kept"] + (kept_id or "-")],
+            args=[prefix, suffix, conf.RING_SIZE, k["channel"], kept_id],
             client=client,
         )
+        if int(result[0]) < 0:
+            return None
         if int(result[0]) > 0:
             doc = result[1].decode() if isinstance(result[1], bytes) else result[1]
             return json.loads(doc)
@@ -242,7 +256,7 @@ def _reserve(client, current: int) -> None:
             atomic_write(path, f"{new_mark}\n")
             k = keys()
             _bus.script(client, "reserve")(
-                keys=[k["seq"], k["reserved"]], args=[mark, new_mark], client=client
+                keys=[k["seq"], k["reserved"], k["base"]], args=[mark, new_mark], client=client
             )
         finally:
             fcntl.flock(lock_fh, fcntl.LOCK_UN)

@@ -35,11 +35,14 @@ def jobs() -> list[Job]:
     are read here, at host start."""
     from displays import reaper
     from games import lifecycle
+    from hooks import events
     from hostmgmt.console import logfile, telemetry, updater
     from library import conf as library_conf
     from library.poller import StorePoller
 
     return [
+        # Events kept on disk by processes that died while Redis was away (hooks/outbox.py).
+        Job("events-spool", 2.0, events.recover_spools, first_s=0),
         # Virtual display countdowns (kept displays whose deadline passed).
         Job("display-countdowns", reaper.TICK_S, reaper.tick, first_s=0),
         # Grace windows of games whose session is gone; games of a dead worker.
