@@ -66,14 +66,21 @@ def parse_kinds(raw: str | None) -> tuple[str, ...]:
 
 
 def wanted(patterns: tuple[str, ...], kind: str) -> bool:
-    return not patterns or any(event_kinds.pattern_matches(p, kind) for p in patterns)
-
-
-def frame(seq: int, kind: str, raw: str) -> bytes:
-    return f"id: {seq}\nevent: {kind}\ndata: {raw}\n\n".encode()
+    # A `dropped` marker (events lost past the bus's outage buffer) concerns every filter.
+    if not patterns or kind == DROPPED:
+        return True
+    return any(event_kinds.pattern_matches(p, kind) for p in patterns)
 
 
 DROPPED_FRAME = f'event: {DROPPED}\ndata: {{"dropped":true}}\n\n'.encode()
+
+
+def frame(seq: int, kind: str, raw: str) -> bytes:
+    if kind == DROPPED:  # the bus's marker takes a seq in the ring; the frame has no id (spec)
+        return DROPPED_FRAME
+    return f"id: {seq}\nevent: {kind}\ndata: {raw}\n\n".encode()
+
+
 KEEPALIVE_FRAME = b": keep-alive\n\n"
 OPEN_FRAME = b": stream open\n\n"
 
@@ -85,6 +92,7 @@ class Subscriber:
         self.wake = asyncio.Event()
         self.overflow = False
         self.broken = False
+        self.resync = False  # the hub lost Redis: re-read the ring once it is subscribed again
 
     def offer(self, item) -> None:
         if len(self.items) >= self.depth:
@@ -97,6 +105,10 @@ class Subscriber:
         self.broken = True
         self.wake.set()
 
+    def lost(self) -> None:
+        self.resync = True
+        self.wake.set()
+
 
 class Hub:
     """The one Redis subscription of this process, fanned out to every open stream."""
@@ -107,6 +119,11 @@ class Hub:
         self.ready: asyncio.Event | None = None
         self.loop = None
         self.streams = 0
+        # Redis restarts (which wipe the ring): the run id of the server subscribed to, the
+        # highest seq seen from it, and the highest seq seen from the run before this one.
+        self.run_id: str | None = None
+        self.last_seen = 0
+        self.prev_run_last: int | None = None
 
     async def ensure_ready(self) -> None:
         loop = asyncio.get_running_loop()
@@ -135,6 +152,7 @@ class Hub:
                     msg = await pubsub.get_message(timeout=5)
                     if msg and msg["type"] == "subscribe":
                         break
+                await self._note_run(client)
                 self.ready.set()
                 async for msg in pubsub.listen():
                     if msg["type"] != "message":
@@ -142,6 +160,7 @@ class Hub:
                     raw = msg["data"].decode()
                     head = json.loads(raw)
                     item = (head["seq"], head["kind"], frame(head["seq"], head["kind"], raw))
+                    self.last_seen = head["seq"]
                     for sub in tuple(self.subs):
                         sub.offer(item)
             except asyncio.CancelledError:
@@ -149,8 +168,8 @@ class Hub:
             except Exception as exc:  # noqa: BLE001 - Redis went away: streams must resume
                 log.warning("event stream: Redis subscription lost (%s)", exc.__class__.__name__)
                 self.ready.clear()
-                for sub in tuple(self.subs):
-                    sub.fail()
+                for sub in tuple(self.subs):  # they stay open and catch up once it is back
+                    sub.lost()
                 await asyncio.sleep(0.5)
             finally:
                 try:
@@ -159,8 +178,56 @@ class Hub:
                 except Exception:  # noqa: BLE001
                     pass
 
+    async def _note_run(self, client) -> None:
+        """After (re)subscribing: remember which Redis run this is, and when it is a new one
+        (a restart wiped the ring), the highest seq this hub saw from the run before. A cursor
+        at or above that mark missed nothing of the old run (see `missed`)."""
+        run_id = (await client.info("server")).get("run_id")
+        seq = await client.get(events.keys()["seq"])
+        if self.run_id is not None and run_id != self.run_id:
+            self.prev_run_last = self.last_seen
+            self.last_seen = int(seq or 0)
+        else:
+            self.last_seen = max(self.last_seen, int(seq or 0))
+        self.run_id = run_id
+
 
 hub = Hub()
+
+
+def missed(cursor: int, first: int, last_seq: int, base: int | None) -> bool:
+    """Whether a stream whose last seq is `cursor` may have missed events: its cursor fell off
+    the ring or is ahead of it, unless Redis restarted (seq at or below `base`, or ahead of an
+    empty new run) since a cursor at or above the highest seq this hub saw from the old run
+    (`hub.prev_run_last`), and the ring still holds this run from its start."""
+    if not cursor:
+        return False
+    from_old_run = (base is not None and cursor <= base) or (base is None and cursor > last_seq)
+    if from_old_run:
+        whole_run = base is None or first == base + 1
+        return not (hub.prev_run_last is not None and cursor >= hub.prev_run_last and whole_run)
+    return cursor + 1 < first or cursor > last_seq
+
+
+async def _resync(sent: int, patterns, keepalive: float):
+    """After the hub lost Redis: keep-alives until it is subscribed again, then the ring's
+    events after `sent`. Yields frames (bytes) and, last, the new cursor (int)."""
+    while True:
+        try:
+            await asyncio.wait_for(hub.ready.wait(), keepalive)
+        except TimeoutError:
+            yield KEEPALIVE_FRAME
+            continue
+        try:
+            async for data, seq in _catch_up(sent, patterns):
+                if data:
+                    yield data
+                sent = seq
+        except Exception:  # noqa: BLE001 - lost again before the ring was read: wait again
+            await asyncio.sleep(0.2)
+            continue
+        yield sent
+        return
 
 
 def _transport(client_addr):
@@ -263,21 +330,39 @@ async def stream_response(request):
     return response
 
 
-def _snapshot() -> tuple[list[tuple[int, str, str]], int]:
-    """The ring (seq, kind, raw) and the last seq handed out, read atomically."""
+def _snapshot() -> tuple[list[tuple[int, str, str]], int, int | None]:
+    """The ring (seq, kind, raw), the last seq handed out and this Redis run's first seq - 1
+    (None before its first event), read atomically."""
     client = redis_client.client()
     k = events.keys()
     pipe = client.pipeline(transaction=True)
     pipe.lrange(k["ring"], 0, -1)
     pipe.get(k["seq"])
-    raw_ring, seq = pipe.execute()
+    pipe.get(k["base"])
+    raw_ring, seq, base = pipe.execute()
     ring = []
     for raw in raw_ring:
         text = raw.decode()
         head = json.loads(text)
         ring.append((head["seq"], head["kind"], text))
     last = int(seq) if seq is not None else (ring[-1][0] if ring else 0)
-    return ring, last
+    return ring, last, int(base) if base is not None else None
+
+
+async def _catch_up(cursor: int, patterns):
+    """Frames from the ring after `cursor`: a `dropped` first when the stream may have missed
+    events. Yields (frame or None, new cursor); raises when Redis is unavailable."""
+    ring, last_seq, base = await asyncio.to_thread(_snapshot)
+    first = ring[0][0] if ring else last_seq + 1
+    if missed(cursor, first, last_seq, base):
+        yield DROPPED_FRAME, cursor
+        if cursor > last_seq and (base is None or cursor > base):  # ahead of the ring
+            cursor = last_seq
+    for seq, kind, raw in ring:
+        if seq > cursor:
+            cursor = seq
+            yield (frame(seq, kind, raw) if wanted(patterns, kind) else None), cursor
+    yield None, cursor
 
 
 class _Slot:
@@ -299,27 +384,20 @@ async def _stream(cursor, patterns, client_addr, slot: _Slot | None = None):
     sub = hub.add(conf.SSE_QUEUE_DEPTH)
     try:
         yield OPEN_FRAME
+        sent = cursor
         try:
-            ring, last_seq = await asyncio.to_thread(_snapshot)
+            async for data, seq in _catch_up(cursor, patterns):
+                if data:
+                    yield data
+                sent = seq
         except Exception as exc:  # noqa: BLE001 - Redis vanished meanwhile: let it resume
             log.warning("event stream: ring unavailable (%s)", exc.__class__.__name__)
             return
-        first = ring[0][0] if ring else last_seq + 1
-        if cursor and (cursor + 1 < first or cursor > last_seq):
-            yield DROPPED_FRAME
-            if cursor > last_seq:  # ahead of the ring (host restarted): live from here
-                cursor = last_seq
-        sent = cursor
-        for seq, kind, raw in ring:
-            if seq > sent:
-                sent = seq
-                if wanted(patterns, kind):
-                    yield frame(seq, kind, raw)
         keepalive = conf.keepalive_s()
         next_keepalive = loop.time() + keepalive
         next_check = loop.time() + TRANSPORT_CHECK_S
         while True:
-            if not sub.items and not sub.broken and not sub.overflow:
+            if not sub.items and not sub.broken and not sub.overflow and not sub.resync:
                 sub.wake.clear()
                 try:
                     await asyncio.wait_for(sub.wake.wait(), max(0.0, next_keepalive - loop.time()))
@@ -341,6 +419,15 @@ async def _stream(cursor, patterns, client_addr, slot: _Slot | None = None):
                 log.warning("event stream consumer too slow; disconnected at seq %s", sent)
                 cut_off(client_addr)
                 return
+            if sub.resync:  # Redis went away: wait for the hub, then re-read the ring
+                sub.resync = False
+                async for data in _resync(sent, patterns, keepalive):
+                    if isinstance(data, int):
+                        sent = data
+                    else:
+                        yield data
+                next_keepalive = loop.time() + keepalive
+                continue
             now = loop.time()
             if now >= next_check:
                 next_check = now + TRANSPORT_CHECK_S
