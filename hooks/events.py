@@ -165,12 +165,15 @@ def _emit_now(kind: str, payload_json: str) -> tuple[dict, list[str]]:
         + (f",{inner}" if inner else "")
         + "}"
     )
-    box = _outbox()
+    # Events kept earlier go first: this one queues behind them. (No outbox was ever made in
+    # this process: the usual case costs one dict check.)
+    box = _outbox() if outbox.any_made() else None
     event = None
-    if not box.pending():  # events kept earlier go first: this one queues behind them
+    if box is None or not box.pending():
         try:
             event = _publish('{"seq":', suffix)
         except Exception as exc:  # noqa: BLE001 - Redis down or misconfigured: keep it
+            box = box or _outbox()
             box.failed(exc)
     if event is None:
         box.add(kind, suffix)

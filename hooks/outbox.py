@@ -277,6 +277,11 @@ _lock = threading.Lock()
 _boxes: dict[tuple[str, str], Outbox] = {}
 
 
+def any_made() -> bool:
+    """Whether this process ever kept an event (an outbox exists)."""
+    return bool(_boxes)
+
+
 def get(url: str, spool_dir: Path, deliver: Deliver) -> Outbox:
     key = (url, str(spool_dir))
     box = _boxes.get(key)
