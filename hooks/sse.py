@@ -182,8 +182,13 @@ class Hub:
         """After (re)subscribing: remember which Redis run this is, and when it is a new one
         (a restart wiped the ring), the highest seq this hub saw from the run before. A cursor
         at or above that mark missed nothing of the old run (see `missed`)."""
-        run_id = (await client.info("server")).get("run_id")
-        seq = await client.get(events.keys()["seq"])
+        try:
+            run_id = (await client.info("server")).get("run_id")
+            seq = await client.get(events.keys()["seq"])
+        except Exception as exc:  # noqa: BLE001 - unknown run: a later restart counts as a gap
+            log.warning("event stream: Redis run not identified (%s)", exc.__class__.__name__)
+            self.run_id, self.prev_run_last = None, None
+            return
         if self.run_id is not None and run_id != self.run_id:
             self.prev_run_last = self.last_seen
             self.last_seen = int(seq or 0)

@@ -87,7 +87,7 @@ def test_outage_keeps_order_and_seq_survives_a_wiping_restart(own_redis, tmp_pat
     for i in range(3):
         started = time.monotonic()
         events.emit(event_kinds.LIBRARY_CHANGED, {"source": f"kept-{i}"})
-        assert time.monotonic() - started < 0.5  # never waits on the missing Redis
+        assert time.monotonic() - started < 2.0  # bounded: no wait on the missing Redis
     # On disk before emit returned: one spool with the three events, in order.
     (spool,) = spools(tmp_path)
     _header, entries = outbox.read_spool(spool.read_bytes())
