@@ -24,6 +24,8 @@ import signal
 import threading
 import time
 
+import redis
+
 from compat.engine import adaptive
 from compat.engine.session import StreamSession
 from compat.launchconfig import make_launch
@@ -44,6 +46,8 @@ DISCONNECT_REASON = {"disconnected": "quit", "client": "quit", "timeout": "timeo
                      "encoder_failed": "error"}  # fmt: skip
 
 
+# What a Redis outage raises (redis-py's errors; a socket error where one escapes them).
+REDIS_DOWN = (redis.RedisError, OSError)
 SHUTDOWN = threading.Event()  # set by the process's SIGTERM handler (host shutdown)
 
 
@@ -98,6 +102,7 @@ class CompatSession:
                        "uuid": c.get("uuid", "")}  # fmt: skip
         self.width, self.height, self.fps = spec["width"], spec["height"], spec["fps"]
         self.slot = int(spec.get("port_slot") or 0)  # its stream ports: + 20 * slot
+        self._redis_down = False  # logged once per outage (`_redis_away`)
         self.core = SessionCore("compat", self.id, self.client, self.width, self.height,
                                 self.fps, str(spec.get("app_id", "")), spec.get("app_name", ""),
                                 remote=spec.get("remote", ""))  # fmt: skip
@@ -202,6 +207,7 @@ class CompatSession:
         env: dict = {}
         self.limits, self.sound = session_play.prepare(self.id, self.client, self.app, env,
                                                        self.core.extra)  # fmt: skip
+        self.core.extra["owned_pids"] = _owned_pids(self.sound)
         try:
             self.core.start_app(self.app, env, MAP_TIMEOUT_S)
         except session_display.DisplayLaunchError as exc:
@@ -304,7 +310,7 @@ class CompatSession:
             if SHUTDOWN.is_set():
                 self.reason = "host_shutdown"
                 return
-            for req in registry.pop(self.id):
+            for req in self._requests(registry):
                 if req.get("op") == "stop":
                     self.reason = req.get("reason") or "stopped"
                     self.deliberate = bool(req.get("deliberate", True))
@@ -356,13 +362,38 @@ class CompatSession:
                 self._feed_latency(stream)
             if now - last_beat >= 1.0:
                 last_beat = now
-                if not self.publish():
+                if not self._beat():
                     self.reason, self.deliberate = "released", True
                     return
             if stream is not None and now - last_sample >= 1.0:
                 self._sample(stream, now - last_sample)
                 last_sample = now
             time.sleep(TICK_S)
+
+    # The stream needs no Redis: while it is away (killed, restarting) the session keeps
+    # streaming and skips its control poll and heartbeat, logging once per outage; the next
+    # heartbeat after it is back rewrites the record and the slot claim (`keep_slot`).
+    def _requests(self, registry) -> list[dict]:
+        try:
+            requests = registry.pop(self.id)
+        except REDIS_DOWN as exc:
+            self._redis_away(exc)
+            return []
+        self._redis_down = False
+        return requests
+
+    def _beat(self) -> bool:
+        try:
+            return self.publish()
+        except REDIS_DOWN as exc:
+            self._redis_away(exc)
+            return True
+
+    def _redis_away(self, exc: Exception) -> None:
+        if not self._redis_down:
+            self._redis_down = True
+            log.warning("session %s: Redis unreachable (%s); streaming on without it",
+                        self.id, exc.__class__.__name__)  # fmt: skip
 
     def user_stop_ends(self) -> bool:
         """The client ended its stream gracefully (`client.disconnected` `quit`, a user stop):
@@ -428,6 +459,14 @@ class CompatSession:
         # A user stop is deliberate for the title; the display still lingers (the client
         # left, the operator did not end anything).
         self.core.finish(self.reason, deliberate, title_deliberate=deliberate or self.user_stop)
+
+
+def _owned_pids(sound) -> list[int]:
+    """The sound server this session started for itself (none when it uses a running one):
+    in the record, so `lifecycle.recover_lost` can end it if this process is killed."""
+    server = getattr(getattr(sound, "capture", None), "server", None)
+    proc = getattr(server, "proc", None)
+    return [proc.pid] if proc is not None else []
 
 
 class LaunchFailed(Exception):

@@ -149,10 +149,17 @@ def owns_slot(session_id: str, slot: int) -> bool:
 
 
 def keep_slot(session_id: str, slot: int) -> bool:
-    """The compat heartbeat: refresh the slot claim while it is still this session's."""
+    """The compat heartbeat: refresh the slot claim while it is still this session's. A
+    claim that is simply gone (the private Redis keeps nothing across a restart: it was
+    killed and the supervisor started it again) is taken back, unless another session took
+    the slot meanwhile: a live stream must not end because Redis restarted."""
+    r = redis_client.client()
+    if r.set(slot_key(slot), str(session_id), nx=True, ex=int(SLOT_TTL_S)):
+        log.warning("session %s: took its port slot %d back (Redis lost it)", session_id, slot)
+        return True
     if not owns_slot(session_id, slot):
         return False
-    redis_client.client().expire(slot_key(slot), SLOT_TTL_S)
+    r.expire(slot_key(slot), SLOT_TTL_S)
     return True
 
 
