@@ -41,8 +41,11 @@ def capped_fps(fps: int) -> int:
 
 # Ends where the title is closed whatever the session settings say: the player quit the app
 # (/cancel), the host closed it (DELETE /session, /api/apps/close), the client lost its
-# rights (unpair/disable), or the host goes down (nothing may outlive it).
-CLOSE_REASONS = {"cancel", "api", "app_closed", "unpaired", "host_shutdown", "released"}
+# rights (unpair/disable), the host goes down (nothing may outlive it), or the title's
+# display died under it (`display_lost`: nothing can show it or resume it, and a title that
+# does not die with its X server would otherwise be kept running blind).
+CLOSE_REASONS = {"cancel", "api", "app_closed", "unpaired", "host_shutdown", "released",
+                 "display_lost"}  # fmt: skip
 UNCAPPED = 1 << 30
 
 
