@@ -281,6 +281,8 @@ class SessionCore:
             "app": self.app_key,
             "app_title": self.app_title,
             "t_start": self.t_created,
+            # What `recover_lost` hands back if the process dies without its own cleanup.
+            "display_slot": (self.display or {}).get("slot"),
             **self.extra,
             "live": list(self.live),
         }
@@ -500,3 +502,59 @@ class SessionCore:
                 ended["error"] = self.error  # e.g. display_lost: which display, what happened
             self.emit("session.ended", **ended)
         log.info("%s session %s ended (%s)", self.plane, self.id, reason)
+
+
+def recover_lost(pid: int, signum: int) -> list[str]:
+    """The cleanup a session process could not run: it was killed outright (`kill -9`, the
+    OOM killer, a crash in C), so `finish` never ran. The session manager forks this when it
+    reaps such a process; each record that process left in the registry is handed back
+    (`_hand_back`). Returns the ids it recovered."""
+    import signal as signals
+
+    try:
+        how = signals.Signals(signum).name
+    except ValueError:
+        how = f"signal {signum}"
+    return [_hand_back(rec, f"the session process (pid {pid}) was killed by {how}")
+            for rec in registry.records_of(pid)]  # fmt: skip
+
+
+def _hand_back(rec: dict, error: str) -> str:
+    """From a dead session's record: its title is closed (its group ended: no session is left
+    to show it), owed `undo` steps run, its display goes back deliberately (torn down), the
+    processes it owned and recorded (`owned_pids`: a sound server of its own) are killed,
+    the record and slot claim go, and `session.ended` says `session_lost` and why."""
+    from displays import machine
+    from games import lifecycle as games
+    from hooks import prep
+    from streaming.sessions import admission
+
+    sid, plane, slot = str(rec["id"]), rec.get("plane") or "compat", rec.get("display_slot")
+    steps = (
+        ("title", lambda: (games.close_game(session_id=sid), games.session_ended(sid, True))),
+        ("undo steps", lambda: prep.run_undo(f"{plane}-session-{sid}")),
+        ("display", lambda: slot is not None and machine.disconnect(int(slot), deliberate=True)),
+        ("owned processes", lambda: [_kill(p) for p in rec.get("owned_pids") or []]),
+        ("slot claim", lambda: admission.release_slot(sid, None)),
+        ("record", lambda: registry.remove(sid)),
+    )
+    for step, fn in steps:
+        try:
+            fn()
+        except Exception:  # noqa: BLE001 - the other steps must still run
+            log.exception("session %s lost: handing back its %s failed", sid, step)
+    client = {"name": rec.get("client", ""), "fingerprint": rec.get("fingerprint", "")}
+    core = SessionCore(plane, sid, client, int(rec.get("width") or 0),
+                       int(rec.get("height") or 0), int(rec.get("fps") or 0),
+                       str(rec.get("app", "")), rec.get("app_title", ""))  # fmt: skip
+    core.emit("session.ended", reason="session_lost", error=error)
+    log.warning("%s session %s lost: %s", plane, sid, error)
+    return sid
+
+
+def _kill(pid) -> None:
+    import signal as signals
+
+    if isinstance(pid, int) and pid > 1:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signals.SIGKILL)

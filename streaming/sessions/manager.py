@@ -84,6 +84,7 @@ class Manager:
     def __init__(self, sock: socket.socket):
         self.sock = sock
         self.children: set[int] = set()
+        self.recoveries: set[int] = set()  # children running `recover` (not sessions)
         self.pending: dict[socket.socket, tuple[bytes, float]] = {}
         self.stopping = False
 
@@ -167,13 +168,44 @@ class Manager:
     def reap(self) -> None:
         while self.children:
             try:
-                pid, _ = os.waitpid(-1, os.WNOHANG)
+                pid, status = os.waitpid(-1, os.WNOHANG)
             except ChildProcessError:
                 self.children.clear()
                 return
             if pid == 0:
                 return
             self.children.discard(pid)
+            if pid in self.recoveries:
+                self.recoveries.discard(pid)
+            elif os.WIFSIGNALED(status) and not self.stopping:
+                self.recover(pid, os.WTERMSIG(status))
+
+    def recover(self, pid: int, signum: int) -> None:
+        """A session process killed outright (SIGKILL, a crash) ran none of its cleanup: a
+        child of its own hands back what the session's record says it held
+        (`lifecycle.recover_lost`), so the manager stays single-threaded and free of
+        database and Redis connections."""
+        log.warning("session process %d was killed by signal %d; recovering", pid, signum)
+        child = os.fork()
+        if child == 0:
+            code = 1
+            try:
+                signal.signal(signal.SIGTERM, signal.SIG_DFL)
+                self.sock.close()
+                for other in self.pending:
+                    other.close()
+                from streaming.sessions import lifecycle
+
+                lifecycle.recover_lost(pid, signum)
+                code = 0
+            except BaseException:  # noqa: BLE001 - never return into the manager
+                import traceback
+
+                traceback.print_exc()
+            finally:
+                os._exit(code)
+        self.children.add(child)
+        self.recoveries.add(child)
 
     def stop(self) -> None:
         """Host stop: every session ends through its own cleanup, then the manager exits."""

@@ -100,6 +100,19 @@ def live(plane: str | None = None) -> list[dict]:
     return sorted(out, key=lambda rec: rec.get("t_start") or 0)
 
 
+def records_of(pid: int) -> list[dict]:
+    """The records a session process left (dead or alive: `live` would drop a dead one)."""
+    out = []
+    for raw in redis_client.client().hvals(LIVE):
+        try:
+            rec = json.loads(raw)
+        except ValueError:
+            continue
+        if isinstance(rec, dict) and rec.get("pid") == pid:
+            out.append(rec)
+    return out
+
+
 def get(session_id: str) -> dict | None:
     return next((rec for rec in live() if rec["id"] == str(session_id)), None)
 
