@@ -31,7 +31,7 @@ from compat.engine.session import StreamSession
 from compat.launchconfig import make_launch
 from media.framesource import DisplayCapture, WaylandCapture
 from streaming import services, session_display, session_play
-from streaming.sessions.lifecycle import CLIENT_REASONS, SessionCore
+from streaming.sessions.lifecycle import CLIENT_REASONS, SessionCore, sound_server_pids
 
 log = logging.getLogger("streaming.sessions")
 
@@ -207,7 +207,7 @@ class CompatSession:
         env: dict = {}
         self.limits, self.sound = session_play.prepare(self.id, self.client, self.app, env,
                                                        self.core.extra)  # fmt: skip
-        self.core.extra["owned_pids"] = _owned_pids(self.sound)
+        self.core.extra["owned_pids"] = sound_server_pids(getattr(self.sound, "capture", None))
         try:
             self.core.start_app(self.app, env, MAP_TIMEOUT_S)
         except session_display.DisplayLaunchError as exc:
@@ -459,14 +459,6 @@ class CompatSession:
         # A user stop is deliberate for the title; the display still lingers (the client
         # left, the operator did not end anything).
         self.core.finish(self.reason, deliberate, title_deliberate=deliberate or self.user_stop)
-
-
-def _owned_pids(sound) -> list[int]:
-    """The sound server this session started for itself (none when it uses a running one):
-    in the record, so `lifecycle.recover_lost` can end it if this process is killed."""
-    server = getattr(getattr(sound, "capture", None), "server", None)
-    proc = getattr(server, "proc", None)
-    return [proc.pid] if proc is not None else []
 
 
 class LaunchFailed(Exception):

@@ -260,6 +260,7 @@ class NativePeer:
         from native.media import EncodedVideoTrack, EncoderProcess
         from streaming import session_display, session_play
         from streaming.sessions import registry
+        from streaming.sessions.lifecycle import sound_server_pids
 
         # A reconnect replaces the old session, whose game waits per the session settings
         # (grace) for this one to take it over: let the old peer finish first.
@@ -281,6 +282,7 @@ class NativePeer:
             lambda msg: loop.call_soon_threadsafe(self._send, msg),
         )
         capture = await asyncio.to_thread(sound.open_capture, values, f"native{self.id}")
+        self.core.extra["owned_pids"] = sound_server_pids(capture)  # for `recover_lost`
         self.audio = sound.OpusTrack(capture, values)
         self._step()
         self.app = await asyncio.to_thread(

@@ -504,6 +504,14 @@ class SessionCore:
         log.info("%s session %s ended (%s)", self.plane, self.id, reason)
 
 
+def sound_server_pids(audio) -> list[int]:
+    """The PulseAudio a session started for itself (`media.audio.capture.SessionAudio`; none
+    when it uses a running one): the planes put it in the record as `owned_pids`, so
+    `recover_lost` can end it when the session process is killed before its own cleanup."""
+    proc = getattr(getattr(audio, "server", None), "proc", None)
+    return [proc.pid] if proc is not None else []
+
+
 def recover_lost(pid: int, signum: int) -> list[str]:
     """The cleanup a session process could not run: it was killed outright (`kill -9`, the
     OOM killer, a crash in C), so `finish` never ran. The session manager forks this when it

@@ -15,8 +15,10 @@ each measured time is printed (`-s`) and is what the table in docs/reliability.m
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -30,10 +32,13 @@ import pytest
 
 from hostmgmt.lib.statedir import REDIS_SOCKET
 from tests.conftest import ADMIN_PASSWORD, ADMIN_USER
+from tests.native import test_dtls_proof as dtls
 from tests.streaming.conftest import events, pair, wait_for
 from tests.support.livehost import ROOT, running_host
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+
+loopback_ice = dtls.loopback_ice  # the test's WebRTC peer offers 127.0.0.1 candidates
 
 W, H, FPS = 640, 360, 30
 CLIENT = str(ROOT / "tests/reliability/fault_client.py")
@@ -344,3 +349,47 @@ def test_a_part_the_stream_needs_ends_the_session_cleanly(
                      f"nothing left after {t_clean:.2f} s")  # fmt: skip
     finally:
         s.kill()
+
+
+# -- a native session ----------------------------------------------------------------------------
+def test_a_killed_native_peer_process_is_recovered(host, loopback_ice):
+    """The native plane's session process (its WebRTC peer and encoder), killed under a live
+    aiortc player: `session_lost`, and nothing of the session left."""
+    asyncio.run(_native_peer_killed(host))
+
+
+async def _native_peer_killed(host):
+    from tests.native.helpers import Knocker
+
+    Device, until = dtls.Device, dtls.until
+    api, knocker, player = host.mgmt(), Knocker(host), Device()
+    seq = _last_seq(host)
+    try:
+        page = knocker.c.get("/play").text
+        app = re.search(r'<option value="(app:[^"]+)"[^>]*>\s*Sleeper', page).group(1)
+        body = {"sdp": await player.offer(), "name": "faulty tv", "app": app,
+                "width": W, "height": H, "fps": FPS}  # fmt: skip
+        r = await asyncio.to_thread(knocker.post, body)
+        assert r.status_code == 202, r.text
+        r = api.post(f"/api/v1/native/pending/{r.json()['id']}/approve")
+        assert r.status_code == 200, r.text
+        r = await asyncio.to_thread(knocker.post, body)
+        assert r.status_code == 200, r.text
+        await player.answer(r.json()["sdp"])
+        await until(lambda: player.frames > 10, 60, "the native player's first frames")
+        victim = session_process(host)
+        assert victim is not None
+        t_kill = time.monotonic()
+        victim.send_signal(signal.SIGKILL)
+        ended = await asyncio.to_thread(_ended_with, host, seq)
+        t_ended = time.monotonic() - t_kill
+        assert ended is not None and ended.get("reason") == "session_lost", ended
+        clean = await asyncio.to_thread(wait_for, lambda: not leftovers(host), 15, 0.1)
+        t_clean = time.monotonic() - t_kill
+        assert clean, f"left running after the native peer was killed: {leftovers(host)}"
+        report("native peer process", f"session.ended (session_lost) after {t_ended:.2f} s, "
+                                      f"nothing left after {t_clean:.2f} s")  # fmt: skip
+    finally:
+        await player.close()
+        knocker.close()
+        api.close()
