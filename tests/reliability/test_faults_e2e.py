@@ -35,6 +35,7 @@ from tests.conftest import ADMIN_PASSWORD, ADMIN_USER
 from tests.native import test_dtls_proof as dtls
 from tests.streaming.conftest import events, pair, wait_for
 from tests.support.livehost import ROOT, running_host
+from tests.support.moonlight import Moonlight, pairing_events
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
@@ -240,7 +241,9 @@ class Stream:
     def max_gap(self, t_from: float, t_to: float) -> float:
         """The longest wait between frames across [t_from, t_to] (the window's edges count:
         no frame at all in it is a gap of its whole length)."""
-        ts = [t_from, *(t for t in self.times() if t_from < t < t_to), t_to]
+        times = self.times()
+        t_from = max(t_from, times[0])  # not before the stream's first frame
+        ts = [t_from, *(t for t in times if t_from < t < t_to), t_to]
         return max(b - a for a, b in zip(ts, ts[1:], strict=False))
 
     def wait_frames_after(self, t: float, timeout: float = 10) -> bool:
@@ -393,3 +396,23 @@ async def _native_peer_killed(host):
         await player.close()
         knocker.close()
         api.close()
+
+
+# -- during a pairing handshake ------------------------------------------------------------------
+def test_a_pairing_handshake_cut_by_the_compat_listener_dying_is_simply_redone(host, tmp_path):
+    """The handshake lives in the listener: killed while it waits for the PIN, the device is
+    not paired half way, and pairing again once the listener is back works."""
+    cfg = tmp_path / "ml"
+    ml = Moonlight(host, cfg)
+    ml.start_pairing("2580")
+    assert pairing_events(host, ml.fingerprint, {"pairing.pending"}, timeout=30)
+    t0 = time.monotonic()
+    parts(host)["compat"].send_signal(signal.SIGKILL)
+    ml._thread.join(30)
+    assert not ml._thread.is_alive(), "the client still waits on a dead listener"
+    assert wait_for(lambda: _compat(host), 60, 0.1), "the compat listener did not come back"
+    t_back = time.monotonic() - t0
+    pair(host, cfg, pin="2581", name="Paired again")
+    took = time.monotonic() - t0
+    report("compat listener during a pairing handshake",
+           f"listener answering after {t_back:.2f} s, paired again after {took:.2f} s")  # fmt: skip
