@@ -299,7 +299,14 @@ class VideoEncoder:
                 f"frame is {bgra.shape[1]}x{bgra.shape[0]}, encoder {self.width}x{self.height}"
             )
         start = time.perf_counter()
-        frame = to_yuv420p(bgra)
+        return self.encode_yuv(to_yuv420p(bgra), start)
+
+    def encode_yuv(self, frame: av.VideoFrame, start: float | None = None) -> EncodedFrame | None:
+        """Encode a frame already converted to yuv420p (`to_yuv420p`): `encode`'s second half,
+        apart so `bench/stream_cost.py` can time the conversion and the encoder separately.
+        `start` (perf_counter) is where `encode_ms` counts from; None: now."""
+        if start is None:
+            start = time.perf_counter()
         frame.pts = self._pts
         self._pts += 1
         try:

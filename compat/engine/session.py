@@ -69,6 +69,13 @@ def grow_buffers(sock: socket.socket) -> None:
             sock.setsockopt(socket.SOL_SOCKET, opt, BIG_BUFFER)
 
 
+def send_datagrams(sock: socket.socket, rows: np.ndarray, addr: tuple[str, int]) -> None:
+    """Send each row of `rows` as one datagram; a full socket buffer drops that datagram."""
+    for row in rows:
+        with contextlib.suppress(BlockingIOError):
+            sock.sendto(row, addr)
+
+
 class StreamSession:
     def __init__(
         self,
@@ -151,9 +158,7 @@ class StreamSession:
     def _send_video(self, rows: np.ndarray, addr: tuple[str, int]) -> None:
         mbps = self.pace_mbps
         if not mbps:
-            for row in rows:
-                with contextlib.suppress(BlockingIOError):
-                    self._video_sock.sendto(row, addr)
+            send_datagrams(self._video_sock, rows, addr)
             return
         # ~1 ms slots at the pacer's rate (Sunshine's shape), 1..PACING_BATCH datagrams each.
         # A short oversleep is caught up by the next slot; a longer one (more than a slot
@@ -163,9 +168,7 @@ class StreamSession:
         slot_s = batch * rows.shape[1] / bytes_per_s
         due = time.monotonic()
         for first in range(0, rows.shape[0], batch):
-            for row in rows[first : first + batch]:
-                with contextlib.suppress(BlockingIOError):
-                    self._video_sock.sendto(row, addr)
+            send_datagrams(self._video_sock, rows[first : first + batch], addr)
             due += slot_s
             delay = due - time.monotonic()
             if delay > 0:
