@@ -41,6 +41,18 @@ from tests.native.browserkit import (  # noqa: E402
 from tests.native.test_player import FRAMES_JS, PIXEL_JS, Painter  # noqa: E402
 from tests.support.livehost import start_host  # noqa: E402
 
+# The browser's own counters for the received video (WebRTC only): decoded vs shown frames and
+# the jitter buffer's delay say where frames go missing (host pacing or the page's renderer).
+RTP_JS = """async () => {
+  const rep = await window.nativePlayer.pc.getStats();
+  let out = null;
+  rep.forEach((s) => { if (s.type === 'inbound-rtp' && s.kind === 'video') out = {
+    received: s.framesReceived || 0, decoded: s.framesDecoded || 0, dropped: s.framesDropped || 0,
+    jb: s.jitterBufferDelay || 0, jbn: s.jitterBufferEmittedCount || 0,
+    lost: s.packetsLost || 0, t: performance.now() }; });
+  return out;
+}"""
+
 COLOURS = [(255, 0, 0), (0, 255, 0), (0, 0, 255), (255, 255, 0), (0, 255, 255), (255, 0, 255)]
 
 
@@ -65,14 +77,34 @@ def measure(page, api, width: int, samples: int, webcodecs: bool) -> tuple:
         for p in psutil.process_iter(["cmdline"])
         if "streaming.sessions.manager" in " ".join(p.info["cmdline"] or [])
     ]
-    # the newest session: a replaced session's process may still be on its way out
-    peer = max((c for m in managers for c in m.children()), key=lambda c: c.create_time())
-    encoder = next(c for c in peer.children() if "spawn_main" in " ".join(c.cmdline()))
+    # The newest session's encoder (a spawned child of its peer process): a replaced
+    # session's process may still be on its way out, and a peer has other children too.
+    encoder = wait_for(
+        lambda: max(
+            (c for m in managers for c in m.children(recursive=True)
+             if "spawn_main" in " ".join(c.cmdline())),
+            key=lambda c: c.create_time(),
+            default=None,
+        ),
+        what="the encoder process",
+    )  # fmt: skip
     painter = Painter(x_name)
     time.sleep(2)
     encoder.cpu_percent()
+    before = None if webcodecs else page.evaluate(RTP_JS)
     fps = page.evaluate(DECODED_FPS_JS if webcodecs else FRAMES_JS, 5000)
     cpu = encoder.cpu_percent()
+    if before is not None:
+        after = page.evaluate(RTP_JS)
+        dt = (after["t"] - before["t"]) / 1000
+        emitted = max(1, after["jbn"] - before["jbn"])
+        delta = {k: after[k] - before[k] for k in ("received", "decoded", "dropped", "lost")}
+        print(
+            f"webrtc inbound over {dt:.1f} s: received {delta['received'] / dt:.1f} fps, "
+            f"decoded {delta['decoded'] / dt:.1f} fps, dropped {delta['dropped']}, packets lost "
+            f"{delta['lost']}, jitter buffer {(after['jb'] - before['jb']) / emitted * 1000:.1f} "
+            "ms per frame"
+        )
     pixel = CANVAS_PIXEL_JS if webcodecs else PIXEL_JS
     colours = [COLOURS[i % len(COLOURS)] for i in range(samples)]
     g2g = paint_to_page_ms(page, painter, pixel, colours, interval=0.001, pause=0.05)
