@@ -22,6 +22,37 @@ log = logging.getLogger("streaming.sessions")
 LOST_AFTER_S = 3.0  # every grab failing this long: the display is gone (the session ends)
 
 
+def _shm_view(sct, monitor: dict) -> np.ndarray | None:
+    """XShmGetImage into mss's shared segment, and the picture as a read-only view of it: no
+    copy (mss copies each 1080p grab into a new bytearray: 8 MB, ~2 ms of CPU a frame, issue
+    23). The view holds until the next grab overwrites it, which suits every caller: the
+    engine and the native encoder convert each frame before they grab the next. None when mss
+    is not on its working XShm path (another backend, SHM not yet proven or unavailable, an
+    mss without these internals): the caller grabs the usual way then, which also lets mss
+    probe and fall back as it does."""
+    impl = getattr(sct, "_impl", None)
+    buf = getattr(impl, "_buf", None)
+    try:
+        from mss.linux import xcb
+        from mss.linux.xshmgetimage import ShmStatus
+    except ImportError:
+        return None
+    if buf is None or getattr(impl, "shm_status", None) != ShmStatus.AVAILABLE:
+        return None
+    width, height = monitor["width"], monitor["height"]
+    if width * height * 4 > impl._bufsize:
+        return None
+    reply = xcb.shm_get_image(impl.conn, impl.drawable, monitor["left"], monitor["top"],
+                              width, height, _ALL_PLANES, xcb.ImageFormat.ZPixmap,
+                              impl._shmseg, 0)  # fmt: skip
+    if reply.depth != impl.drawable_depth or reply.visual != impl.drawable_visual_id:
+        return None  # mss's own grab reports this one
+    return np.frombuffer(buf, np.uint8, count=width * height * 4).reshape(height, width, 4)
+
+
+_ALL_PLANES = 0xFFFFFFFF
+
+
 class DisplayCapture:
     def __init__(self, x_display: str, region: dict | None = None):
         """`region` ({left, top, width, height}): one monitor of an attached desktop; None
@@ -44,8 +75,10 @@ class DisplayCapture:
 
                 self._sct = mss.MSS(display=self.x_display)
                 self._monitor = self.region or self._sct.monitors[1]
-            shot = self._sct.grab(self._monitor)
-            frame = np.frombuffer(shot.raw, np.uint8).reshape(shot.height, shot.width, 4)
+            frame = _shm_view(self._sct, self._monitor)
+            if frame is None:
+                shot = self._sct.grab(self._monitor)
+                frame = np.frombuffer(shot.raw, np.uint8).reshape(shot.height, shot.width, 4)
             if frame.shape[0] != height or frame.shape[1] != width:
                 import cv2  # another size than the client's: an attached desktop, or /launch
 
@@ -72,6 +105,7 @@ class DisplayCapture:
         return since is not None and time.monotonic() - since >= after_s
 
     def close(self) -> None:
+        self._last = None  # may be a view of mss's shared memory, which close unmaps
         if self._sct is not None:
             try:
                 self._sct.close()
