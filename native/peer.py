@@ -143,7 +143,9 @@ class NativePeer:
         from aiortc.rtcrtpsender import RTCRtpSender
 
         from native import launch
+        from native.media import use_playout_delay
 
+        use_playout_delay()  # render each frame at once, as WebCodecs does (issue 23)
         self.choice = await asyncio.to_thread(launch.resolve, self.offer.get("app") or "desktop")
         if self.choice is None:
             raise LookupError("that app is no longer in the catalog or library")
