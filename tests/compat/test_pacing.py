@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import socket
+import struct
 import time
 
 import numpy as np
@@ -113,6 +115,14 @@ class _Recorder:
 
     def sendto(self, row, addr) -> None:
         self.times.append(time.monotonic())
+
+    def sendmsg(self, buffers, control, flags, addr) -> None:
+        """A UDP GSO batch (engine.send_datagrams): the kernel sends its segments at once."""
+        ((level, kind, data),) = control
+        assert (level, kind) == (socket.SOL_UDP, 103)
+        size = struct.unpack("=H", data)[0]
+        now = time.monotonic()
+        self.times += [now] * sum(-(-memoryview(b).nbytes // size) for b in buffers)
 
 
 def _send_timed(session: StreamSession, rows: np.ndarray) -> list[float]:
