@@ -101,3 +101,25 @@ def test_tuning_reaches_libx264_and_keeps_zero_latency(tuning, subme, aq):
     assert used["bframes"] == "0" and used["rc_lookahead"] == "0"
     assert used["sliced_threads"] == "1" or used["threads"] == "1"
     assert enc.tuning == (tuning if tuning in (0, 1, 2) else -1)
+
+
+def test_the_converted_frame_is_cvtcolors_buffer_and_encodes_as_a_copy_did():
+    """to_yuv420p hands cvtColor's buffer to PyAV without a copy (issue 23): the same planes,
+    and libx264 writes the same bytes as from the copying `from_ndarray` it replaced."""
+    import cv2
+
+    from media.encoder import to_yuv420p
+
+    rng = np.random.default_rng(23)
+    frames = [rng.integers(0, 256, (144, 256, 4), np.uint8) for _ in range(4)]
+    want = cv2.cvtColor(frames[0], cv2.COLOR_BGRA2YUV_I420)
+    assert np.array_equal(to_yuv420p(frames[0]).to_ndarray(), want)
+    new, old = VideoEncoder(256, 144, threads=1), VideoEncoder(256, 144, threads=1)
+    try:
+        for f in frames:
+            copied = av.VideoFrame.from_ndarray(cv2.cvtColor(f, cv2.COLOR_BGRA2YUV_I420),
+                                                format="yuv420p")  # fmt: skip
+            assert new.encode(f).data == old.encode_yuv(copied).data
+    finally:
+        new.close()
+        old.close()
