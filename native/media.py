@@ -234,7 +234,11 @@ def _put_latest(queue: asyncio.Queue, item) -> None:
 
 
 class EncodedVideoTrack(MediaStreamTrack):
-    """A track whose `recv()` yields `av.Packet`s (aiortc then only packetizes them)."""
+    """A track whose `recv()` yields `av.Packet`s (aiortc then only packetizes them).
+
+    # GAP: frames queue without bound when the RTP sender falls behind (a starved peer
+    # process): latency then grows (400-600 ms seen at load 30) instead of skipping to a
+    # keyframe as the WebCodecs relay does."""
 
     kind = "video"
 
