@@ -13,15 +13,40 @@ from dataclasses import dataclass, field
 log = logging.getLogger("hostmgmt.supervisor")
 
 _PR_SET_PDEATHSIG = 1
+try:  # resolved once here: a dlopen after fork, with the periodic threads running, can deadlock
+    _prctl = ctypes.CDLL(None, use_errno=True).prctl
+except (OSError, AttributeError):
+    _prctl = None
 
 
-def _die_with_parent() -> None:
-    """Children get SIGTERM when the supervisor dies, even by SIGKILL: nothing is orphaned."""
-    os.setsid()
+def _die_with(parent: int):
+    """The child's pre-exec step: SIGTERM when the supervisor dies, even by SIGKILL
+    (PR_SET_PDEATHSIG). A supervisor that died between the fork and the prctl is caught by
+    the getppid check. (The child's own session and process group come from Popen.)"""
+
+    def prepare() -> None:
+        if _prctl is not None:
+            _prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+        if os.getppid() != parent:
+            os._exit(1)
+
+    return prepare
+
+
+def _group_alive(pgid: int) -> bool:
     try:
-        libc = ctypes.CDLL("libc.so.6", use_errno=True)
-        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
-    except OSError:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _killpg(pgid: int, sig: int) -> None:
+    try:
+        os.killpg(pgid, sig)
+    except (ProcessLookupError, PermissionError):
         pass
 
 
@@ -38,7 +63,11 @@ class Child:
     stopping: bool = field(default=False)
 
     def start(self) -> None:
-        self.proc = subprocess.Popen(self.argv, env=self.env, preexec_fn=_die_with_parent)
+        """Every child of the supervisor goes through here (a new kind gets the same care):
+        own process group, death signal, and the host's HOST_INSTANCE mark (sentinel.py)."""
+        self.proc = subprocess.Popen(
+            self.argv, env=self.env, start_new_session=True, preexec_fn=_die_with(os.getpid())
+        )
         self.started_at = time.monotonic()
         log.info("started %s (pid %d)", self.name, self.proc.pid)
 
@@ -60,6 +89,8 @@ class Child:
                 self.restarts = 0
             return
         if self.next_start == 0.0:
+            # Its workers (same group) must not outlive it: the restart starts new ones.
+            _killpg(self.proc.pid, signal.SIGKILL)
             delay = min(30.0, 0.5 * (2**self.restarts))
             log.warning("%s exited with %s; restarting in %.1f s", self.name, code, delay)
             self.next_start = now + delay
@@ -76,22 +107,24 @@ class Child:
             self.start()
 
     def terminate(self) -> None:
+        """SIGTERM to the child's whole process group (its workers and forks too)."""
         self.stopping = True
-        if self.alive():
-            try:
-                os.killpg(self.proc.pid, signal.SIGTERM)
-            except ProcessLookupError:
-                pass
+        if self.proc is not None and self.proc.returncode is None:
+            _killpg(self.proc.pid, signal.SIGTERM)
 
     def wait(self, deadline: float) -> None:
+        """Until the child and every process of its group are gone; SIGKILL for the group at
+        `deadline`. A leader that exits first must not leave its workers behind."""
         if self.proc is None:
             return
         try:
             self.proc.wait(timeout=max(0.0, deadline - time.monotonic()))
         except subprocess.TimeoutExpired:
             log.warning("%s did not stop in time; killing it", self.name)
-            try:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+            _killpg(self.proc.pid, signal.SIGKILL)
             self.proc.wait()
+        while _group_alive(self.proc.pid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        if _group_alive(self.proc.pid):
+            log.warning("%s left processes in its group; killing them", self.name)
+            _killpg(self.proc.pid, signal.SIGKILL)

@@ -5,6 +5,12 @@ SIGTERM / SIGINT stop the host; SIGHUP restarts it (the supervisor re-executes i
 same ports). Either way `host.stopping` is emitted first and its hooks get a bounded time
 (HOST_STOPPING_HOOKS_GRACE_S) to run before the workers and daphne are stopped; a second
 SIGTERM/SIGINT cuts that wait short.
+
+A stop may come at any moment of the start: the handlers are installed before anything is
+prepared, a stop during preparation ends it at once, and every later step checks for it. Every
+child goes through `Child.start` (own process group, PR_SET_PDEATHSIG), and the sentinel
+(sentinel.py) SIGKILLs whatever the host spawned further down once the supervisor is gone, even
+after a `kill -9`; the next start sweeps what an earlier run left.
 """
 
 from __future__ import annotations
@@ -12,6 +18,7 @@ from __future__ import annotations
 import ipaddress
 import logging
 import os
+import secrets
 import signal
 import socket
 import sys
@@ -26,7 +33,7 @@ from hostmgmt import identity
 from hostmgmt.auth import tokens
 from hostmgmt.lib.statedir import REDIS_SOCKET, state_dir
 from hostmgmt.ports import PortMap, busy_ports, validate_base_port
-from hostmgmt.supervisor import lifecycle, periodic, redis_server
+from hostmgmt.supervisor import lifecycle, periodic, redis_server, sentinel
 from hostmgmt.supervisor.children import Child
 
 log = logging.getLogger("hostmgmt.supervisor")
@@ -36,6 +43,10 @@ STOP_GRACE_S = 10.0
 
 class StartupError(RuntimeError):
     """The host cannot start; the message tells the operator why and what to change."""
+
+
+class StopRequested(BaseException):  # noqa: N818 - not an error: the operator stopped the start
+    """SIGTERM/SIGINT while the host was still preparing (nothing runs yet to stop)."""
 
 
 def is_loopback(bind: str) -> bool:
@@ -72,10 +83,29 @@ class Supervisor:
         self._stop = False
         self._restart = False
         self._stop_requests = 0
+        self._preparing = False
+        self._announced = False
+        self.sentinel: sentinel.Sentinel | None = None
         self.started_at = time.time()
+
+    def install_signals(self) -> None:
+        """Before anything else: a stop at any moment of the start must be honoured."""
+        signal.signal(signal.SIGTERM, self._on_stop)
+        signal.signal(signal.SIGINT, self._on_stop)
+        signal.signal(signal.SIGHUP, self._on_restart)
 
     # -- preparation ----------------------------------------------------------------------
     def prepare(self) -> None:
+        """Tokens, database, identity, port check; a stop meanwhile raises StopRequested."""
+        self._preparing = True
+        try:
+            if self._stop:
+                raise StopRequested
+            self._prepare()
+        finally:
+            self._preparing = False
+
+    def _prepare(self) -> None:
         validate_base_port(self.ports.base)
         if self.no_mgmt_token and not is_loopback(self.bind):
             raise StartupError(
@@ -169,13 +199,13 @@ class Supervisor:
             redis_server.wait_ready(settings.REDIS_URL)
             return
         sock = state_dir() / REDIS_SOCKET
-        if sock.exists():
+        if sock.exists():  # a killed run's
             sock.unlink()
         self.redis = Child(
             "redis", redis_server.redis_argv(sock, state_dir() / "redis"), dict(os.environ)
         )
         self.redis.start()
-        redis_server.wait_ready(settings.REDIS_URL)
+        redis_server.wait_ready(settings.REDIS_URL, abort=lambda: self._stop)
 
     def wait_web_ready(self, timeout: float = 30.0) -> bool:
         deadline = time.monotonic() + timeout
@@ -189,21 +219,58 @@ class Supervisor:
         return False
 
     def run(self) -> int:
-        signal.signal(signal.SIGTERM, self._on_stop)
-        signal.signal(signal.SIGINT, self._on_stop)
-        signal.signal(signal.SIGHUP, self._on_restart)
+        self.install_signals()
+        self._start_sentinel()
+        try:
+            self._start()
+            while not self._stop:
+                for child in self.children:
+                    child.check()
+                if self.redis:
+                    self.redis.check()
+                time.sleep(0.25)
+        finally:
+            self.shutdown()
+            self.sentinel.release()
+        if self._restart:
+            log.info("restarting")
+            env = {k: v for k, v in os.environ.items() if k != sentinel.INSTANCE_ENV}
+            os.execve(sys.executable, [sys.executable, *sys.argv], env)
+        return 0
+
+    def _start_sentinel(self) -> None:
+        """Mark this run (HOST_INSTANCE, inherited by everything it spawns), sweep what an
+        earlier run of this state directory left, and start the sentinel before any child."""
+        instance = secrets.token_hex(8)
+        os.environ[sentinel.INSTANCE_ENV] = instance
+        where = str(state_dir())
+        stale = sentinel.sweep_stale(where)
+        if stale:
+            log.warning("killed %d process(es) an earlier run of this host left", stale)
+        self.sentinel = sentinel.Sentinel(where, instance)
+        self.sentinel.start(self.child_env())
+
+    def _start(self) -> None:
+        """Redis, displays, children, periodic jobs, then host.started; each step only while
+        no stop was asked for."""
+        if self._stop:
+            return
         self.start_redis()
+        if self._stop:
+            return
         from displays import reaper as displays  # apps are loaded by now
 
         displays.on_host_start()  # expire countdowns that ended while down; restore kept displays
         self.children = self.child_specs()
         for child in self.children:
+            if self._stop:
+                return
             child.start()
         # Every periodic job of the host (display countdowns, game grace windows, telemetry,
         # log rotation, store polling, update checks): see periodic.py.
         self.periodic = periodic.Runner(periodic.jobs())
         self.periodic.start()
-        if self.wait_web_ready():
+        if self.wait_web_ready() and not self._stop:
             shown = self.bind if self.bind not in ("0.0.0.0", "::") else "127.0.0.1"
             shown = f"[{shown}]" if ":" in shown else shown
             token_note = (
@@ -213,23 +280,15 @@ class Supervisor:
             )
             log.info("Console: https://%s:%d/ ; %s", shown, self.ports.mgmt, token_note)
             lifecycle.announce_started()
-        while not self._stop:
-            for child in self.children:
-                child.check()
-            if self.redis:
-                self.redis.check()
-            time.sleep(0.25)
-        self.shutdown()
-        if self._restart:
-            log.info("restarting")
-            os.execv(sys.executable, [sys.executable, *sys.argv])
-        return 0
+            self._announced = True
 
     def shutdown(self) -> None:
         if self.periodic is not None:  # no countdown or grace window acts on a stopping host
             self.periodic.stop()
         # Hooks first: the hooks worker runs them, daphne carries the event to SSE consumers.
-        lifecycle.announce_stopping(abort=lambda: self._stop_requests > 1)
+        # A host stopped before it announced host.started announces no host.stopping either.
+        if self._announced:
+            lifecycle.announce_stopping(abort=lambda: self._stop_requests > 1)
         deadline = time.monotonic() + STOP_GRACE_S
         for child in self.children:
             child.terminate()
@@ -246,6 +305,8 @@ class Supervisor:
     def _on_stop(self, signum, frame) -> None:
         self._stop_requests += 1
         self._stop = True
+        if self._preparing:
+            raise StopRequested
 
     def _on_restart(self, signum, frame) -> None:
         self._restart = True

@@ -32,16 +32,19 @@ def redis_argv(socket_path: Path, data_dir: Path) -> list[str]:
     ]  # fmt: skip
 
 
-def wait_ready(url: str, timeout: float = 10.0) -> None:
+def wait_ready(url: str, timeout: float = 10.0, abort=lambda: False) -> None:
+    """Until Redis answers; returns early when `abort()` (the host is told to stop meanwhile)."""
     from hostmgmt import redis_client
 
     deadline = time.monotonic() + timeout
     last: Exception | None = None
-    while time.monotonic() < deadline:
+    while time.monotonic() < deadline and not abort():
         try:
             redis_client.ping(url)
             return
         except Exception as exc:  # noqa: BLE001 - keep polling until the deadline
             last = exc
             time.sleep(0.05)
+    if abort():
+        return
     raise RuntimeError(f"Redis at {url} did not answer within {timeout:.0f} s: {last}")

@@ -2,7 +2,7 @@
 
 from django.core.management.base import BaseCommand, CommandError
 
-from hostmgmt.supervisor.main import StartupError, Supervisor
+from hostmgmt.supervisor.main import StartupError, StopRequested, Supervisor
 
 
 class Command(BaseCommand):
@@ -17,8 +17,11 @@ class Command(BaseCommand):
 
     def handle(self, *args, **options):
         supervisor = Supervisor(no_mgmt_token=options["no_mgmt_token"])
+        supervisor.install_signals()  # before anything: a stop at any moment is honoured
         try:
             supervisor.prepare()
         except (StartupError, ValueError) as exc:
             raise CommandError(str(exc)) from None
+        except StopRequested:
+            raise SystemExit(0) from None
         raise SystemExit(supervisor.run())
