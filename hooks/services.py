@@ -15,6 +15,7 @@ from hooks import conf, deliveries, dispatch, hook_config, runner, ssrf, webhook
 from hooks.models import Delivery
 from hostmgmt import redis_client
 from hostmgmt.lib.errors import Conflict, Failed, Invalid, NotFound, Unavailable
+from hostmgmt.lib.files import storage_refusal
 
 log = logging.getLogger("hooks")
 
@@ -38,6 +39,9 @@ def replace_document(doc) -> dict:
         hook_config.save(entries)
     except OSError as exc:
         log.error("hooks.json could not be written: %s", exc.strerror)
+        refusal = storage_refusal(exc)
+        if refusal is not None:
+            raise refusal from None
         raise Failed("hook configuration could not be persisted") from None
     return {"hooks": entries}
 

@@ -240,7 +240,7 @@ LOGGING = {
             "level": LOG_LEVEL,
         },
         "file": {
-            "class": "logging.handlers.WatchedFileHandler",
+            "class": "hostmgmt.lib.loghandler.DiskSafeFileHandler",
             "filename": str(LOG_FILE),
             "formatter": "line",
             "filters": ["redact"],

@@ -19,6 +19,7 @@ from rest_framework import exceptions, status
 from rest_framework.response import Response
 
 from hostmgmt.lib.errors import DomainError
+from hostmgmt.lib.files import storage_refusal
 
 log = logging.getLogger(__name__)
 
@@ -117,6 +118,7 @@ def exception_handler(exc, context):
 
     if isinstance(exc, Http404):
         exc = exceptions.NotFound()
+    exc = storage_refusal(exc) or exc  # a full or read-only state dir: 507 / 503
     if isinstance(exc, RequestDataTooBig):  # daphne refuses first; this is the in-process guard
         code, message, fields = 413, "request body too large", None
     elif isinstance(exc, (redis.ConnectionError, redis.TimeoutError)):

@@ -257,7 +257,7 @@ def _guarded(op: dict) -> bool:
     return any(requirement for requirement in op.get("security") or [])
 
 
-def shared_statuses(path: str, op: dict, needs_redis: bool) -> dict[str, str]:
+def shared_statuses(path: str, op: dict, needs_redis: bool, method: str = "get") -> dict[str, str]:
     """Status -> description of what the shared machinery (authentication, permissions,
     middleware, parsers, URL resolver, error handler) can answer on this operation."""
     v1 = path.startswith("/api/v1/")
@@ -293,6 +293,10 @@ def shared_statuses(path: str, op: dict, needs_redis: bool) -> dict[str, str]:
         out["404"] = "nothing has that id, or a path value of the wrong form"
     if needs_redis:
         out["503"] = "the host's Redis is out of reach (`Retry-After`)"
+    if method in ("post", "put", "patch", "delete"):  # docs/host-state.md, "Disk"
+        out["507"] = "the host's state directory is full; nothing changed"
+        read_only = "the host's state directory is read-only; nothing changed (`Retry-After`)"
+        out["503"] = f"{out['503']}; or {read_only}" if "503" in out else read_only
     return out
 
 
@@ -320,7 +324,8 @@ def document_errors(result, generator, request, public):
             view = views.get((path, method))
             needs_redis = bool(getattr(view, "needs_redis", False))
             responses = op["responses"]
-            for code, description in shared_statuses(path, op, needs_redis).items():
+            shared = shared_statuses(path, op, needs_redis, method)
+            for code, description in shared.items():
                 responses.setdefault(code, {"description": description})
             for code, response in responses.items():
                 if code[0] in "45":

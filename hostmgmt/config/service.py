@@ -12,6 +12,7 @@ from typing import Any
 from hostmgmt.config import checks, effects, store, v1form
 from hostmgmt.config.schema import KEYS, key
 from hostmgmt.lib.errors import Failed, Invalid
+from hostmgmt.lib.files import storage_refusal
 from hostmgmt.version import VERSION
 
 log = logging.getLogger(__name__)
@@ -24,6 +25,9 @@ def _persist(typed: dict[str, Any], what: str = "host config") -> None:
         store.update(typed)
     except OSError as exc:
         log.error("%s could not be persisted: %s", what, exc.strerror or exc)
+        refusal = storage_refusal(exc)
+        if refusal is not None:
+            raise refusal from None
         raise Failed(f"{what} could not be persisted: {exc.strerror or 'write failed'}") from None
 
 

@@ -72,3 +72,12 @@ class Failed(DomainError):
 
 class Unavailable(DomainError):
     status = 503
+
+
+class InsufficientStorage(DomainError):
+    """The state directory is full: nothing was written, the previous files are intact."""
+
+    status = 507
+
+
+STORAGE_RETRY_AFTER_S = 30

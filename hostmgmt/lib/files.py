@@ -35,6 +35,44 @@ def disk_full(exc: BaseException) -> bool:
     return isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT)
 
 
+_SQLITE_FULL = ("database or disk is full", "disk quota")
+_SQLITE_READ_ONLY = ("readonly database", "read-only", "unable to open database")
+
+
+def storage_refusal(exc: BaseException):
+    """The API answer for a write the state directory refused (a file via atomic_write, or
+    the SQLite database): 507 when it is full, 503 (`Retry-After`) when it is read-only or
+    not writable; None for any other error. docs/host-state.md, "Disk"."""
+    from hostmgmt.lib.errors import STORAGE_RETRY_AFTER_S, InsufficientStorage, Unavailable
+
+    if isinstance(exc, OSError) and exc.errno in DISK_ERRNOS:
+        if isinstance(exc, StateWriteError):
+            reason = str(exc)
+        elif exc.filename:
+            reason = f"cannot write {Path(exc.filename).name}: {DISK_ERRNOS[exc.errno]}"
+        else:
+            reason = DISK_ERRNOS[exc.errno]
+        full = disk_full(exc)
+    elif type(exc).__name__ == "OperationalError":  # django.db / sqlite3, not imported here
+        text = str(exc).lower()
+        full = any(m in text for m in _SQLITE_FULL)
+        if not full and not any(m in text for m in _SQLITE_READ_ONLY):
+            return None
+        reason = "cannot write the database: " + (
+            "no space left on the device" if full else "the file system is read-only"
+        )
+    else:
+        return None
+    if full:
+        return InsufficientStorage(
+            f"the host's state directory is full ({reason}); nothing changed"
+        )
+    return Unavailable(
+        f"the host's state directory is not writable ({reason}); nothing changed",
+        retry_after=STORAGE_RETRY_AFTER_S,
+    )
+
+
 def _temp_prefix(target: Path, pid: int) -> str:
     return f".{target.name}.{pid}."
 

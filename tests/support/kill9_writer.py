@@ -13,8 +13,8 @@ import sys
 WRITES = 100
 
 HOOKS = [
-    [{"on": "stream.start", "run": "true"}],
-    [{"on": "stream.end", "run": "echo end", "timeout_s": 5}, {"on": "game.*", "run": "true"}],
+    [{"on": "stream.*", "run": "true"}],
+    [{"on": "game.*", "run": "echo end", "timeout_s": 5}, {"on": "game.*", "run": "true"}],
 ]
 APPS = [
     {"env": {}, "apps": [{"name": "Desktop", "image-path": "desktop.png"}]},

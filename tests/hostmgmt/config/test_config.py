@@ -188,15 +188,16 @@ def test_hand_edited_file_is_read_by_both_apis(v1, admin, state):
     assert body["csrf_allowed_origins"] == ["https://a.example", "https://b.example"]
 
 
-def test_read_only_state_dir_gives_500_and_keeps_the_file(v1, admin, state, read_only_dir):
+def test_read_only_state_dir_gives_503_and_keeps_the_file(v1, admin, state, read_only_dir):
     (state / "host.conf").write_text("max_fps = 60\n")
     read_only_dir(state)
     r = v1.put("/api/v1/host/config", {"audio_video": {"max_fps": 30}}, format="json")
-    assert r.status_code == 500 and "could not be persisted" in r.json()["error"]
+    assert r.status_code == 503 and "not writable" in r.json()["error"], r.json()
+    assert "cannot write .host.conf.lock" in r.json()["error"] and r["Retry-After"] == "30"
     r = admin.post("/api/config", {"rate_cap_pct": 70}, format="json")
-    assert r.status_code == 500
+    assert r.status_code == 503
     assert r.json()["status"] is False and r.json()["error"]
-    assert v1.put("/api/v1/host/compat", {"enabled": False}, format="json").status_code == 500
+    assert v1.put("/api/v1/host/compat", {"enabled": False}, format="json").status_code == 503
     assert (state / "host.conf").read_text() == "max_fps = 60\n"
 
 
