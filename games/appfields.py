@@ -115,7 +115,10 @@ def start_detached(commands: list[str], env: dict, working_dir: str = "",
                    output_fd: int | None = None) -> list[int]:  # fmt: skip
     """Start each command with `/bin/sh -c` in a session and process group of its own and
     forget it: a thread reaps it when it ends, nothing signals it. A command that cannot
-    start is logged and skipped (the app itself still launches). Returns the pids."""
+    start is logged and skipped (the app itself still launches). Returns the pids.
+    They carry no HOST_INSTANCE run mark: the host's sentinel leaves them running when the
+    host goes, as the session's end does (hostmgmt/supervisor/sentinel.py)."""
+    env = {k: v for k, v in env.items() if k != "HOST_INSTANCE"}
     pids = []
     for cmd in commands:
         if not isinstance(cmd, str) or not cmd.strip():

@@ -98,10 +98,12 @@ def test_detached_commands_run_in_a_session_of_their_own_and_outlive_the_app(tmp
     marks = [tmp_path / "d0", tmp_path / "d1"]
     pids = appfields.start_detached(
         [f"echo $$ > {marks[0]}; exec sleep 30", "", f"echo $$ > {marks[1]}; exec sleep 30"],
-        dict(os.environ),
+        {**os.environ, "HOST_INSTANCE": "run-1"},
     )
     try:
         assert len(pids) == 2
+        for pid in pids:  # no run mark: the host's sentinel leaves them (they outlive the host)
+            assert b"HOST_INSTANCE=" not in open(f"/proc/{pid}/environ", "rb").read()
         for pid in pids:
             assert os.getsid(pid) == pid and os.getpgid(pid) == pid  # its own session and group
             assert os.getpgid(pid) != app.pgid

@@ -148,3 +148,22 @@ def test_the_log_handler_drops_and_counts_lines_on_a_full_disk_then_resumes(tiny
     finally:
         logger.removeHandler(handler)
         handler.close()
+
+
+def test_a_full_disk_under_the_database_is_507_and_the_rows_stay(tiny_fs):
+    import sqlite3
+
+    db = sqlite3.connect(tiny_fs / "db.sqlite3")
+    db.execute("CREATE TABLE paired (name TEXT)")
+    db.execute("INSERT INTO paired VALUES ('before')")
+    db.commit()
+    _fill(tiny_fs)
+    with pytest.raises(sqlite3.OperationalError) as caught:
+        for _ in range(200):
+            db.execute("INSERT INTO paired VALUES (?)", ("x" * 4000,))
+        db.commit()
+    db.rollback()
+    refusal = storage_refusal(caught.value)
+    assert isinstance(refusal, InsufficientStorage), caught.value
+    assert [r[0] for r in db.execute("SELECT name FROM paired")] == ["before"]
+    db.close()
