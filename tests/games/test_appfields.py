@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import signal
 import time
+from pathlib import Path
 
 import pytest
 
@@ -103,7 +104,7 @@ def test_detached_commands_run_in_a_session_of_their_own_and_outlive_the_app(tmp
     try:
         assert len(pids) == 2
         for pid in pids:  # no run mark: the host's sentinel leaves them (they outlive the host)
-            assert b"HOST_INSTANCE=" not in open(f"/proc/{pid}/environ", "rb").read()
+            assert b"HOST_INSTANCE=" not in Path(f"/proc/{pid}/environ").read_bytes()
         for pid in pids:
             assert os.getsid(pid) == pid and os.getpgid(pid) == pid  # its own session and group
             assert os.getpgid(pid) != app.pgid

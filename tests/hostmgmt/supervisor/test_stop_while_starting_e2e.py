@@ -132,6 +132,7 @@ def test_no_process_outlives_a_host_stopped_while_starting(state_dir, sig, when)
     host = start_host(state_dir=state_dir, wait=False)
     try:
         reached = _stop_at(host, sig, when, seen)
+        sent_at = time.monotonic()
         print(f"stopped {sig!r} at {when}: {reached}")
         try:
             # SIGTERM/SIGINT: host.stopping is never announced mid-start; children get 10 s.
@@ -144,6 +145,10 @@ def test_no_process_outlives_a_host_stopped_while_starting(state_dir, sig, when)
             time.sleep(0.1)
             left = _host_processes(state_dir, seen, host.proc.pid)
         assert not left, f"left {LEFT_WAIT_S} s after {sig!r} at {when} ({reached}): {left}"
+        print(
+            f"  supervisor gone {gone_at - sent_at:.2f} s after the signal, the rest "
+            f"{time.monotonic() - gone_at:.2f} s later"
+        )
         if sig != signal.SIGKILL:
             # Before Django has loaded, Python's default action ends it (nothing runs yet).
             allowed = (0,) if seen else (0, -sig)
