@@ -101,7 +101,9 @@ def test_the_apis_answer_507_with_their_error_body_on_a_full_state_dir(
         v1.put("/api/v1/host/config", {"audio_video": {"max_fps": 60}}, format="json").status_code
         == 200
     )
-    before = {n: (tiny_fs / n).read_bytes() for n in ("hooks.json", "host.conf", "host.env")}
+    assert admin.get("/api/apps").status_code == 200  # writes the default apps.json
+    names = ("hooks.json", "host.conf", "host.env", "apps.json")
+    before = {n: (tiny_fs / n).read_bytes() for n in names}
     _fill(tiny_fs)
 
     big = {"hooks": [{"on": "game.*", "run": "x" * 3000}] * 20}
@@ -113,6 +115,8 @@ def test_the_apis_answer_507_with_their_error_body_on_a_full_state_dir(
     r = admin.post("/api/config", {"rate_cap_pct": 70}, format="json")
     assert r.status_code == 507
     assert r.json()["status"] is False and r.json()["status_code"] == 507 and r.json()["error"]
+    r = admin.post("/api/apps", {"index": -1, "name": "New " + "x" * 200}, "json")
+    assert r.status_code == 507 and r.json()["status_code"] == 507, r.content
     after = {n: (tiny_fs / n).read_bytes() for n in before}
     assert after == before
     assert _temps(tiny_fs) == []
