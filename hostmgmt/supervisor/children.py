@@ -113,8 +113,7 @@ class Child:
             _killpg(self.proc.pid, signal.SIGTERM)
 
     def wait(self, deadline: float) -> None:
-        """Until the child and every process of its group are gone; SIGKILL for the group at
-        `deadline`. A leader that exits first must not leave its workers behind."""
+        """Until the child exits; SIGKILL for its whole group at `deadline`."""
         if self.proc is None:
             return
         try:
@@ -123,8 +122,25 @@ class Child:
             log.warning("%s did not stop in time; killing it", self.name)
             _killpg(self.proc.pid, signal.SIGKILL)
             self.proc.wait()
-        while _group_alive(self.proc.pid) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        if _group_alive(self.proc.pid):
-            log.warning("%s left processes in its group; killing them", self.name)
+
+    def group_alive(self) -> bool:
+        return self.proc is not None and _group_alive(self.proc.pid)
+
+    def kill_group(self) -> None:
+        if self.proc is not None:
             _killpg(self.proc.pid, signal.SIGKILL)
+
+
+GROUP_GRACE_S = 2.0
+
+
+def finish_groups(children: list[Child], grace_s: float = GROUP_GRACE_S) -> None:
+    """After the leaders exited: the rest of each child's process group (workers, forks) gets
+    `grace_s` to go, then SIGKILL. A leader that exits first must not leave its workers."""
+    deadline = time.monotonic() + grace_s
+    while any(c.group_alive() for c in children) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    for child in children:
+        if child.group_alive():
+            log.warning("%s left processes in its group; killing them", child.name)
+            child.kill_group()

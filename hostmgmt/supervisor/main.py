@@ -33,7 +33,7 @@ from hostmgmt import identity
 from hostmgmt.auth import tokens
 from hostmgmt.lib.statedir import REDIS_SOCKET, state_dir
 from hostmgmt.ports import PortMap, busy_ports, validate_base_port
-from hostmgmt.supervisor import lifecycle, periodic, redis_server, sentinel
+from hostmgmt.supervisor import children, lifecycle, periodic, redis_server, sentinel
 from hostmgmt.supervisor.children import Child
 
 log = logging.getLogger("hostmgmt.supervisor")
@@ -294,13 +294,15 @@ class Supervisor:
             child.terminate()
         for child in self.children:
             child.wait(deadline)
+        children.finish_groups(self.children)
         from displays import reaper as displays
 
         displays.on_host_stop()  # no virtual display server outlives the host
         if self.redis:
             self.redis.terminate()
             self.redis.wait(time.monotonic() + 5)
-        log.info("host stopped")
+            children.finish_groups([self.redis])
+        log.info("host stopped in %.1f s", time.monotonic() - deadline + STOP_GRACE_S)
 
     def _on_stop(self, signum, frame) -> None:
         self._stop_requests += 1

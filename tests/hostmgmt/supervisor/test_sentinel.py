@@ -14,7 +14,7 @@ import time
 import psutil
 
 from hostmgmt.supervisor import sentinel
-from hostmgmt.supervisor.children import Child
+from hostmgmt.supervisor.children import Child, finish_groups
 
 FAKE_SUPERVISOR = textwrap.dedent(
     """
@@ -124,6 +124,7 @@ def test_a_child_stop_takes_its_whole_group_even_after_the_leader_exits():
         child.terminate()
         child.wait(time.monotonic() + 1.0)
         assert not child.alive()
+        finish_groups([child], grace_s=0.5)
         assert _gone_within([worker], 1.0), "a worker of the child's group outlived the stop"
     finally:
         try:

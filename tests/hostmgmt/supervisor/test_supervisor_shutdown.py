@@ -18,6 +18,9 @@ class FakeChild:
     def wait(self, deadline: float) -> None:
         self.calls.append(("wait", self.name))
 
+    def group_alive(self) -> bool:
+        return False
+
 
 def test_shutdown_announces_and_waits_before_any_child_stops(monkeypatch):
     calls: list = []
