@@ -231,7 +231,9 @@ class Supervisor:
                 time.sleep(0.25)
         finally:
             self.shutdown()
+            released = time.monotonic()
             self.sentinel.release()
+            log.info("sentinel released in %.2f s", time.monotonic() - released)
         if self._restart:
             log.info("restarting")
             env = {k: v for k, v in os.environ.items() if k != sentinel.INSTANCE_ENV}

@@ -149,7 +149,21 @@ def main(argv: list[str]) -> int:
             break
     # An orderly stop left nothing, so no grace is spent there; after a crash the children
     # are already handling their SIGTERM.
-    kill_all(state_dir, instance, GRACE_S, exclude={supervisor})
+    started = time.monotonic()
+    left = host_pids(state_dir, instance, exclude={supervisor})
+    killed = kill_all(state_dir, instance, GRACE_S, exclude={supervisor})
+    if left:
+        names = []
+        for pid in left[:8]:
+            try:
+                with open(f"/proc/{pid}/comm") as fh:
+                    names.append(f"{pid} {fh.read().strip()}")
+            except OSError:
+                names.append(str(pid))
+        sys.stderr.write(
+            f"host sentinel: {len(left)} process(es) outlived the supervisor ({', '.join(names)}); "
+            f"{killed} killed after {time.monotonic() - started:.1f} s\n"
+        )
     return 0
 
 
