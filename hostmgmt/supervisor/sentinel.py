@@ -85,7 +85,7 @@ def kill_all(state_dir: str, instance: str | None, grace_s: float, exclude=froze
     deadline = time.monotonic() + grace_s
     while host_pids(state_dir, instance, exclude=exclude) and time.monotonic() < deadline:
         time.sleep(0.05)
-    killed = 0
+    killed: set[int] = set()
     for _ in range(5):
         pids = host_pids(state_dir, instance, exclude=exclude)
         if not pids:
@@ -93,11 +93,11 @@ def kill_all(state_dir: str, instance: str | None, grace_s: float, exclude=froze
         for pid in pids:
             try:
                 os.kill(pid, signal.SIGKILL)
-                killed += 1
+                killed.add(pid)
             except (ProcessLookupError, PermissionError):
                 pass
         time.sleep(0.05)
-    return killed
+    return len(killed)
 
 
 def sweep_stale(state_dir: str) -> int:
