@@ -89,18 +89,13 @@ class Child:
                 self.restarts = 0
             return
         if self.next_start == 0.0:
-            # Its workers (same group) must not outlive it: the restart starts new ones.
+            # A child killed outright (kill -9, OOM) may leave its own children (a pool
+            # worker, a helper) in its process group: they go before a new one starts, so a
+            # restart never runs beside its predecessor's leftovers.
             _killpg(self.proc.pid, signal.SIGKILL)
             delay = min(30.0, 0.5 * (2**self.restarts))
             log.warning("%s exited with %s; restarting in %.1f s", self.name, code, delay)
             self.next_start = now + delay
-            # A child killed outright (kill -9, OOM) may leave its own children (a pool
-            # worker, a helper) in its process group: they go before a new one starts, so a
-            # restart never runs beside its predecessor's leftovers.
-            try:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
         if now >= self.next_start:
             self.restarts += 1
             self.next_start = 0.0
