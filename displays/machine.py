@@ -502,5 +502,10 @@ def info(display: VirtualDisplay, now: dt.datetime | None = None) -> dict:
 
 
 def state() -> dict:
+    """GET /display/state: the rows are read again only when the database moved; whether each
+    display's server still runs is looked at per request (a process or socket check)."""
+    from hostmgmt.lib import dbversion
+
     now = timezone.now()
-    return {"displays": [info(d, now) for d in VirtualDisplay.objects.all()]}
+    rows = dbversion.cached("displays.rows", lambda: list(VirtualDisplay.objects.all()))
+    return {"displays": [info(d, now) for d in rows]}

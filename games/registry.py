@@ -18,6 +18,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
+from hostmgmt.lib import filecache
 from hostmgmt.lib.files import atomic_write
 from hostmgmt.lib.statedir import ensure_state_dir, state_path
 
@@ -125,11 +126,20 @@ def game_ref(r: dict) -> dict:
     return ref
 
 
+def _parse_records(raw: bytes) -> dict[str, dict]:
+    data = json.loads(raw.decode("utf-8"))
+    if not isinstance(data, dict):
+        return {}
+    return {k: v for k, v in data.items() if isinstance(v, dict)}
+
+
 def active_games() -> list[dict]:
-    """ActiveGame records (mgmt-api-records §1.3) for `GET /status`, grace ones included."""
+    """ActiveGame records (mgmt-api-records §1.3) for `GET /status`, grace ones included.
+    The file is parsed once per version of it (writes replace it: a new inode)."""
     now = time.time()
     out = []
-    for r in sorted(all_records().values(), key=lambda r: r.get("started_at", 0)):
+    records = filecache.parsed(state_path(FILE), _parse_records, {})
+    for r in sorted(records.values(), key=lambda r: r.get("started_at", 0)):
         game: dict = {}
         if r.get("session_id") is not None and r.get("state") != GRACE:
             game["session_id"] = r["session_id"]

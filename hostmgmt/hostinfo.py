@@ -9,6 +9,7 @@ from django.conf import settings
 
 from hostmgmt import identity
 from hostmgmt.config import store
+from hostmgmt.lib import filecache
 from hostmgmt.version import VERSION
 
 ABI_VERSION = 1
@@ -19,12 +20,13 @@ OS_RELEASE = Path("/etc/os-release")
 
 
 def os_release(path: Path = OS_RELEASE) -> dict[str, str]:
-    try:
-        text = path.read_text(errors="replace")
-    except OSError:
-        return {}
+    """The file's keys, parsed once per version of it (GET /host asks per request)."""
+    return filecache.parsed(path, _parse_os_release, {})
+
+
+def _parse_os_release(raw: bytes) -> dict[str, str]:
     out = {}
-    for line in text.splitlines():
+    for line in raw.decode(errors="replace").splitlines():
         if "=" in line and not line.startswith("#"):
             k, v = line.split("=", 1)
             out[k.strip()] = v.strip().strip('"')

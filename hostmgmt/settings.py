@@ -113,6 +113,9 @@ DATABASES = {
             "transaction_mode": "IMMEDIATE",
             "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
         },
+        # Keep each thread's connection: opening one (and its PRAGMAs) cost more than the
+        # queries of a read route. SQLite has no server to drop an idle connection.
+        "CONN_MAX_AGE": None,
     }
 }
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"

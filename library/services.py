@@ -104,7 +104,9 @@ def library_json() -> bytes:
 
 
 def _cached() -> dict:
-    key = _fingerprint()
+    from hostmgmt.lib import dbversion
+
+    key = dbversion.cached("library.fingerprint", _fingerprint)
     cached = _listing_cache.get("current")
     if cached is None or cached["key"] != key:
         cached = {"key": key, "entries": _merged(None, None), "json": None}

@@ -12,8 +12,10 @@ import ctypes
 import json
 import logging
 import os
+import time
 from pathlib import Path
 
+from hostmgmt.lib import filecache
 from hostmgmt.lib.errors import DomainError
 from hostmgmt.lib.files import atomic_write
 from hostmgmt.lib.statedir import state_dir
@@ -91,6 +93,32 @@ def _nvml() -> dict[str, dict]:
     return out
 
 
+# GET /gpus asks per request; loading NVML (dlopen, init) and walking sysfs each time was most
+# of that route's cost. The machine's list is kept and looked at again every RECHECK_S, and
+# at once when the DRM card nodes change (a GPU added or removed).
+RECHECK_S = 10.0
+_machine: dict = {}
+
+
+def _drm_cards(sysfs: str | Path) -> tuple[str, ...]:
+    try:
+        return tuple(sorted(p.name for p in (Path(sysfs) / "class" / "drm").iterdir()))
+    except OSError:
+        return ()
+
+
+def machine_gpus() -> list[dict]:
+    """`enumerate_gpus()` of this machine, cached (see RECHECK_S); callers must not mutate it."""
+    now = time.monotonic()
+    cards = _drm_cards("/sys")
+    cached = _machine.get("gpus")
+    if cached is not None and _machine["cards"] == cards and now - _machine["at"] < RECHECK_S:
+        return cached
+    gpus = enumerate_gpus()
+    _machine.update(gpus=gpus, cards=cards, at=now)
+    return gpus
+
+
 def enumerate_gpus(sysfs: str | Path = "/sys", nvml: dict[str, dict] | None = None) -> list[dict]:
     """Hardware GPUs as ApiGpu records: `id` = `<vendor>-<device>-<occurrence>` (hex)."""
     drm = Path(sysfs) / "class" / "drm"
@@ -166,17 +194,22 @@ def _preference_path() -> Path:
     return state_dir() / PREFERENCE_FILE
 
 
+def _parse_preference(raw: bytes) -> dict:
+    stored = json.loads(raw)
+    if isinstance(stored, dict) and stored.get("mode") in ("auto", "manual"):
+        return {
+            "mode": stored["mode"],
+            "preferred_id": stored.get("preferred_id") or None,
+            "preferred_name": stored.get("preferred_name") or None,
+        }
+    raise ValueError("not a GPU preference")
+
+
 def load_preference() -> dict:
-    try:
-        stored = json.loads(_preference_path().read_text())
-        if isinstance(stored, dict) and stored.get("mode") in ("auto", "manual"):
-            return {
-                "mode": stored["mode"],
-                "preferred_id": stored.get("preferred_id") or None,
-                "preferred_name": stored.get("preferred_name") or None,
-            }
-    except (OSError, ValueError):
-        pass
+    """The stored preference (parsed once per version of the file: GET /gpus reads it)."""
+    stored = filecache.parsed(_preference_path(), _parse_preference)
+    if stored is not None:
+        return dict(stored)
     return {"mode": "auto", "preferred_id": None, "preferred_name": None}
 
 
@@ -244,7 +277,8 @@ def gpu_state(live: list[dict], sysfs: str | Path = "/sys", nvml: dict | None = 
     session side lives above this module, so the caller asks it)."""
     from hostmgmt.config import store
 
-    gpus = enumerate_gpus(sysfs, nvml)
+    default = str(sysfs) == "/sys" and nvml is None
+    gpus = machine_gpus() if default else enumerate_gpus(sysfs, nvml)
     pref = load_preference()
     encoder = store.get("encoder")
     return {

@@ -13,6 +13,7 @@ from cryptography import x509
 from django.db import transaction
 from django.utils import timezone
 
+from hostmgmt.lib import dbversion
 from hostmgmt.lib.errors import Invalid
 from hostmgmt.lib.names import sanitize_name
 from pairing import crypto
@@ -80,14 +81,32 @@ def list_clients() -> list[PairedClient]:
     return list(PairedClient.objects.all())
 
 
-def runtime_counts() -> dict:
-    """The pairing part of `GET /api/v1/status`."""
+def client_records() -> list[dict]:
+    """`GET /api/v1/clients`: every client's record, built again only when the database moved."""
+    return dbversion.cached(
+        "pairing.client_records", lambda: [client_record(c) for c in list_clients()]
+    )
+
+
+def _counts() -> dict:
+    from django.db.models import Max
+
     return {
         "paired_clients": compat_clients().count(),
         "native_paired_clients": PairedClient.objects.filter(plane=PLANE_NATIVE).count(),
-        "pin_pending": PinRequest.objects.filter(
-            key_hex="", expires_at__gt=timezone.now()
-        ).exists(),
+        # The latest expiry of a PIN still waiting: pending while that lies ahead.
+        "pin_expires": PinRequest.objects.filter(key_hex="").aggregate(t=Max("expires_at"))["t"],
+    }
+
+
+def runtime_counts() -> dict:
+    """The pairing part of `GET /api/v1/status` (queried again only when the database moved)."""
+    counts = dbversion.cached("pairing.counts", _counts)
+    expires = counts["pin_expires"]
+    return {
+        "paired_clients": counts["paired_clients"],
+        "native_paired_clients": counts["native_paired_clients"],
+        "pin_pending": expires is not None and expires > timezone.now(),
     }
 
 

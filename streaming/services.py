@@ -161,8 +161,12 @@ def runtime_status() -> dict:
 
 def kept_displays() -> int:
     from displays.models import VirtualDisplay
+    from hostmgmt.lib import dbversion
 
-    return VirtualDisplay.objects.filter(state__in=("lingering", "pinned")).count()
+    return dbversion.cached(
+        "streaming.kept_displays",
+        VirtualDisplay.objects.filter(state__in=("lingering", "pinned")).count,
+    )
 
 
 def live_encoders() -> list[dict]:

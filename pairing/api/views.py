@@ -16,7 +16,7 @@ class ClientsView(MgmtAPIView):
 
     @extend_schema(responses=s.PairedClientSerializer(many=True))
     def get(self, request):
-        return Response([services.client_record(c) for c in services.list_clients()])
+        return Response(services.client_records())
 
 
 class ClientView(MgmtAPIView):

@@ -1,0 +1,42 @@
+"""Parse a small file once per version of it: read routes must not re-read and re-parse the
+same bytes on every request.
+
+A version is (inode, mtime_ns, size). Our writers replace files by rename (`atomic_write`),
+which always gives a new inode, so a write is seen by the very next read in every process,
+however soon it follows; a hand edit in place changes the mtime or the size.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+_lock = threading.Lock()
+_entries: dict[tuple[str, Any], tuple[tuple, Any]] = {}
+_MISSING = ("missing",)
+
+
+def parsed(path: Path, parse: Callable[[bytes], Any], missing: Any = None) -> Any:
+    """`parse(bytes)` of the file at `path`, or `missing` when it cannot be read. Callers must
+    not mutate what they get (it is shared until the file changes). `parse` may raise
+    ValueError: that version of the file reads as `missing` until it changes."""
+    key = (str(path), parse)
+    try:
+        st = path.stat()
+        version: tuple = (st.st_ino, st.st_mtime_ns, st.st_size)
+    except OSError:
+        return missing
+    cached = _entries.get(key)
+    if cached is not None and cached[0] == version:
+        return missing if cached[1] is _MISSING else cached[1]
+    try:
+        value = parse(path.read_bytes())
+    except (OSError, ValueError):
+        value = _MISSING
+    with _lock:
+        if len(_entries) > 256:
+            _entries.clear()
+        _entries[key] = (version, value)
+    return missing if value is _MISSING else value
