@@ -7,7 +7,7 @@ Sets up a throwaway host state (tokens, migrations, identity, TLS) with its own 
 bearer token, through the handler daphne's dispatcher hands such a request to, in-process
 (Django's middleware, DRF, auth, the view, the renderer). Prints per route the mean time per
 request, the SQL queries per request (the `PRAGMA data_version` change check of
-hostmgmt/lib/dbversion.py runs on the raw connection and is not counted) and the top
+hostmgmt/dbversion.py runs on the raw connection and is not counted) and the top
 functions by cumulative time. A warm-up request runs first so one-time imports do not count.
 """
 

@@ -504,7 +504,7 @@ def info(display: VirtualDisplay, now: dt.datetime | None = None) -> dict:
 def state() -> dict:
     """GET /display/state: the rows are read again only when the database moved; whether each
     display's server still runs is looked at per request (a process or socket check)."""
-    from hostmgmt.lib import dbversion
+    from hostmgmt import dbversion
 
     now = timezone.now()
     rows = dbversion.cached("displays.rows", lambda: list(VirtualDisplay.objects.all()))

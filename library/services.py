@@ -104,7 +104,7 @@ def library_json() -> bytes:
 
 
 def _cached() -> dict:
-    from hostmgmt.lib import dbversion
+    from hostmgmt import dbversion
 
     key = dbversion.cached("library.fingerprint", _fingerprint)
     cached = _listing_cache.get("current")

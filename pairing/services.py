@@ -13,7 +13,7 @@ from cryptography import x509
 from django.db import transaction
 from django.utils import timezone
 
-from hostmgmt.lib import dbversion
+from hostmgmt import dbversion
 from hostmgmt.lib.errors import Invalid
 from hostmgmt.lib.names import sanitize_name
 from pairing import crypto

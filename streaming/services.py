@@ -161,7 +161,7 @@ def runtime_status() -> dict:
 
 def kept_displays() -> int:
     from displays.models import VirtualDisplay
-    from hostmgmt.lib import dbversion
+    from hostmgmt import dbversion
 
     return dbversion.cached(
         "streaming.kept_displays",
