@@ -240,6 +240,7 @@ def _transport(client_addr):
 
     Daphne writes ASGI body chunks into the transport without backpressure, so the view has to
     look at the transport itself to notice, and cut off, a consumer that stopped reading.
+    This walks every connection of the process: a stream looks its own up once (`_Peer`).
     """
     import sys
 
@@ -259,7 +260,10 @@ def _transport(client_addr):
 
 def unsent_bytes(client_addr) -> int | None:
     """Bytes Twisted still holds for this peer's socket (None when that cannot be known)."""
-    transport = _transport(client_addr)
+    return _unsent(_transport(client_addr))
+
+
+def _unsent(transport) -> int | None:
     if transport is None:
         return None
     try:
@@ -271,12 +275,35 @@ def unsent_bytes(client_addr) -> int | None:
 def cut_off(client_addr) -> None:
     """Drop a too-slow consumer's connection now, with whatever it has not read: the buffer is
     the memory we refuse to grow. It resumes with Last-Event-ID from what it really got."""
-    transport = _transport(client_addr)
+    _abort(_transport(client_addr))
+
+
+def _abort(transport) -> None:
     if transport is not None:
         try:
             transport.abortConnection()
         except Exception:  # noqa: BLE001 - already gone
             pass
+
+
+class _Peer:
+    """One stream's own transport, found once: the old per-check lookup walked every
+    connection of the process, 4 times a second per stream, O(streams²) with many open."""
+
+    def __init__(self, client_addr):
+        self.client_addr = client_addr
+        self.transport = None
+
+    def get(self):
+        if self.transport is None:
+            self.transport = _transport(self.client_addr)
+        return self.transport
+
+    def unsent(self) -> int | None:
+        return _unsent(self.get())
+
+    def cut_off(self) -> None:
+        _abort(self.get())
 
 
 def _authenticate(request):
@@ -387,42 +414,60 @@ async def _stream(cursor, patterns, client_addr, slot: _Slot | None = None):
     loop = asyncio.get_running_loop()
     slot = slot or _Slot()
     sub = hub.add(conf.SSE_QUEUE_DEPTH)
+    peer = _Peer(client_addr)
+    # The kind filter's verdict per kind, worked out once per stream, not once per event.
+    verdicts: dict[str, bool] = {}
+
+    def passes(kind: str) -> bool:
+        verdict = verdicts.get(kind)
+        if verdict is None:
+            verdict = verdicts[kind] = wanted(patterns, kind)
+        return verdict
+
     try:
         yield OPEN_FRAME
         sent = cursor
+        replay = []
         try:
             async for data, seq in _catch_up(cursor, patterns):
                 if data:
-                    yield data
+                    replay.append(data)
                 sent = seq
         except Exception as exc:  # noqa: BLE001 - Redis vanished meanwhile: let it resume
             log.warning("event stream: ring unavailable (%s)", exc.__class__.__name__)
             return
+        if replay:  # the replay as one write too
+            yield b"".join(replay)
         keepalive = conf.keepalive_s()
         next_keepalive = loop.time() + keepalive
         next_check = loop.time() + TRANSPORT_CHECK_S
         while True:
             if not sub.items and not sub.broken and not sub.overflow and not sub.resync:
                 sub.wake.clear()
+                # A timer on this task, not wait_for's extra task per wake-up.
                 try:
-                    await asyncio.wait_for(sub.wake.wait(), max(0.0, next_keepalive - loop.time()))
+                    async with asyncio.timeout_at(next_keepalive):
+                        await sub.wake.wait()
                 except TimeoutError:
                     pass
             if sub.broken:
                 return
+            # Everything queued since the last write goes out as one write (a stream that
+            # fell behind catches up in one chunk); the frames are the hub's shared bytes.
+            items = sub.items
             chunk = []
-            while sub.items:
-                seq, kind, data = sub.items.popleft()
+            while items:
+                seq, kind, data = items.popleft()
                 if seq > sent:
                     sent = seq
-                    if wanted(patterns, kind):
+                    if passes(kind):
                         chunk.append(data)
             if chunk:
-                yield b"".join(chunk)
+                yield chunk[0] if len(chunk) == 1 else b"".join(chunk)
                 next_keepalive = loop.time() + keepalive
             if sub.overflow:
                 log.warning("event stream consumer too slow; disconnected at seq %s", sent)
-                cut_off(client_addr)
+                peer.cut_off()
                 return
             if sub.resync:  # Redis went away: wait for the hub, then re-read the ring
                 sub.resync = False
@@ -436,10 +481,10 @@ async def _stream(cursor, patterns, client_addr, slot: _Slot | None = None):
             now = loop.time()
             if now >= next_check:
                 next_check = now + TRANSPORT_CHECK_S
-                backlog = unsent_bytes(client_addr)
+                backlog = peer.unsent()
                 if backlog is not None and backlog > conf.SSE_MAX_UNSENT_BYTES:
                     log.warning("event stream consumer not reading; disconnected at seq %s", sent)
-                    cut_off(client_addr)
+                    peer.cut_off()
                     return
             if now >= next_keepalive:
                 yield KEEPALIVE_FRAME
