@@ -2,10 +2,12 @@
 
 Run by hand:  .venv/bin/python bench/api_latency.py [--seconds 8]
 
-Starts daphne (TLS, the host's own certificate) on a throwaway state dir serving the real host
-app plus /hello (raw ASGI, no Django). A separate client process opens N keep-alive TLS
-connections and measures GET /api/v1/host with the bearer token, and GET /hello, at 1, 10 and
-50 connections. Prints requests/s, p50 and p99 latency, and the host/hello ratios.
+Starts a real host (runhost: supervisor, Redis, Celery, daphne, the planes) and, beside it, a
+daphne on the host's own certificate serving the host's ASGI app plus /hello (raw ASGI, no
+Django) against the host's state and Redis. A separate client process opens N keep-alive TLS
+connections (default 10) and measures GET /hello and each read route with the bearer token.
+Prints requests/s, p50 and p99 per route, the ratio to the bare app, whether the issue 23
+goal (>= 0.3x bare, p99 <= 20 ms) is met, and the load average at the start and the end.
 """
 
 from __future__ import annotations
@@ -18,31 +20,11 @@ import ssl
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-
-
-def prepare_state(state_dir: Path, base: int) -> str:
-    os.environ.update(
-        {
-            "HOST_STATE_DIR": str(state_dir),
-            "HOST_PORT": str(base),
-            "DJANGO_SETTINGS_MODULE": "hostmgmt.settings",
-            "HOST_LOG_LEVEL": "WARNING",
-        }
-    )
-    import django
-
-    django.setup()
-    from hostmgmt.auth import tokens
-    from hostmgmt.supervisor.main import Supervisor
-
-    Supervisor().prepare()
-    return tokens.current_token(tokens.MGMT)
 
 
 async def _worker(host, port, ctx, request: bytes, deadline: float, latencies: list[float]):
@@ -102,20 +84,42 @@ def measure(host, port, cafile, path, token, conns, seconds):
     return rps, p50, p99
 
 
+ROUTES = (
+    "/api/v1/health",
+    "/api/v1/host",
+    "/api/v1/status",
+    "/api/v1/library",
+    "/api/v1/clients",
+    "/api/v1/display/state",
+    "/api/v1/gpus",
+)
+GOAL_RATIO, GOAL_P99_MS = 0.3, 20.0
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--seconds", type=float, default=8.0)
-    parser.add_argument("--connections", default="1,10,50")
+    parser.add_argument("--seconds", type=float, default=5.0)
+    parser.add_argument("--connections", default="10")
+    parser.add_argument("--routes", default=",".join(ROUTES))
     opts = parser.parse_args()
-    from tests.support.livehost import free_base_port
+    from tests.support.livehost import free_base_port, start_host
 
-    state = Path(tempfile.mkdtemp(prefix="bench-api-"))
-    base = free_base_port()
-    token = prepare_state(state, base)
-    port = base + 1
-    cert, key = state / "tls-cert.pem", state / "tls-key.pem"
+    # The running host (supervisor, Redis, Celery, its own daphne and planes) owns the state;
+    # a second daphne on the same certificate serves the host's ASGI app plus the bare /hello
+    # against that state and Redis, so both are measured on one server in one run.
+    host = start_host()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HOST_")}
+    env.update(
+        HOST_STATE_DIR=str(host.state_dir),
+        HOST_PORT=str(host.base_port),
+        REDIS_URL=f"unix://{host.state_dir / 'redis.sock'}",
+        DJANGO_SETTINGS_MODULE="hostmgmt.settings",
+        HOST_LOG_LEVEL="WARNING",
+        PYTHONPATH=str(ROOT),
+    )
+    port = free_base_port() + 1
+    cert, key = host.state_dir / "tls-cert.pem", host.state_dir / "tls-key.pem"
     endpoint = f"ssl:{port}:interface=127.0.0.1:privateKey={key}:certKey={cert}"
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
     daphne = subprocess.Popen(
         [sys.executable, "-m", "daphne", "-e", endpoint, "bench.asgi_with_hello:application"],
         cwd=ROOT,
@@ -123,31 +127,42 @@ def main() -> None:
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
+    token = host.mgmt_token
     try:
         import socket
 
-        for _ in range(200):
+        for _ in range(600):
             try:
                 socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
                 break
             except OSError:
-                time.sleep(0.05)
+                time.sleep(0.1)
+        load = os.getloadavg()
         print(
-            f"daphne over TLS on 127.0.0.1:{port}, {opts.seconds:.0f} s per point, 2 cores shared"
+            f"daphne over TLS on 127.0.0.1:{port} beside the running host, "
+            f"{opts.seconds:.0f} s per point, {os.cpu_count()} cores, "
+            f"load average {load[0]:.1f} {load[1]:.1f} {load[2]:.1f}"
         )
-        print(f"{'conns':>5} {'route':<16} {'req/s':>8} {'p50 ms':>8} {'p99 ms':>8}")
+        head = ("conns", "route", "req/s", "p50 ms", "p99 ms", "x bare")
+        print("{:>5} {:<22} {:>8} {:>8} {:>8} {:>7}  goal".format(*head))
         for conns in [int(c) for c in opts.connections.split(",")]:
             hello = measure("127.0.0.1", port, str(cert), "/hello", None, conns, opts.seconds)
-            host = measure("127.0.0.1", port, str(cert), "/api/v1/host", token, conns, opts.seconds)
-            for name, (rps, p50, p99) in (("/hello (bare)", hello), ("/api/v1/host", host)):
-                print(f"{conns:>5} {name:<16} {rps:>8.0f} {p50:>8.2f} {p99:>8.2f}")
-            print(
-                f"{conns:>5} {'ratio host/bare':<16} {host[0] / hello[0]:>8.2f}"
-                f" {host[1] / hello[1]:>8.2f} {host[2] / hello[2]:>8.2f}"
-            )
+            row = f"{conns:>5} {'/hello (bare ASGI)':<22} {hello[0]:>8.0f}"
+            print(f"{row} {hello[1]:>8.2f} {hello[2]:>8.2f}")
+            for route in opts.routes.split(","):
+                rps, p50, p99 = measure(
+                    "127.0.0.1", port, str(cert), route, token, conns, opts.seconds
+                )
+                ratio = rps / hello[0]
+                met = "met" if ratio >= GOAL_RATIO and p99 <= GOAL_P99_MS else "not met"
+                row = f"{conns:>5} {route:<22} {rps:>8.0f} {p50:>8.2f} {p99:>8.2f}"
+                print(f"{row} {ratio:>7.2f}  {met}")
+        load = os.getloadavg()
+        print(f"load average at the end {load[0]:.1f} {load[1]:.1f} {load[2]:.1f}")
     finally:
         daphne.terminate()
         daphne.wait()
+        host.stop()
 
 
 if __name__ == "__main__":
