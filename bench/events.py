@@ -1,9 +1,10 @@
 """Event bus benchmark: emit-to-SSE-receive latency, sustained delivery rate, hook start latency.
 
-Run by hand: `.venv/bin/python bench/events.py [--events 200]`. Starts its own host (runhost:
-daphne over TLS, Redis, Celery), emits from a separate process (as a Celery worker would), and
-prints the figures next to the floor measured in the same run: a bare Redis publish→subscribe
-round trip on the host's own Redis socket.
+Run by hand: `.venv/bin/python bench/events.py [--events 200] [--subscribers 1,10,100,500]`.
+Starts its own host (runhost: daphne over TLS, Redis, Celery), emits from a separate process
+(as a Celery worker would), reads the streams from client processes (100 streams each at
+most, none in the host), and prints the figures next to the floor measured in the same run:
+a bare Redis publish→subscribe round trip on the host's own Redis socket.
 """
 
 from __future__ import annotations
@@ -117,28 +118,70 @@ async def subscriber(client, url, headers, want: int, sink: list, ready: asyncio
                     return
 
 
-async def run_subscribers(host, n_subs: int, emit, n_events: int, interval_ms: float):
+async def _client_streams(cafile, url, token, n_subs, n_events, ready_q, go, out_q):
     import ssl
 
-    ctx = ssl.create_default_context(cafile=str(host.cert_path))
+    ctx = ssl.create_default_context(cafile=cafile)
     limits = httpx.Limits(max_connections=n_subs + 5)
-    headers = {"Authorization": f"Bearer {host.mgmt_token}"}
-    start = (await asyncio.to_thread(_current_seq, host)) or 0
-    url = f"{host.url}/api/v1/events?kinds=library.*&since={start}"
+    headers = {"Authorization": f"Bearer {token}"}
     sinks = [[] for _ in range(n_subs)]
     ready = asyncio.Event()
     counts = {"open": 0, "total": n_subs}
-    async with httpx.AsyncClient(verify=ctx, limits=limits, timeout=120) as client:
+    async with httpx.AsyncClient(verify=ctx, limits=limits, timeout=300) as client:
         tasks = [
             asyncio.create_task(subscriber(client, url, headers, n_events, s, ready, counts))
             for s in sinks
         ]
-        await asyncio.wait_for(ready.wait(), 60)
-        await asyncio.sleep(0.3)
+        await asyncio.wait_for(ready.wait(), 240)
+        ready_q.put(n_subs)
+        await asyncio.wait_for(asyncio.gather(*tasks), 600)
+    out_q.put(sinks)
+
+
+def client_process(*args) -> None:
+    """One client process: its share of the subscribers (as separate machines would be)."""
+    asyncio.run(_client_streams(*args))
+
+
+PER_PROCESS = 100
+
+
+async def run_subscribers(host, n_subs: int, emit, n_events: int, interval_ms: float):
+    """`n_subs` streams spread over client processes (at most PER_PROCESS each), none in the
+    host's processes; returns every stream's (seq, latency ms) and the delivery time."""
+    import multiprocessing as mp
+
+    spawn = mp.get_context("spawn")
+    ready_q, out_q = spawn.Queue(), spawn.Queue()
+    start = (await asyncio.to_thread(_current_seq, host)) or 0
+    url = f"{host.url}/api/v1/events?kinds=library.*&since={start}"
+    shares = [PER_PROCESS] * (n_subs // PER_PROCESS) + (
+        [n_subs % PER_PROCESS] if n_subs % PER_PROCESS else []
+    )
+    procs = [
+        spawn.Process(
+            target=client_process,
+            args=(str(host.cert_path), url, host.mgmt_token, k, n_events, ready_q, None, out_q),
+        )
+        for k in shares
+    ]
+    for proc in procs:
+        proc.start()
+    try:
+        for _ in procs:
+            await asyncio.to_thread(ready_q.get, True, 300)
+        await asyncio.sleep(0.5)
         t0 = time.perf_counter()
         await asyncio.to_thread(emit, "library.changed", n_events, interval_ms)
-        await asyncio.wait_for(asyncio.gather(*tasks), 300)
+        sinks = []
+        for _ in procs:
+            sinks += await asyncio.to_thread(out_q.get, True, 600)
         elapsed = time.perf_counter() - t0
+    finally:
+        for proc in procs:
+            proc.join(10)
+            if proc.is_alive():
+                proc.kill()
     return sinks, elapsed
 
 
@@ -174,14 +217,23 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--events", type=int, default=200)
     parser.add_argument("--sustained", type=int, default=3000)
+    parser.add_argument("--subscribers", default="1,10,100,500")
+    parser.add_argument("--no-hooks", action="store_true", help="skip the hook start figure")
     args = parser.parse_args()
-    host = start_host(env={"HOST_SSE_MAX_STREAMS": "128", "HOST_SSE_QUEUE_DEPTH": "4096"})
+    counts = [int(n) for n in args.subscribers.split(",")]
+    streams = str(max(128, max(counts) + 16))
+    host = start_host(env={"HOST_SSE_MAX_STREAMS": streams, "HOST_SSE_QUEUE_DEPTH": "4096"})
     emitter = Emitter(host)
     try:
-        print(f"host on :{host.mgmt_port}, cores={os.cpu_count()}, events per run={args.events}")
+        load = os.getloadavg()
+        print(
+            f"host on :{host.mgmt_port}, cores={os.cpu_count()}, events per run={args.events}, "
+            f"subscribers in client processes of {PER_PROCESS} at most, "
+            f"load average {load[0]:.1f} {load[1]:.1f} {load[2]:.1f}"
+        )
         floor = redis_floor(f"unix://{host.state_dir / 'redis.sock'}")
         print(f"baseline  bare Redis pub→sub round trip      {fmt(floor)}")
-        for n_subs in (1, 10, 100):
+        for n_subs in counts:
             sinks, _ = asyncio.run(run_subscribers(host, n_subs, emitter.emit, args.events, 20.0))
             lat = [ms for sink in sinks for _, ms in sink]
             print(f"emit→SSE  {n_subs:3d} subscriber(s), 20 ms apart    {fmt(lat)}")
@@ -196,8 +248,11 @@ def main() -> None:
             f"{rate:,.0f} events/s each ({rate * 10:,.0f} frames/s total), "
             f"{'no loss, in order' if complete else 'LOSS OR DISORDER'}"
         )
-        hooks = hook_latency(host, emitter, min(args.events, 100))
-        print(f"event→hook process start (sh + date)     {fmt(hooks)}")
+        if not args.no_hooks:
+            hooks = hook_latency(host, emitter, min(args.events, 100))
+            print(f"event→hook process start (sh + date)     {fmt(hooks)}")
+        load = os.getloadavg()
+        print(f"load average at the end {load[0]:.1f} {load[1]:.1f} {load[2]:.1f}")
     finally:
         emitter.close()
         host.stop()
