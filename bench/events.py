@@ -118,7 +118,7 @@ async def subscriber(client, url, headers, want: int, sink: list, ready: asyncio
                     return
 
 
-async def _client_streams(cafile, url, token, n_subs, n_events, ready_q, go, out_q):
+async def _client_streams(cafile, url, token, n_subs, n_events, ready_q, out_q):
     import ssl
 
     ctx = ssl.create_default_context(cafile=cafile)
@@ -161,7 +161,7 @@ async def run_subscribers(host, n_subs: int, emit, n_events: int, interval_ms: f
     procs = [
         spawn.Process(
             target=client_process,
-            args=(str(host.cert_path), url, host.mgmt_token, k, n_events, ready_q, None, out_q),
+            args=(str(host.cert_path), url, host.mgmt_token, k, n_events, ready_q, out_q),
         )
         for k in shares
     ]
