@@ -19,20 +19,34 @@ def test_filecache_parses_once_per_version_and_sees_a_same_size_edit(tmp_path):
         return raw.decode()
 
     path.write_text("aaaa")
+    past = path.stat().st_mtime_ns - 10**9  # settled: older than SETTLE_NS
+    os.utime(path, ns=(past, past))
     assert filecache.parsed(path, parse) == "aaaa"
     assert filecache.parsed(path, parse) == "aaaa"
     assert len(calls) == 1
     path.write_text("bbbb")  # same size, in place: the mtime moves
-    st = path.stat()
-    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns + 1))
+    os.utime(path, ns=(past + 1, past + 1))
     assert filecache.parsed(path, parse) == "bbbb"
     tmp = tmp_path / "g.json"
     tmp.write_text("cccc")
-    os.utime(tmp, ns=(st.st_atime_ns, st.st_mtime_ns + 1))  # same size and mtime, new inode
+    os.utime(tmp, ns=(past + 1, past + 1))  # same size and mtime, new inode
     tmp.replace(path)
     assert filecache.parsed(path, parse) == "cccc"
+    assert len(calls) == 3
+
+
+def test_filecache_reads_a_file_changed_within_one_clock_tick_every_time(tmp_path):
+    """Same inode, size and mtime, other bytes (two writes in one tick of the file clock):
+    a file that has not settled yet is never served from the cache."""
+    path = tmp_path / "young"
+    path.write_text("one")
+    st = path.stat()
+    assert filecache.parsed(path, bytes.decode) == "one"
+    path.write_text("two")
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))  # looks exactly like the first
+    assert filecache.parsed(path, bytes.decode) == "two"
     path.unlink()
-    assert filecache.parsed(path, parse, missing={}) == {}
+    assert filecache.parsed(path, bytes.decode, missing={}) == {}
 
 
 def test_filecache_bad_version_reads_missing_until_fixed(tmp_path):
