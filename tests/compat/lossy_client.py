@@ -1,10 +1,10 @@
 """Run as a script: the real client streams from our StreamSession through a lossy UDP relay.
 
-This kernel has no ``netem`` (and the tests may not use netns), so loss is made in user space:
-the host's SETUP reply names the relay's port as the video port, the relay forwards the
-client's pings to the host and the host's video datagrams back, dropping a seeded share of the
-video. The host runs with adaptive bitrate on. Prints one JSON line: what the client received
-and how the host's rate and FEC moved (sampled every 0.25 s).
+This kernel has no ``netem`` (and the tests may not use netns), so loss is made in user space
+(tests/support/netem_relay.py): the host's SETUP reply names the relay's port as the video
+port, the relay forwards the client's pings to the host and the host's video datagrams back,
+dropping a seeded share of the video. The host runs with adaptive bitrate on. Prints one JSON
+line: what the client received and how the host's rate and FEC moved (sampled every 0.25 s).
 
 Usage: lossy_client.py SECONDS DROP_PCT [SEED]
 """
@@ -12,54 +12,12 @@ Usage: lossy_client.py SECONDS DROP_PCT [SEED]
 from __future__ import annotations
 
 import json
-import random
-import select
-import socket
 import sys
 import threading
 import time
 
 from tests.compat.e2e_client import loopback_launch, pattern
-
-
-class LossyRelay:
-    """client <-> relay_port (here) <-> host video port; drops ``drop_pct`` % of the video."""
-
-    def __init__(self, host_port: int, drop_pct: float, seed: int):
-        self.front = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-        self.front.bind(("127.0.0.1", 0))
-        self.back = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-        self.back.bind(("127.0.0.1", 0))
-        self.port = self.front.getsockname()[1]
-        self.host = ("127.0.0.1", host_port)
-        self.rng = random.Random(seed)
-        self.drop = drop_pct / 100
-        self.client = None
-        self.forwarded = self.dropped = 0
-        self.stop = threading.Event()
-        self.thread = threading.Thread(target=self._run, daemon=True)
-        self.thread.start()
-
-    def _run(self) -> None:
-        while not self.stop.is_set():
-            ready, _, _ = select.select([self.front, self.back], [], [], 0.05)
-            for sock in ready:
-                data, addr = sock.recvfrom(65535)
-                if sock is self.front:  # the client's pings go on to the host
-                    self.client = addr
-                    self.back.sendto(data, self.host)
-                elif self.client is not None:
-                    if self.rng.random() < self.drop:
-                        self.dropped += 1
-                    else:
-                        self.forwarded += 1
-                        self.front.sendto(data, self.client)
-
-    def close(self) -> None:
-        self.stop.set()
-        self.thread.join(2)
-        self.front.close()
-        self.back.close()
+from tests.support.netem_relay import Impairment, UdpRelay
 
 
 def main() -> None:
@@ -76,7 +34,7 @@ def main() -> None:
         adaptive_min_kbps=2000,
     )
     host = StreamSession(launch, pattern)
-    relay = LossyRelay(launch.video_port, drop_pct, seed)
+    relay = UdpRelay(("127.0.0.1", launch.video_port), Impairment(loss_pct=drop_pct, seed=seed))
     host.rtsp.video_port = relay.port  # the SETUP reply sends the client to the relay
     host.start()
     client = StreamingSession()

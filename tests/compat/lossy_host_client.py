@@ -4,9 +4,9 @@ through a lossy relay on 127.0.0.2.
 The host listens on 127.0.0.1 only. The client's HTTPS calls go straight to it (so the
 session belongs to 127.0.0.1), but its stream connects to 127.0.0.2, where this script relays
 RTSP (TCP) and the control, video and audio ports (UDP) to 127.0.0.1, dropping a seeded share
-of the host's video datagrams. This kernel has no ``netem``; this is the user-space stand-in.
-Prints one JSON line: frames received and the relay's counts (the test reads the host's side
-from `/api/stream/network-stats` meanwhile).
+of the host's video datagrams. This kernel has no ``netem``; tests/support/netem_relay.py is
+the user-space stand-in. Prints one JSON line: frames received and the relay's counts (the test
+reads the host's side from `/api/stream/network-stats` meanwhile).
 
 A 320x180 patch of fresh noise is drawn into the session's display 30 times a second, so the
 encoder has to spend its whole rate (a still desktop would fit in a datagram a frame).
@@ -17,98 +17,20 @@ Usage: lossy_host_client.py BASE_PORT CONFIG_DIR SECONDS DROP_PCT SEED URL TOKEN
 from __future__ import annotations
 
 import json
-import random
 import secrets
-import select
-import socket
 import sys
 import threading
 import time
 
+from tests.support.netem_relay import Impairment, TcpRelay, UdpRelay
+
 RELAY_IP = "127.0.0.2"
 
 
-class UdpRelay:
-    """One UDP port: client <-> RELAY_IP:port <-> 127.0.0.1:port, dropping host->client."""
-
-    def __init__(self, port: int, drop_pct: float = 0.0, seed: int = 0):
-        self.front = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-        self.front.bind((RELAY_IP, port))
-        self.back = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-        self.back.bind(("127.0.0.1", 0))
-        self.host = ("127.0.0.1", port)
-        self.drop, self.rng = drop_pct / 100, random.Random(seed)
-        self.client = None
-        self.forwarded = self.dropped = 0
-        self.stop = threading.Event()
-        self.thread = threading.Thread(target=self._run, daemon=True)
-        self.thread.start()
-
-    def _run(self) -> None:
-        while not self.stop.is_set():
-            ready, _, _ = select.select([self.front, self.back], [], [], 0.05)
-            for sock in ready:
-                try:
-                    data, addr = sock.recvfrom(65535)
-                except OSError:
-                    continue
-                if sock is self.front:
-                    self.client = addr
-                    self.back.sendto(data, self.host)
-                elif self.client is not None:
-                    if self.drop and self.rng.random() < self.drop:
-                        self.dropped += 1
-                        continue
-                    self.forwarded += 1
-                    self.front.sendto(data, self.client)
-
-    def close(self) -> None:
-        self.stop.set()
-        self.thread.join(2)
-        self.front.close()
-        self.back.close()
-
-
-class TcpRelay:
-    """RTSP: each connection to RELAY_IP:port is piped to 127.0.0.1:port (half-closes too)."""
-
-    def __init__(self, port: int):
-        self.listener = socket.create_server((RELAY_IP, port))
-        self.listener.settimeout(0.1)
-        self.port = port
-        self.stop = threading.Event()
-        self.thread = threading.Thread(target=self._run, daemon=True)
-        self.thread.start()
-
-    def _run(self) -> None:
-        while not self.stop.is_set():
-            try:
-                conn, _ = self.listener.accept()
-            except (TimeoutError, OSError):
-                continue
-            threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
-
-    def _serve(self, conn: socket.socket) -> None:
-        with conn, socket.create_connection(("127.0.0.1", self.port), timeout=10,
-                                            source_address=("127.0.0.1", 0)) as up:  # fmt: skip
-            ends = {conn: up, up: conn}
-            open_ = {conn, up}
-            while open_:
-                ready, _, _ = select.select(list(open_), [], [], 5)
-                if not ready:
-                    return
-                for sock in ready:
-                    data = sock.recv(65536)
-                    if data:
-                        ends[sock].sendall(data)
-                    else:
-                        open_.discard(sock)
-                        ends[sock].shutdown(socket.SHUT_WR)
-
-    def close(self) -> None:
-        self.stop.set()
-        self.thread.join(2)
-        self.listener.close()
+def relay_udp(port: int, drop_pct: float = 0.0, seed: int = 0) -> UdpRelay:
+    """RELAY_IP:port <-> 127.0.0.1:port, dropping a share of the host's datagrams."""
+    imp = Impairment(loss_pct=drop_pct, seed=seed)
+    return UdpRelay(("127.0.0.1", port), imp, front=(RELAY_IP, port))
 
 
 def noise(x_display: str, stop: threading.Event) -> None:
@@ -142,8 +64,8 @@ def main() -> None:
     seconds, drop_pct, seed = float(sys.argv[3]), float(sys.argv[4]), int(sys.argv[5])
     from tests.support.client import x_display_of_session
 
-    relays = [TcpRelay(base + 21), UdpRelay(base + 10), UdpRelay(base + 11),
-              UdpRelay(base + 9, drop_pct, seed)]  # fmt: skip
+    relays = [TcpRelay((RELAY_IP, base + 21), ("127.0.0.1", base + 21)), relay_udp(base + 10),
+              relay_udp(base + 11), relay_udp(base + 9, drop_pct, seed)]  # fmt: skip
     video = relays[-1]
     http = NvHTTP("127.0.0.1", Identity(config_dir), http_port=base, https_port=base - 5)
     desktop = next(a for a in http.get_app_list() if a.name == "Desktop")
