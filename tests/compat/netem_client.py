@@ -1,0 +1,122 @@
+"""Run as a script: the real client streams from our StreamSession over an impaired link.
+
+The video goes through tests/support/netem_relay.py (loss, 20 ms jitter, reordering, seeded):
+the SETUP reply names the relay's port, the relay passes the client's pings and reports on to
+the host and the host's datagrams back through the impairment. What the test reads:
+
+* `decoded` and `freeze_max_s`: every frame the client hands over is decoded (libavcodec), and
+  the longest wall-clock gap between two decoded frames (the start of the window and its end
+  count as frames), i.e. the longest the picture would stand still;
+* `fec_recovered`: frames delivered whole although the relay dropped one of their datagrams
+  (the client rebuilt them from the FEC shards; the frame index is in each datagram's header);
+* `idr_frames` / `lost_frames`: frames the FEC could not rebuild, which the client reported
+  (IDR request or reference-frame invalidation) and the host answered with a key frame.
+
+Usage: netem_client.py SECONDS LOSS_PCT [JITTER_MS REORDER_PCT SEED WIDTH HEIGHT FPS]
+Prints one JSON line.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+import sys
+import threading
+import time
+
+from tests.compat.e2e_client import loopback_launch, pattern
+from tests.support.netem_relay import Impairment, UdpRelay
+
+WARM_S = 1.0  # the first IDR and the decoder's start are not a freeze
+
+
+def frame_index(head: bytes) -> int | None:
+    """The frame a video datagram belongs to (RTP 12 + extension 4 + packet index 4 bytes)."""
+    return struct.unpack("<I", head[20:24])[0] if len(head) >= 24 else None
+
+
+def longest_freeze(times: list[float], start: float, end: float) -> float:
+    marks = [start, *[t for t in times if start <= t <= end], end]
+    return max(b - a for a, b in zip(marks, marks[1:], strict=False))
+
+
+def main() -> None:
+    import av
+    from moonlight_python.config import StreamConfig
+    from moonlight_python.stream import StreamingSession
+
+    from compat.engine.session import StreamSession
+
+    seconds, loss = float(sys.argv[1]), float(sys.argv[2])
+    rest = [float(v) for v in sys.argv[3:]]
+    jitter, reorder, seed, w, h, fps = rest + [20, 5, 21, 640, 360, 30][len(rest) :]
+    w, h, fps, seed = int(w), int(h), int(fps), int(seed)
+    launch, key, iv = loopback_launch()  # a real launch's defaults: 20 % FEC, fixed rate
+    host = StreamSession(launch, pattern)
+    imp = Impairment(loss_pct=loss, jitter_ms=jitter, reorder_pct=reorder, seed=seed)
+    relay = UdpRelay(("127.0.0.1", launch.video_port), imp)
+    host.rtsp.video_port = relay.port  # the SETUP reply sends the client to the relay
+    host.start()
+    client = StreamingSession()
+    client.start(
+        address="127.0.0.1",
+        app_version="7.1.431.-1",
+        gfe_version="3.23.0.74",
+        server_codec_mode_support=1,
+        rtsp_session_url=f"rtsp://127.0.0.1:{launch.rtsp_port}",
+        config=StreamConfig(width=w, height=h, fps=fps, bitrate_kbps=6000),
+        ri_aes_key=key,
+        ri_aes_iv=iv,
+        capture_audio=False,
+    )
+    frames: list = []
+
+    def pull() -> None:
+        while (raw := client.pull_frame()) is not None:
+            frames.append((time.monotonic(), raw.frame_number, raw.frame_type, raw.annex_b_data))
+
+    puller = threading.Thread(target=pull, daemon=True)
+    puller.start()
+    t0 = time.monotonic()
+    time.sleep(seconds)
+    end = time.monotonic()
+    host.stop("host")
+    client.stop()
+    client.wake()
+    puller.join(2)
+    relay.close()
+    decoder = av.CodecContext.create("h264", "r")
+    decoded_at = []
+    for at, _, _, data in frames:
+        try:
+            if decoder.decode(av.Packet(data)):
+                decoded_at.append(at)
+        except av.AVError:
+            pass
+    hit = {i for i in map(frame_index, relay.dropped_heads) if i is not None}
+    delivered = {n for _, n, _, _ in frames}
+    start = (decoded_at[0] if decoded_at else t0) + WARM_S
+    _, _, lost_frames = host.loss.snapshot()
+    print(json.dumps({
+        "loss_pct": loss, "jitter_ms": jitter, "reorder_pct": reorder,
+        "seconds": seconds, "mode": f"{w}x{h}x{fps}",
+        "host_frames_sent": host.stats.frames_sent,
+        "frames": len(frames),
+        "decoded": len(decoded_at),
+        "fps": round(len([t for t in decoded_at if t >= start]) / max(end - start, 0.1), 1),
+        "freeze_max_s": round(longest_freeze(decoded_at, start, end), 3),
+        "frames_hit": len(hit),
+        "fec_recovered": len(hit & delivered),
+        "frames_unrecovered": len(hit - delivered),
+        "idr_frames": host.stats.idr_frames,
+        "lost_frames": lost_frames,
+        "relay_forwarded": relay.forwarded,
+        "relay_dropped": relay.dropped,
+        "relay_reordered": relay.reordered,
+        "frames_last_2s": len([t for t in decoded_at if t > end - 2]),
+        "stop_reason": host.stop_reason,
+    }))  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()
