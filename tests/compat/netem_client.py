@@ -35,9 +35,11 @@ def frame_index(head: bytes) -> int | None:
     return struct.unpack("<I", head[20:24])[0] if len(head) >= 24 else None
 
 
-def longest_freeze(times: list[float], start: float, end: float) -> float:
+def longest_freeze(times: list[float], start: float, end: float) -> tuple[float, float]:
+    """(longest gap, when it began, seconds after `start`)."""
     marks = [start, *[t for t in times if start <= t <= end], end]
-    return max(b - a for a, b in zip(marks, marks[1:], strict=False))
+    gap, at = max((b - a, a) for a, b in zip(marks, marks[1:], strict=False))
+    return gap, at - start
 
 
 def main() -> None:
@@ -56,6 +58,9 @@ def main() -> None:
     imp = Impairment(loss_pct=loss, jitter_ms=jitter, reorder_pct=reorder, seed=seed)
     relay = UdpRelay(("127.0.0.1", launch.video_port), imp)
     host.rtsp.video_port = relay.port  # the SETUP reply sends the client to the relay
+    asked: list[float] = []  # when the host heard the client report a lost frame
+    frame_lost = host.loss.frame_lost
+    host.loss.frame_lost = lambda: (asked.append(time.monotonic()), frame_lost())[1]
     host.start()
     client = StreamingSession()
     client.start(
@@ -86,17 +91,20 @@ def main() -> None:
     puller.join(2)
     relay.close()
     decoder = av.CodecContext.create("h264", "r")
-    decoded_at = []
-    for at, _, _, data in frames:
+    decoded_at, numbers = [], []
+    for at, number, _, data in frames:
         try:
             if decoder.decode(av.Packet(data)):
                 decoded_at.append(at)
+                numbers.append(number)
         except av.AVError:
             pass
     hit = {i for i in map(frame_index, relay.dropped_heads) if i is not None}
     delivered = {n for _, n, _, _ in frames}
     start = (decoded_at[0] if decoded_at else t0) + WARM_S
     _, _, lost_frames = host.loss.snapshot()
+    freeze, freeze_at = longest_freeze(decoded_at, start, end)
+    after = next((i for i, t in enumerate(decoded_at) if t > start + freeze_at), None)
     print(json.dumps({
         "loss_pct": loss, "jitter_ms": jitter, "reorder_pct": reorder,
         "seconds": seconds, "mode": f"{w}x{h}x{fps}",
@@ -104,7 +112,12 @@ def main() -> None:
         "frames": len(frames),
         "decoded": len(decoded_at),
         "fps": round(len([t for t in decoded_at if t >= start]) / max(end - start, 0.1), 1),
-        "freeze_max_s": round(longest_freeze(decoded_at, start, end), 3),
+        "freeze_max_s": round(freeze, 3),
+        "freeze_at_s": round(freeze_at, 2),
+        # The frames either side of the longest freeze (a gap in numbers: frames lost).
+        "freeze_frames": numbers[max(0, (after or 1) - 1) : (after or 0) + 1],
+        "idr_times_s": [round(t - start, 2) for t, _, k, _ in frames if k == 1],
+        "loss_reports_s": [round(t - start, 2) for t in asked],
         "frames_hit": len(hit),
         "fec_recovered": len(hit & delivered),
         "frames_unrecovered": len(hit - delivered),

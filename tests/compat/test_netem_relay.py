@@ -72,11 +72,21 @@ def test_jitter_delays_within_bounds_and_reorders():
 
 def test_each_delay_is_the_base_plus_jitter_and_a_reordered_one_is_held_back_more():
     relay = UdpRelay(("127.0.0.1", 9), Impairment(delay_ms=30, jitter_ms=20, reorder_pct=25))
-    delays = [relay._delay() for _ in range(4000)]
+    draws = [relay._delay() for _ in range(4000)]
     relay.close()
-    assert all(0.030 <= d <= 0.070 for d in delays)
-    held = [d for d in delays if d > 0.050]  # only a held-back datagram passes base + jitter
-    assert 0.15 < len(held) / len(delays) < 0.30, len(held)  # ~25 % x the held ones above 50
+    assert all(0.030 <= d <= 0.050 for d, held in draws if not held)
+    assert all(0.050 <= d <= 0.070 for d, held in draws if held)
+    assert 0.21 < sum(held for _, held in draws) / len(draws) < 0.29
     plain = UdpRelay(("127.0.0.1", 9))
-    assert plain._delay() == 0.0  # no impairment: sent at once
+    assert plain._delay() == (0.0, False)  # no impairment: sent at once
     plain.close()
+
+
+def test_jitter_alone_keeps_the_order():
+    host, relay, client, back = _pair(Impairment(delay_ms=5, jitter_ms=20))
+    got: list = []
+    for i in range(100):
+        host.sendto(str(i).encode(), back)
+    _receive(client, relay, 100, got)
+    relay.close()
+    assert [n for _, n in got] == list(range(100)) and relay.reordered == 0

@@ -6,9 +6,11 @@ reordering. The client is sent to the relay's port (a SETUP reply naming it, or 
 loopback address); the relay forwards the client's datagrams to the host untouched and the
 host's datagrams back through the impairment.
 
-Reordering follows netem's shape: a datagram is delayed by `delay_ms` plus a uniform share of
-`jitter_ms` (jitter alone reorders datagrams sent closer together than the jitter), and
-`reorder_pct` of them are held back one more `jitter_ms`, so later ones overtake them.
+Delay and reordering: a datagram is delayed by `delay_ms` plus a uniform share of `jitter_ms`,
+but never sent before the one ahead of it (jitter alone keeps the order, as a queue on a
+jittery link does, and as netem does with a rate; per-datagram jitter without that reorders
+two thirds of a frame's datagrams, a link no real path is). `reorder_pct` of the datagrams are
+instead held back one more `jitter_ms` outside that queue, so the ones behind overtake them.
 """
 
 from __future__ import annotations
@@ -53,18 +55,20 @@ class UdpRelay:
         self.dropped_heads: list[bytes] = []
         self._queue: list[tuple[float, int, bytes]] = []  # (due, arrival number, datagram)
         self._arrivals = self._last_sent = 0
+        self._last_due = 0.0
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self._run, daemon=True)
         self.thread.start()
 
-    def _delay(self) -> float:
+    def _delay(self) -> tuple[float, bool]:
+        """(seconds, held back out of order)."""
         imp = self.imp
         if not (imp.delay_ms or imp.jitter_ms):
-            return 0.0
+            return 0.0, False
         ms = imp.delay_ms + self.rng.uniform(0, imp.jitter_ms)
         if imp.reorder_pct and self.rng.random() < imp.reorder_pct / 100:
-            ms += imp.jitter_ms
-        return ms / 1000
+            return (ms + imp.jitter_ms) / 1000, True
+        return ms / 1000, False
 
     def _from_host(self, data: bytes) -> None:
         if self.client is None:
@@ -74,11 +78,14 @@ class UdpRelay:
             self.dropped_heads.append(data[:32])
             return
         self._arrivals += 1
-        delay = self._delay()
+        delay, held = self._delay()
         if not delay and not self._queue:
             self._send(self._arrivals, data)
-        else:
-            heapq.heappush(self._queue, (time.monotonic() + delay, self._arrivals, data))
+            return
+        due = time.monotonic() + delay
+        if not held:  # in the queue: not before the datagram ahead
+            due = self._last_due = max(due, self._last_due)
+        heapq.heappush(self._queue, (due, self._arrivals, data))
 
     def _send(self, arrival: int, data: bytes) -> None:
         if arrival < self._last_sent:
