@@ -368,6 +368,20 @@ def host_processes(supervisor_pid: int) -> dict[str, object]:
     return out
 
 
+def _sockets(pid: int) -> int:
+    """Open fds that are sockets (their number follows the connections open at that moment)."""
+    n = 0
+    try:
+        for fd in os.listdir(f"/proc/{pid}/fd"):
+            try:
+                n += os.readlink(f"/proc/{pid}/fd/{fd}").startswith("socket:")
+            except OSError:
+                continue
+    except OSError:
+        pass
+    return n
+
+
 def sample(supervisor_pid: int) -> dict[str, dict]:
     import psutil
 
@@ -376,7 +390,7 @@ def sample(supervisor_pid: int) -> dict[str, dict]:
         try:
             with p.oneshot():
                 out[role] = {"pid": p.pid, "rss_mb": round(p.memory_info().rss / 2**20, 1),
-                             "fds": p.num_fds()}  # fmt: skip
+                             "fds": p.num_fds(), "sockets": _sockets(p.pid)}  # fmt: skip
         except psutil.Error:
             continue
     return out
@@ -432,6 +446,8 @@ def growth(rows: list[dict]) -> dict:
             "rss_growth_pct": round(100 * (b["rss_mb"] - a["rss_mb"]) / max(a["rss_mb"], 0.1), 1),
             "fds": [a["fds"], b["fds"]],
             "fd_growth": b["fds"] - a["fds"],
+            # Files, pipes, eventfds: a leak here is a leak whatever the load does.
+            "file_fd_growth": (b["fds"] - b["sockets"]) - (a["fds"] - a["sockets"]),
         }
     return out
 
@@ -589,14 +605,14 @@ def run(minutes: float, window_s: float = 60.0, rps: int = 200, subscribers: int
 def print_summary(report: dict) -> None:
     print(f"\nerrors over the run: {report['errors_total'] or 'none'}")
     print("growth, minute 2 -> last (long-lived processes):")
-    print(f"  {'role':<24} {'rss MB':>16} {'rss %':>7} {'fds':>10} {'fd +':>5}")
+    print(f"  {'role':<24} {'rss MB':>16} {'rss %':>7} {'fds':>10} {'fd +':>5} {'file fd +':>9}")
     for role, g in report["growth"].items():
         if g.get("restarted"):
             print(f"  {role:<24} RESTARTED")
             continue
         print(f"  {role:<24} {g['rss_mb'][0]:>7.1f} -> {g['rss_mb'][1]:>6.1f} "
               f"{g['rss_growth_pct']:>6.1f}% {g['fds'][0]:>4} -> {g['fds'][1]:>3} "
-              f"{g['fd_growth']:>5}")  # fmt: skip
+              f"{g['fd_growth']:>5} {g['file_fd_growth']:>9}")  # fmt: skip
 
 
 def main() -> None:
