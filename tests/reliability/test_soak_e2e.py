@@ -21,7 +21,8 @@ import pytest
 
 from bench import soak
 
-pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+# Host start (over a minute on a loaded 2-core box), 4 x 30 s of load, the stop.
+pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.timeout(540)]
 
 WINDOWS = 4
 WINDOW_S = 30.0
