@@ -349,6 +349,8 @@ class StreamSession:
                     log.warning("control stream: %s", e)
                     self._end("protocol_error")
                     break
+                # GAP: no key frame for a client stuck without asking (moonlight-common-c
+                # without reference-frame invalidation, after reordered video; docs/gaps.md).
                 if actions.idr_requested:
                     self._idr.set()
                     if self.stats.frames_sent:  # after the start message: a frame was lost

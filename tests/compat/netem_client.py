@@ -19,6 +19,7 @@ Prints one JSON line.
 from __future__ import annotations
 
 import json
+import os
 import struct
 import sys
 import threading
@@ -62,7 +63,12 @@ def main() -> None:
     frame_lost = host.loss.frame_lost
     host.loss.frame_lost = lambda: (asked.append(time.monotonic()), frame_lost())[1]
     host.start()
-    client = StreamingSession()
+    if os.environ.get("NETEM_MCC_LOG"):  # the client library's own lines, to read a freeze
+        from tests.support.mcc_log import LoggingSession
+
+        client = LoggingSession()
+    else:
+        client = StreamingSession()
     client.start(
         address="127.0.0.1",
         app_version="7.1.431.-1",
@@ -128,6 +134,7 @@ def main() -> None:
         "relay_reordered": relay.reordered,
         "frames_last_2s": len([t for t in decoded_at if t > end - 2]),
         "stop_reason": host.stop_reason,
+        "mcc_log": [(round(t - start, 2), m) for t, m in getattr(client, "log", [])],
     }))  # fmt: skip
 
 
