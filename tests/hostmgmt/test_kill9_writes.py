@@ -79,10 +79,17 @@ def test_kill_9_mid_write_leaves_the_old_or_the_new_document(kind, tmp_path):
             server.stdin.write("round\n")
             server.stdin.flush()
             pid = int(server.stdout.readline().split()[1])
-            assert server.stdout.readline().strip() == "w"  # one write done: kill after it
-            time.sleep(rng.uniform(0.0, 0.3))  # mid-write, between two writes, or mid-run
-            os.kill(pid, signal.SIGKILL)
-            writes = 1
+            # Kill after a random count of completed writes (the writer runs on meanwhile, so
+            # the kill lands mid-write or between two), not after a random time: on a quiet
+            # machine 100 writes take less than the old 0.3 s window.
+            writes = rng.randint(1, w.WRITES // 2)
+            for _ in range(writes):
+                assert server.stdout.readline().strip() == "w"
+            time.sleep(rng.uniform(0.0, 0.002))
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass  # it finished first: counted below, and the last check wants a real kill
             while (line := server.stdout.readline().strip()) != "reaped":
                 assert line == "w", line
                 writes += 1
