@@ -27,9 +27,14 @@ PACKET_OUTGOING = 4
 
 
 class VideoSniffer:
-    """UDP payloads sent from ``port`` on ``lo`` (each datagram once: outgoing copies skipped)."""
+    """UDP payloads sent from ``port`` on ``lo`` (each datagram once: outgoing copies skipped).
 
-    def __init__(self, port: int):
+    The host sends a frame's datagrams in UDP segmentation offload batches (one `sendmsg` per
+    batch, `compat.engine.session.send_datagrams`); on ``lo`` the tap sees a batch before the
+    kernel cuts it, so a payload longer than ``segment`` is cut here the way the kernel cuts it
+    for the receiver (every ``segment`` bytes, the last piece shorter)."""
+
+    def __init__(self, port: int, segment: int):
         try:
             self.sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ALL))
         except (PermissionError, AttributeError):
@@ -37,6 +42,8 @@ class VideoSniffer:
         self.sock.bind(("lo", 0))
         self.sock.settimeout(0.2)
         self.port = port
+        self.segment = segment
+        self.batches = 0
         self.payloads: list[bytes] = []
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self._run, daemon=True)
@@ -54,9 +61,15 @@ class VideoSniffer:
             ihl = (ip[0] & 0x0F) * 4
             if ip[9] != socket.IPPROTO_UDP:
                 continue
-            src_port, _, length = struct.unpack_from(">HHH", ip, ihl)
+            src_port = struct.unpack_from(">H", ip, ihl)[0]
             if src_port == self.port:
-                self.payloads.append(bytes(ip[ihl + 8 : ihl + length]))
+                # The IP header's total length covers a whole GSO batch too.
+                total = struct.unpack_from(">H", ip, 2)[0] or len(ip)
+                payload = bytes(ip[ihl + 8 : total])
+                if len(payload) > self.segment:
+                    self.batches += 1
+                seg = self.segment
+                self.payloads += [payload[i : i + seg] for i in range(0, len(payload), seg)]
 
     def close(self) -> list[bytes]:
         self.stop.set()
@@ -75,7 +88,7 @@ def test_required_encryption_refuses_old_clients_and_encrypts_every_video_datagr
         # A client without corever cannot encrypt: refused before anything starts.
         xml = ml.https("launch", f"appid={desktop}&mode=640x360x30&{KEYS}")
         assert status_of(xml) == 403 and "requires encryption" in xml, xml
-        sniffer = VideoSniffer(host.base_port + 9)
+        sniffer = VideoSniffer(host.base_port + 9, segment=1360 + 16 + 32)
         try:
             proc = run_client(host, tmp_path / "ml", 640, 360, 30, 4, "quit", draw=False)
             r = client_result(proc)

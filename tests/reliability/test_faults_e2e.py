@@ -86,6 +86,8 @@ def parts(host) -> dict[str, psutil.Process]:
         "celery-hooks": lambda c: f"hooks-{base}@%h" in c,
         "compat": lambda c: "run_compat_plane" in c,
         "sessions": lambda c: "streaming.sessions.manager" in c,
+        "sentinel": lambda c: "hostmgmt.supervisor.sentinel" in c,
+        "plugins": lambda c: "plugins.runner" in c,
     }
     found = {}
     for child in psutil.Process(host.proc.pid).children():
