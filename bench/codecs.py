@@ -161,7 +161,7 @@ def one(codec: str, width: int, height: int, fps: int, seconds: float, kbps: int
     client.stop()
     client.wake()
     puller.join(5)
-    enc = host.stats.encode_ms
+    enc = host.stats.encode_ms.values()
     return {
         "codec": codec,
         "mode": f"{width}x{height}@{fps}",

@@ -125,8 +125,9 @@ class CompatSession:
         self._cursor: dict = {}
         self.frames = 0
         self.bytes = 0
-        self.rtt: list[int] = []
-        self.encode_ms: list[float] = []
+        # Finished streams' (count, sum) of RTT and encode samples, for the record's averages.
+        self.rtt: tuple[int, float] = (0, 0.0)
+        self.encode_ms: tuple[int, float] = (0, 0.0)
         self._lock = threading.Lock()
 
     @property
@@ -258,7 +259,7 @@ class CompatSession:
         self.stream.start()
         self.armed_at = time.monotonic()
         cap = self.capture.capture_ms
-        self._cursor = {"cap_base": len(cap), "enc": 0, "bytes": 0, "frames": 0}
+        self._cursor = {"cap_base": cap.count, "enc": 0, "bytes": 0, "frames": 0}
         self.publish("armed" if not self.stream_started else "streaming")
 
     def replace_stream(self, arm: dict) -> None:
@@ -287,17 +288,18 @@ class CompatSession:
         s = stream.stats
         self.frames += s.frames_sent
         self.bytes += s.bytes_sent
-        self.rtt += s.rtt_ms
-        self.encode_ms += s.encode_ms
+        self.rtt = _plus(self.rtt, s.rtt_ms.tally())
+        self.encode_ms = _plus(self.encode_ms, s.encode_ms.tally())
 
-    def totals(self) -> tuple[int, int, list, list]:
-        """The session's counters for the record (a live stream's are not folded in yet)."""
+    def totals(self) -> tuple[int, int, tuple, tuple]:
+        """The session's counters for the record (a live stream's are not folded in yet):
+        frames, bytes, and the (count, sum) of encode and RTT samples."""
         frames, nbytes, enc, rtt = self.frames, self.bytes, self.encode_ms, self.rtt
         stream = self.stream
         if stream is not None:
             s = stream.stats
             frames, nbytes = frames + s.frames_sent, nbytes + s.bytes_sent
-            enc, rtt = enc + s.encode_ms, rtt + s.rtt_ms
+            enc, rtt = _plus(enc, s.encode_ms.tally()), _plus(rtt, s.rtt_ms.tally())
         return frames, nbytes, enc, rtt
 
     def watch(self) -> None:
@@ -413,18 +415,20 @@ class CompatSession:
     def _feed_latency(self, stream: StreamSession) -> None:
         """Frame i of this stream: capture i (since arming) and encode i, for /stream/latency."""
         cur, cap, enc = self._cursor, self.capture.capture_ms, stream.stats.encode_ms
-        for i in range(cur["enc"], len(enc)):
+        for i in range(max(cur["enc"], enc.count - len(enc.values())), enc.count):
             j = cur["cap_base"] + i
-            if j < len(cap):
-                self.core.latency(cap[j], enc[i])
-        cur["enc"] = len(enc)
+            if j < cap.count:
+                capture_ms, encode_ms = cap.at(j), enc.at(i)
+                if capture_ms is not None and encode_ms is not None:
+                    self.core.latency(capture_ms, encode_ms)
+        cur["enc"] = enc.count
 
     def _sample(self, stream: StreamSession, dt: float) -> None:
         s, sent = stream.stats, self._cursor
         kbps = (s.bytes_sent - sent["bytes"]) * 8 / 1000 / dt
-        new_enc = s.encode_ms[sent["frames"] :]
-        sent["bytes"], sent["frames"] = s.bytes_sent, len(s.encode_ms)
-        rtt = s.rtt_ms[-1] if s.rtt_ms else None
+        new_enc = s.encode_ms.since(sent["frames"])
+        sent["bytes"], sent["frames"] = s.bytes_sent, s.encode_ms.count
+        rtt = s.rtt_ms.last
         params = stream.rtsp.params
         if params is not None:
             self.core.extra.update(
@@ -509,3 +513,7 @@ def main(spec: dict) -> int:
     sys.stdout.close()
     run(spec)
     return 0
+
+
+def _plus(a: tuple[int, float], b: tuple[int, float]) -> tuple[int, float]:
+    return a[0] + b[0], a[1] + b[1]

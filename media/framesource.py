@@ -17,6 +17,8 @@ import time
 
 import numpy as np
 
+from hostmgmt.lib.samples import Samples
+
 log = logging.getLogger("streaming.sessions")
 
 LOST_AFTER_S = 3.0  # every grab failing this long: the display is gone (the session ends)
@@ -60,7 +62,7 @@ class DisplayCapture:
         self.x_display = x_display
         self.what = f"X display {x_display}"
         self.region = dict(region) if region else None
-        self.capture_ms: list[float] = []
+        self.capture_ms = Samples()
         self.failures = 0
         self.failing_since: float | None = None  # first failure of the current run of them
         self._sct = None
@@ -124,7 +126,7 @@ class WaylandCapture:
         self.wayland_socket, self.output = wayland_socket, output
         self.x_display = ""  # the X path's name, kept for callers that read it
         self.what = f"output {output} of the compositor at {wayland_socket}"
-        self.capture_ms: list[float] = []
+        self.capture_ms = Samples()
         self.failures = 0
         self.failing_since: float | None = None
         self._cap = None

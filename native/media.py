@@ -62,6 +62,7 @@ def encoder_main(
     interval = 1.0 / fps
     next_t = time.monotonic()
     last_idr = 0.0
+    captured = 0
     try:
         while not stop.is_set():
             now = time.monotonic()
@@ -70,8 +71,9 @@ def encoder_main(
             next_t = max(next_t + interval, time.monotonic() - interval)
             t_cap = time.time()
             frame = capture(width, height)  # BGRA, at the stream's size
-            capture_ms = capture.capture_ms[-1] if capture.capture_ms else None
-            capture.capture_ms.clear()
+            times = capture.capture_ms
+            capture_ms = times.last if times.count != captured else None  # this grab's own
+            captured = times.count
             if capture.lost():
                 if lost is not None:
                     lost.set()

@@ -501,14 +501,15 @@ class NativePeer:
         self._f, self._b = frames, nbytes
         return now
 
-    def totals(self) -> tuple[int, int, list, list]:
-        """The session's counters for the record (encode and RTT: the per-second samples)."""
+    def totals(self) -> tuple[int, int, tuple, tuple]:
+        """The session's counters for the record: frames, bytes, and the (count, sum) of the
+        per-second encode and RTT samples."""
         video = self.video
         frames, nbytes = (video.frames, video.bytes) if video is not None else (0, 0)
         samples = self.core.samples
         enc = [x["encode_ms"] for x in samples if x.get("encode_ms") is not None]
         rtt = [x["rtt_ms"] for x in samples if x.get("rtt_ms") is not None]
-        return frames, nbytes, enc, rtt
+        return frames, nbytes, (len(enc), float(sum(enc))), (len(rtt), float(sum(rtt)))
 
     async def close(self) -> None:
         if self.closed:

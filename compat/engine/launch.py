@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from compat.codecs import H264_ONLY, Offer
+from hostmgmt.lib.samples import Samples
 
 CONTROL_TIMEOUT_S = 10.0  # no ENet traffic for this long: the client is gone
 
@@ -92,9 +93,9 @@ class SessionStats:
     frames_sent: int = 0
     idr_frames: int = 0
     bytes_sent: int = 0
-    encode_ms: list[float] = field(default_factory=list)
+    encode_ms: Samples = field(default_factory=Samples)
     audio_packets: int = 0
-    rtt_ms: list[int] = field(default_factory=list)  # ENet's smoothed RTT at each client ping
+    rtt_ms: Samples = field(default_factory=Samples)  # ENet's smoothed RTT at each client ping
     pace_mbps: float = 0.0  # the video pacer's rate for this client; 0 = one burst per frame
     target_kbps: int = 0  # the wire rate the video aims at now (adaptive bitrate moves it)
     fec_pct: int = 0  # the FEC share now

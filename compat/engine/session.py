@@ -512,7 +512,7 @@ class StreamSession:
     def _adapt(self, rate: adaptive.AdaptiveRate, encoder, packetizer) -> None:
         """At most once a second: the client's losses move the rate and the FEC share."""
         if self.stats.rtt_ms:
-            rate.rtt(self.stats.rtt_ms[-1])
+            rate.rtt(self.stats.rtt_ms.last)
         change = rate.tick()
         if change is None:
             return

@@ -14,6 +14,7 @@ import time
 
 import numpy as np
 
+from hostmgmt.lib.samples import Samples
 from media.wayland.client import Display, MissingGlobal, OutputInfo, ShmPool, WaylandError
 from media.wayland.protocols import (
     SCREENCOPY_Y_INVERT,
@@ -128,7 +129,7 @@ class ScreenCopy:
         self._pools: list[ShmPool | None] = [None, None]
         self._pending: _Frame | None = None
         self._last_index = 1
-        self.capture_ms: list[float] = []
+        self.capture_ms = Samples()
 
     @property
     def size(self) -> tuple[int, int]:

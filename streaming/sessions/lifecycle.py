@@ -215,11 +215,11 @@ class SessionCore:
         self.stream_start: datetime | None = None  # the open stream's wall-clock start
         # The totals and sample count when the last stream ended (zero before the first): the
         # open stream's record is the difference.
-        self._base: tuple = (0, 0, 0, 0)
+        self._base: tuple = (0, 0, (0, 0.0), (0, 0.0))
         self._sample_base = 0
         self.samples: list[dict] = []
         self.error = ""
-        self.totals = lambda: (0, 0, [], [])
+        self.totals = lambda: (0, 0, (0, 0.0), (0, 0.0))
         # What the stream encodes with: the codec negotiated and the encoder that opened
         # (`use_encoder`, the one place it is kept; the record and stream.started read it).
         self.codec = "h264"
@@ -373,9 +373,8 @@ class SessionCore:
         stream_webhooks.notify(stream_webhooks.END, record)
 
     def _counts(self) -> tuple:
-        """The plane's totals so far as (frames, bytes, encode samples, rtt samples) counts."""
-        frames, nbytes, enc, rtt = self.totals()
-        return frames, nbytes, len(enc), len(rtt)
+        """The plane's totals so far: frames, bytes, (count, sum) of encode and RTT samples."""
+        return self.totals()
 
     def _stats(self, fn, *args, **kwargs) -> None:
         """Live statistics are a view: a failure is logged once and never ends the stream."""
@@ -445,7 +444,9 @@ class SessionCore:
         began."""
         frames, nbytes, enc, rtt = self.totals()
         f0, b0, e0, r0 = self._base
-        frames, nbytes, enc, rtt = frames - f0, nbytes - b0, enc[e0:], rtt[r0:]
+        frames, nbytes = frames - f0, nbytes - b0
+        enc_n, enc_sum = enc[0] - e0[0], enc[1] - e0[1]
+        rtt_n, rtt_sum = rtt[0] - r0[0], rtt[1] - r0[1]
         span = 0.0
         if self.stream_t0 is not None:
             span = (self.stream_t1 or time.monotonic()) - self.stream_t0
@@ -462,8 +463,8 @@ class SessionCore:
             "height": self.height,
             "fps": self.fps,
             "avg_bitrate_kbps": round(nbytes * 8 / 1000 / span, 1) if span > 0 else 0.0,
-            "avg_rtt_ms": round(sum(rtt) / len(rtt), 2) if rtt else 0.0,
-            "avg_encode_ms": round(sum(enc) / len(enc), 2) if enc else 0.0,
+            "avg_rtt_ms": round(rtt_sum / rtt_n, 2) if rtt_n > 0 else 0.0,
+            "avg_encode_ms": round(enc_sum / enc_n, 2) if enc_n > 0 else 0.0,
             # Frames the target rate owed but the sender did not deliver (behind or capture late).
             "dropped_frames": max(0, int(span * self.fps) - frames) if span > 0 else 0,
             "error": self.error,

@@ -283,10 +283,10 @@ def main() -> None:
         "attack": attack,
         "last_frame_number": frames[-1].frame_number if frames else None,
         "stop_reason": host.stop_reason,
-        "encode_ms_p50": round(float(np.percentile(host.stats.encode_ms, 50)), 2)
+        "encode_ms_p50": round(float(np.percentile(host.stats.encode_ms.values(), 50)), 2)
         if host.stats.encode_ms
         else None,
-        "encode_ms_p99": round(float(np.percentile(host.stats.encode_ms, 99)), 2)
+        "encode_ms_p99": round(float(np.percentile(host.stats.encode_ms.values(), 99)), 2)
         if host.stats.encode_ms
         else None,
         "delivered_fps": round((len(frames) - 1) * 1e6 / span, 1) if (span := _span(frames)) else 0,

@@ -29,7 +29,8 @@ class Counters:
         self.rtt.append(rtt)
 
     def totals(self):
-        return self.frames, self.bytes, list(self.enc), list(self.rtt)
+        enc, rtt = (len(self.enc), sum(self.enc)), (len(self.rtt), sum(self.rtt))
+        return self.frames, self.bytes, enc, rtt
 
 
 @pytest.fixture
@@ -118,8 +119,10 @@ class StoppingStream:
         from compat.engine.launch import SessionStats
 
         self.session = session
-        self.stats = SessionStats(frames_sent=frames, bytes_sent=nbytes,
-                                  encode_ms=[4.0] * frames, rtt_ms=[6])  # fmt: skip
+        self.stats = SessionStats(frames_sent=frames, bytes_sent=nbytes)
+        for _ in range(frames):
+            self.stats.encode_ms.append(4.0)
+        self.stats.rtt_ms.append(6)
         self.stop_reason = None
 
     def stop(self, reason):
