@@ -21,14 +21,9 @@ import zipfile
 from email.parser import Parser
 from pathlib import Path
 
-from plugins import env
+from plugins import env, runner_control
 from plugins.store import conf, netfetch, provenance
 from plugins.store.jobs import Job
-
-try:  # provided by the runner's side (h-plugrun); absent in a build without the runner
-    from plugins import runner_control
-except ImportError:  # pragma: no cover - depends on the build
-    runner_control = None
 
 
 class JobFailed(Exception):
@@ -113,9 +108,6 @@ def _download(job: Job, plan: dict, folder: Path, deadline: Deadline) -> Path:
 
 
 def _rescan(job: Job) -> None:
-    if runner_control is None:
-        job.log("the plugin runner is not part of this build: no rescan asked")
-        return
     runner_control.request_rescan()
 
 
@@ -125,11 +117,7 @@ def _healthy(job: Job, plan: dict, since: float, reinstall: bool, deadline: Dead
     (a reinstall of the same version need not restart it: the runner restarts a plugin only
     when its installed version changes)."""
     plugin_id, version = plan["id"], plan["version"]
-    if runner_control is None:
-        job.log("the plugin runner is not part of this build: health check skipped")
-        return None
-    enabled = getattr(runner_control, "runtime_enabled", lambda: True)
-    if not enabled():
+    if not runner_control.runtime_enabled():
         job.log("the plugin runner is off: health check skipped (the plugin runs once it is on)")
         return None
     wait = min(conf.health_wait_s(), deadline.left())

@@ -15,13 +15,8 @@ from urllib.parse import unquote, urlsplit
 from hooks import ssrf
 from hostmgmt.lib.errors import Conflict, DomainError, Invalid, NotFound
 from hostmgmt.version import VERSION
-from plugins import env
+from plugins import env, runner_control
 from plugins.store import catalog, conf, jobs, netfetch, provenance, sources
-
-try:  # the runner's side (h-plugrun); absent in a build without the runner
-    from plugins import runner_control
-except ImportError:  # pragma: no cover - depends on the build
-    runner_control = None
 
 SPEC_SHA = re.compile(r"sha256=([0-9a-f]{64})")
 WHEEL_FILE = re.compile(r"([A-Za-z0-9_.]+)-([0-9A-Za-z.+!]+)-py3-none-any\.whl")
@@ -149,8 +144,6 @@ def refresh() -> dict:
 
 # -- installed -------------------------------------------------------------------------------
 def _running_ids() -> set[str]:
-    if runner_control is None:
-        return set()
     try:
         return {pid for pid, st in runner_control.status().items() if st.get("running")}
     except Exception:  # noqa: BLE001 - a broken status file is "nothing known to run"

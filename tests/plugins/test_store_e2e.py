@@ -10,6 +10,7 @@ import json
 import time
 
 import httpx
+import psutil
 import pytest
 from playwright.sync_api import expect
 
@@ -94,6 +95,10 @@ def test_store_install_from_console_and_refusals(tmp_path, monkeypatch):
             assert _packages(host, monkeypatch) == before
             server.files["/w/" + wheel.name] = good_wheel
 
+            # With the runner on, the job's health check waits for the real runner to run it.
+            r = api.post("/api/v1/store/runtime", json={"enabled": True})
+            assert r.status_code == 200 and r.json()["enabled"], r.text
+
             # The operator installs it from the Store page and watches the job end.
             with browser_page(host) as page:
                 page.set_default_timeout(60_000)  # a loaded 2-core machine: login took > 15 s
@@ -113,8 +118,13 @@ def test_store_install_from_console_and_refusals(tmp_path, monkeypatch):
             assert [(r["pkg"], r["tier"], r["source"]) for r in rows] == [
                 ("host-plugin-hello", "external", "local")
             ]
-            # Source put, two refreshes, the failed job and the install job.
-            assert _store_changed_count(host) >= 5
+            done = api.get("/api/v1/store/jobs").json()[-1]
+            runs = [ln for ln in done["log"] if ln.startswith("hello runs (pid ")]
+            assert done["state"] == "done" and runs, done["log"]
+            pid = int(runs[0].removeprefix("hello runs (pid ").rstrip(")"))
+            assert psutil.pid_exists(pid)
+            # Source put, two refreshes, the failed job, the runtime switch and the install job.
+            assert _store_changed_count(host) >= 6
 
             ref = api.post("/api/v1/store/uninstall", json={"pkg": "host-plugin-hello"})
             assert ref.status_code == 202
@@ -122,5 +132,10 @@ def test_store_install_from_console_and_refusals(tmp_path, monkeypatch):
             assert job["state"] == "done", json.dumps(job)
             assert _packages(host, monkeypatch) == before
             assert api.get("/api/v1/store/installed").json() == []
+            # The runner stops the uninstalled plugin.
+            deadline = time.monotonic() + 20
+            while psutil.pid_exists(pid) and time.monotonic() < deadline:
+                time.sleep(0.2)
+            assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == "zombie"
     finally:
         server.close()
