@@ -415,7 +415,7 @@ class CompatSession:
     def _feed_latency(self, stream: StreamSession) -> None:
         """Frame i of this stream: capture i (since arming) and encode i, for /stream/latency."""
         cur, cap, enc = self._cursor, self.capture.capture_ms, stream.stats.encode_ms
-        for i in range(max(cur["enc"], enc.count - len(enc.values())), enc.count):
+        for i in range(max(cur["enc"], enc.first), enc.count):
             j = cur["cap_base"] + i
             if j < cap.count:
                 capture_ms, encode_ms = cap.at(j), enc.at(i)

@@ -34,19 +34,21 @@ class Samples:
     def last(self):
         return self._recent[-1] if self._recent else None
 
-    def _first(self) -> int:
+    @property
+    def first(self) -> int:
+        """The absolute index of the oldest value still held."""
         return self.count - len(self._recent)
 
     def at(self, index: int):
         """The value at absolute `index`, or None once it has left the window."""
-        offset = index - self._first()
+        offset = index - self.first
         if 0 <= offset < len(self._recent):
             return self._recent[offset]
         return None
 
     def since(self, index: int) -> list:
         """The values from absolute `index` on that are still held."""
-        return list(islice(self._recent, max(0, index - self._first()), None))
+        return list(islice(self._recent, max(0, index - self.first), None))
 
     def values(self) -> list:
         """The values still held, oldest first."""

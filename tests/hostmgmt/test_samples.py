@@ -13,6 +13,7 @@ def test_count_sum_last_and_window():
     assert s.since(8) == [8.0, 9.0] and s.since(0) == [6.0, 7.0, 8.0, 9.0] and s.since(10) == []
     assert s.at(9) == 9.0 and s.at(6) == 6.0 and s.at(5) is None and s.at(10) is None
     assert s.tally() == (10, 45.0)
+    assert s.first == 6
 
 
 def test_memory_stays_bounded_over_an_hour_of_frames():
