@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support import reaper_watch
+from tests.support import overrun_watch, reaper_watch
 from tests.support.livehost import running_host
 
 ADMIN_USER = "admin"
@@ -99,3 +99,27 @@ def admin_headers(db, restore_config):
 
 def pytest_configure(config):
     reaper_watch.start()
+    overrun_watch.start()
+
+
+def _timeout_s(item) -> float:
+    """The timeout pytest-timeout gives `item`: its marker, else --timeout, else the ini."""
+    marker = item.get_closest_marker("timeout")
+    value = None
+    if marker is not None:
+        value = marker.args[0] if marker.args else marker.kwargs.get("timeout")
+    if value is None:
+        value = item.config.getoption("timeout", None) or item.config.getini("timeout")
+    try:
+        return float(value or 0)
+    except (TypeError, ValueError):
+        return 0.0
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    overrun_watch.WATCH.begin(item.nodeid, _timeout_s(item))
+    try:
+        return (yield)
+    finally:
+        overrun_watch.WATCH.end()

@@ -1,0 +1,75 @@
+"""The CI guard against a test that outlives pytest-timeout (tests/support/overrun_watch.py):
+past the limit it kills the browsers under its root, one grace later everything under it, and
+nothing while the test is within its time or after it ended."""
+
+from __future__ import annotations
+
+import subprocess
+import time
+
+from tests.support.overrun_watch import Watch, descendants, is_browser
+
+
+def alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def test_an_overrun_kills_browsers_first_then_everything_under_the_root():
+    # A stand-in for the run: a shell whose children are a "chromium" and a plain sleep.
+    root = subprocess.Popen(
+        ["bash", "-c", "(exec -a chromium sleep 60) & sleep 60 & wait"],
+    )
+    try:
+        deadline = time.monotonic() + 5
+        while len(descendants(root.pid)) < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        kids = descendants(root.pid)
+        [browser] = [p for p in kids if is_browser(p)]
+        [plain] = [p for p in kids if p != browser]
+        now = [0.0]
+        watch = Watch(root.pid, grace_s=90, clock=lambda: now[0])
+
+        watch.begin("a::test", timeout_s=300)
+        now[0] = 389
+        assert watch.check() == []  # within its time and the grace
+        now[0] = 391
+        assert watch.check() == [browser]
+        now[0] = 470
+        assert watch.check() == []  # the second stage waits one more grace
+        assert alive(plain)
+        now[0] = 481
+        assert watch.check() == [plain]
+        assert watch.check() == []  # and acts once
+        deadline = time.monotonic() + 5
+        while (alive(browser) or alive(plain)) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not alive(browser) and not alive(plain)
+    finally:
+        root.kill()
+        root.wait()
+
+
+def test_a_test_that_ended_or_has_no_timeout_is_left_alone():
+    root = subprocess.Popen(["bash", "-c", "(exec -a chromium sleep 60) & wait"])
+    try:
+        deadline = time.monotonic() + 5
+        while not descendants(root.pid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        now = [0.0]
+        watch = Watch(root.pid, grace_s=90, clock=lambda: now[0])
+        watch.begin("a::test", timeout_s=300)
+        watch.end()
+        now[0] = 1000
+        assert watch.check() == []
+        watch.begin("b::test", timeout_s=0)  # pytest-timeout off for this test
+        now[0] = 2000
+        assert watch.check() == []
+        assert all(alive(pid) for pid in descendants(root.pid))
+    finally:
+        subprocess.run(["pkill", "-KILL", "-P", str(root.pid)], check=False)
+        root.kill()
+        root.wait()
