@@ -22,9 +22,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-import httpx  # noqa: E402
 import redis  # noqa: E402
 
+from bench.soak import host_processes  # noqa: E402
 from tests.support.livehost import start_host  # noqa: E402
 
 EMITTER = """
@@ -41,6 +41,16 @@ for line in sys.stdin:
             time.sleep(interval_ms / 1000)
     print("ok", flush=True)
 """
+
+
+def per_frame(cpu: tuple[tuple[float, float], float], frames: int) -> str:
+    """The host's cost of a frame (daphne: the hub, the stream, TLS) beside the clients'."""
+    (user, system), clients = cpu
+    user, system, clients = (c / max(frames, 1) * 1e6 for c in (user, system, clients))
+    return (
+        f"daphne {user + system:6.1f} us (user {user:.1f}, system {system:.1f}), "
+        f"the client processes {clients:6.1f} us"
+    )
 
 
 def pct(values: list[float], p: float) -> float:
@@ -100,42 +110,51 @@ def redis_floor(url: str, n: int = 1000) -> list[float]:
     return out
 
 
-async def subscriber(client, url, headers, want: int, sink: list, ready: asyncio.Event, counts):
-    async with client.stream("GET", url, headers=headers) as r:
-        assert r.status_code == 200, r.status_code
+async def subscriber(cafile, base, path, headers, want: int, sink: list, ready, counts):
+    from bench.http1 import EventStream
+
+    stream = await EventStream.open(base, cafile, path, headers)
+    try:
+        assert stream.status == 200, stream.status
         counts["open"] += 1
         if counts["open"] == counts["total"]:
             ready.set()
         got = 0
-        async for line in r.aiter_lines():
-            if line.startswith("data: "):
-                now = time.time_ns()
+        async for arrived_ns, line in stream.lines():
+            if line.startswith(b"data: "):
                 event = json.loads(line[6:])
                 sent = int(event.get("source") or event.get("id"))
-                sink.append((event["seq"], (now - sent) / 1e6))
+                sink.append((event["seq"], (arrived_ns - sent) / 1e6))
                 got += 1
                 if got >= want:
                     return
+    finally:
+        stream.close()
 
 
 async def _client_streams(cafile, url, token, n_subs, n_events, ready_q, out_q):
-    import ssl
-
-    ctx = ssl.create_default_context(cafile=cafile)
-    limits = httpx.Limits(max_connections=n_subs + 5)
+    """The streams are read at the socket (bench/http1.EventStream), each event stamped when
+    its bytes arrive. With httpx parsing each stream, 100 streams in one process queued
+    behind each other in the client, and the last stream's figure measured that queue."""
     headers = {"Authorization": f"Bearer {token}"}
+    base, _, rest = url.partition("://")
+    origin, _, path = rest.partition("/")
     sinks = [[] for _ in range(n_subs)]
     ready = asyncio.Event()
     counts = {"open": 0, "total": n_subs}
-    async with httpx.AsyncClient(verify=ctx, limits=limits, timeout=300) as client:
-        tasks = [
-            asyncio.create_task(subscriber(client, url, headers, n_events, s, ready, counts))
-            for s in sinks
-        ]
-        await asyncio.wait_for(ready.wait(), 240)
-        ready_q.put(n_subs)
-        await asyncio.wait_for(asyncio.gather(*tasks), 600)
-    out_q.put(sinks)
+    tasks = [
+        asyncio.create_task(
+            subscriber(
+                cafile, f"{base}://{origin}", "/" + path, headers, n_events, s, ready, counts
+            )
+        )  # fmt: skip
+        for s in sinks
+    ]
+    await asyncio.wait_for(ready.wait(), 240)
+    cpu0 = time.process_time()
+    ready_q.put(n_subs)
+    await asyncio.wait_for(asyncio.gather(*tasks), 600)
+    out_q.put((sinks, time.process_time() - cpu0))
 
 
 def client_process(*args) -> None:
@@ -146,9 +165,16 @@ def client_process(*args) -> None:
 PER_PROCESS = 100
 
 
+def cpu_s(proc) -> tuple[float, float]:
+    """(user, system) CPU seconds: system is mostly the kernel's loopback TCP and TLS sends."""
+    times = proc.cpu_times()
+    return times.user, times.system
+
+
 async def run_subscribers(host, n_subs: int, emit, n_events: int, interval_ms: float):
     """`n_subs` streams spread over client processes (at most PER_PROCESS each), none in the
-    host's processes; returns every stream's (seq, latency ms) and the delivery time."""
+    host's processes; returns every stream's (seq, latency ms), the delivery time, and the CPU
+    seconds daphne and the clients spent from the first emit to the last frame read."""
     import multiprocessing as mp
 
     spawn = mp.get_context("spawn")
@@ -171,18 +197,23 @@ async def run_subscribers(host, n_subs: int, emit, n_events: int, interval_ms: f
         for _ in procs:
             await asyncio.to_thread(ready_q.get, True, 300)
         await asyncio.sleep(0.5)
+        daphne = host_processes(host.proc.pid)["daphne"]
+        daphne_cpu = cpu_s(daphne)
         t0 = time.perf_counter()
         await asyncio.to_thread(emit, "library.changed", n_events, interval_ms)
-        sinks = []
+        sinks, client_cpu = [], 0.0
         for _ in procs:
-            sinks += await asyncio.to_thread(out_q.get, True, 600)
+            share, cpu = await asyncio.to_thread(out_q.get, True, 600)
+            sinks += share
+            client_cpu += cpu
         elapsed = time.perf_counter() - t0
+        daphne_cpu = tuple(b - a for a, b in zip(daphne_cpu, cpu_s(daphne), strict=True))
     finally:
         for proc in procs:
             proc.join(10)
             if proc.is_alive():
                 proc.kill()
-    return sinks, elapsed
+    return sinks, elapsed, (daphne_cpu, client_cpu)
 
 
 def _current_seq(host) -> int:
@@ -234,10 +265,15 @@ def main() -> None:
         floor = redis_floor(f"unix://{host.state_dir / 'redis.sock'}")
         print(f"baseline  bare Redis pub→sub round trip      {fmt(floor)}")
         for n_subs in counts:
-            sinks, _ = asyncio.run(run_subscribers(host, n_subs, emitter.emit, args.events, 20.0))
+            sinks, _, cpu = asyncio.run(
+                run_subscribers(host, n_subs, emitter.emit, args.events, 20.0)
+            )
             lat = [ms for sink in sinks for _, ms in sink]
             print(f"emit→SSE  {n_subs:3d} subscriber(s), 20 ms apart    {fmt(lat)}")
-        sinks, elapsed = asyncio.run(run_subscribers(host, 10, emitter.emit, args.sustained, 0))
+            print(f"          CPU per frame delivered: {per_frame(cpu, len(lat))}")
+        sinks, elapsed, cpu = asyncio.run(
+            run_subscribers(host, 10, emitter.emit, args.sustained, 0)
+        )
         complete = all(
             [s for s, _ in sink] == sorted({s for s, _ in sink}) and len(sink) == args.sustained
             for sink in sinks
@@ -248,6 +284,7 @@ def main() -> None:
             f"{rate:,.0f} events/s each ({rate * 10:,.0f} frames/s total), "
             f"{'no loss, in order' if complete else 'LOSS OR DISORDER'}"
         )
+        print(f"          CPU per frame delivered: {per_frame(cpu, args.sustained * 10)}")
         if not args.no_hooks:
             hooks = hook_latency(host, emitter, min(args.events, 100))
             print(f"event→hook process start (sh + date)     {fmt(hooks)}")

@@ -42,7 +42,12 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 SSE_MAX_STREAMS = 48  # 32 subscribers and room for a reconnect racing its old stream's close
-MAX_INFLIGHT = 128  # requests in flight at once; past it the load counts `client_backlog`
+# Errors are requests that failed: an HTTP error, a broken connection, no answer within
+# REQUEST_TIMEOUT_S, or one the load could not send because MAX_INFLIGHT were already waiting
+# (`client_backlog`: the host 5 s behind). A shorter stall is latency, in p99 and max.
+MAX_INFLIGHT = 1000
+REQUEST_TIMEOUT_S = 10.0
+POOL_CONNECTIONS = 32  # keep-alive connections the request mix shares (a fleet of dashboards)
 ADMIN = ("admin", "soak-" + secrets.token_hex(6))
 # Roles whose processes come and go with the load (a hook command per event): no growth check.
 TRANSIENT = ("hook-cmd",)
@@ -91,11 +96,15 @@ async def load_main(args) -> None:
 
     import httpx
 
+    from bench.http1 import Pool, basic_auth
+
     ctx = ssl.create_default_context(cafile=args.cafile)
     bearer = {"Authorization": f"Bearer {os.environ['SOAK_TOKEN']}"}
-    basic = httpx.BasicAuth(args.admin_user, os.environ["SOAK_ADMIN_PASSWORD"])
-    limits = httpx.Limits(max_connections=args.subscribers + MAX_INFLIGHT + 8,
-                          max_keepalive_connections=MAX_INFLIGHT + 8)  # fmt: skip
+    basic = {"Authorization": basic_auth(args.admin_user, os.environ["SOAK_ADMIN_PASSWORD"])}
+    # Requests go over the lean keep-alive pool (httpx's CPU per request starved this process
+    # before the host at 200 req/s); the long-lived SSE streams stay on httpx.
+    pool = Pool(args.url, args.cafile, POOL_CONNECTIONS)
+    limits = httpx.Limits(max_connections=args.subscribers + 8)
     minute = Minute()
     sse_seen = [0] * args.subscribers
     stop = asyncio.Event()
@@ -112,6 +121,7 @@ async def load_main(args) -> None:
             "writes": m.writes,
             "p50_ms": pct(m.lat, 50),
             "p99_ms": pct(m.lat, 99),
+            "max_ms": round(max(m.lat), 1) if m.lat else None,
             "errors": dict(m.errors),
             "sse_events": m.sse_events,
             "sse_min_per_subscriber": min(sse_seen),
@@ -157,22 +167,22 @@ async def load_main(args) -> None:
                         minute.errors[f"sse_{type(exc).__name__}"] += 1
                         await asyncio.sleep(0.5)
 
+        requests = {(api, path): pool.build("GET", path, bearer if api == "mgmt" else basic)
+                    for api, path in paths}  # fmt: skip
+
         async def one(api: str, path: str) -> None:
             t0 = time.perf_counter()
             try:
-                if api == "mgmt":
-                    r = await client.get(path, headers=bearer)
-                else:
-                    r = await client.get(path, auth=basic)
-            except (httpx.HTTPError, OSError) as exc:
+                r = await asyncio.wait_for(pool.request(requests[api, path]), REQUEST_TIMEOUT_S)
+            except (OSError, asyncio.IncompleteReadError, ValueError, TimeoutError) as exc:
                 minute.errors[f"{type(exc).__name__}"] += 1
                 return
             finally:
                 minute.requests += 1
             minute.lat.append(ms := (time.perf_counter() - t0) * 1000)
             minute.by_path[path].append(ms)
-            if r.status_code != 200:
-                minute.errors[f"http_{r.status_code} {path}"] += 1
+            if r.status != 200:
+                minute.errors[f"http_{r.status} {path}"] += 1
 
         async def writer() -> None:
             """A custom library entry created, then deleted on the next turn: library.changed
@@ -184,24 +194,29 @@ async def load_main(args) -> None:
                 t0 = time.perf_counter()
                 try:
                     if made is None:
-                        r = await client.post("/api/v1/library/custom", headers=bearer,
-                                              json={"title": f"Soak entry {n}"})  # fmt: skip
-                        ok = r.status_code == 201
+                        body = json.dumps({"title": f"Soak entry {n}"}).encode()
+                        headers = {**bearer, "Content-Type": "application/json"}
+                        raw = pool.build("POST", "/api/v1/library/custom", headers, body)
+                        r = await asyncio.wait_for(pool.request(raw), REQUEST_TIMEOUT_S)
+                        ok = r.status == 201
                         made = r.json().get("id") if ok else None
                     else:
-                        r = await client.delete(f"/api/v1/library/custom/{made}", headers=bearer)
-                        ok, made = r.status_code in (200, 204), None
+                        path = f"/api/v1/library/custom/{made}"
+                        raw = pool.build("DELETE", path, bearer)
+                        r = await asyncio.wait_for(pool.request(raw), REQUEST_TIMEOUT_S)
+                        ok, made = r.status in (200, 204), None
                     minute.lat.append((time.perf_counter() - t0) * 1000)
                     minute.writes += 1
                     if not ok:
-                        minute.errors[f"write_http_{r.status_code}"] += 1
-                except (httpx.HTTPError, OSError) as exc:
+                        minute.errors[f"write_http_{r.status}"] += 1
+                except (OSError, asyncio.IncompleteReadError, ValueError, TimeoutError) as exc:
                     minute.errors[f"write_{type(exc).__name__}"] += 1
                 finally:
                     minute.requests += 1
 
         subs = [asyncio.create_task(subscriber(i)) for i in range(args.subscribers)]
         await asyncio.sleep(2)  # every stream open before the clock starts
+        await pool.warm(pool.build("GET", "/api/v1/health", bearer))  # and every connection
         start = time.monotonic()
         wtask = asyncio.create_task(writer())
         inflight: set[asyncio.Task] = set()
@@ -231,6 +246,7 @@ async def load_main(args) -> None:
             await asyncio.wait(inflight, timeout=15)
         flush(index)
         stop.set()
+        pool.close()
         wtask.cancel()
         for t in subs:
             t.cancel()
@@ -389,8 +405,11 @@ def sample(supervisor_pid: int) -> dict[str, dict]:
     for role, p in host_processes(supervisor_pid).items():
         try:
             with p.oneshot():
+                cpu = p.cpu_times()
                 out[role] = {"pid": p.pid, "rss_mb": round(p.memory_info().rss / 2**20, 1),
-                             "fds": p.num_fds(), "sockets": _sockets(p.pid)}  # fmt: skip
+                             "fds": p.num_fds(), "sockets": _sockets(p.pid),
+                             "cpu_s": round(cpu.user + cpu.system, 2),
+                             "t": round(time.monotonic(), 2)}  # fmt: skip
         except psutil.Error:
             continue
     return out
@@ -428,6 +447,42 @@ def _spawn(role: str, argv: list[str], secrets_env: dict) -> subprocess.Popen:
     )  # fmt: skip
 
 
+def client_cpu(procs: dict[str, subprocess.Popen | None]) -> dict[str, dict]:
+    """CPU seconds of the load generators, so a report shows what the clients took from the
+    host on the same cores."""
+    import psutil
+
+    out = {}
+    for role, proc in procs.items():
+        if proc is None:
+            continue
+        try:
+            p = psutil.Process(proc.pid)
+            cpu = p.cpu_times()
+            out[role] = {"pid": p.pid, "cpu_s": round(cpu.user + cpu.system, 2),
+                         "t": round(time.monotonic(), 2)}  # fmt: skip
+        except psutil.Error:
+            continue
+    return out
+
+
+def cpu_share(rows: list[dict]) -> dict[str, float]:
+    """Per role, the percent of one core it used from minute 2 (past the warm-up) to the last
+    minute, summed over its processes (`role#2`...)."""
+    if len(rows) < 3:
+        return {}
+    first = rows[1]["procs"]
+    out: dict[str, float] = collections.defaultdict(float)
+    for name, a in first.items():
+        # The last sample of the same process (a client that already exited has none in the
+        # final row).
+        b = next((r["procs"][name] for r in reversed(rows[2:]) if name in r["procs"]), None)
+        if b is None or a.get("pid") != b.get("pid") or "cpu_s" not in a or b["t"] <= a["t"]:
+            continue
+        out[name.split("#")[0]] += 100 * (b["cpu_s"] - a["cpu_s"]) / (b["t"] - a["t"])
+    return {k: round(v, 1) for k, v in sorted(out.items(), key=lambda kv: -kv[1])}
+
+
 def growth(rows: list[dict]) -> dict:
     """RSS and fds per long-lived role: minute 2 (past the warm-up) against the last minute."""
     if len(rows) < 3:
@@ -435,7 +490,7 @@ def growth(rows: list[dict]) -> dict:
     first, last = rows[1]["procs"], rows[-1]["procs"]
     out = {}
     for role in sorted(set(first) & set(last)):
-        if role.split("#")[0].startswith(TRANSIENT):
+        if role.split("#")[0].startswith(TRANSIENT) or role.startswith("client/"):
             continue
         a, b = first[role], last[role]
         if a["pid"] != b["pid"]:
@@ -455,17 +510,19 @@ def growth(rows: list[dict]) -> dict:
 def print_row(row: dict) -> None:
     errs = sum(row["errors"].values())
     procs = row["procs"]
+    procs = {k: v for k, v in procs.items() if not k.startswith("client/")}
     rss = sum(p["rss_mb"] for p in procs.values())
     fds = sum(p["fds"] for p in procs.values())
     print(f"{row['minute']:>3} {row['requests']:>6} {row['p50_ms'] or 0:>7.1f} "
-          f"{row['p99_ms'] or 0:>7.1f} {errs:>5} {row['sse_events']:>6} {row['hook_runs']:>5} "
+          f"{row['p99_ms'] or 0:>7.1f} {row.get('max_ms') or 0:>7.0f} {errs:>5} "
+          f"{row['sse_events']:>6} {row['hook_runs']:>5} "
           f"{row['webhooks']:>5} {row['stream_fps']:>6.1f} {row['stream_max_gap_s']:>6.2f} "
           f"{len(procs):>5} {rss:>8.1f} {fds:>5} {row['load']:>5.1f}", flush=True)  # fmt: skip
     if row["errors"]:
         print(f"    errors: {row['errors']}", flush=True)
 
 
-HEADER = (f"{'min':>3} {'reqs':>6} {'p50ms':>7} {'p99ms':>7} {'errs':>5} {'sse':>6} "
+HEADER = (f"{'min':>3} {'reqs':>6} {'p50ms':>7} {'p99ms':>7} {'maxms':>7} {'errs':>5} {'sse':>6} "
           f"{'hooks':>5} {'whook':>5} {'fps':>6} {'gap_s':>6} {'procs':>5} {'rss_mb':>8} "
           f"{'fds':>5} {'load':>5}")  # fmt: skip
 
@@ -546,6 +603,8 @@ def run(minutes: float, window_s: float = 60.0, rps: int = 200, subscribers: int
             rows = load_reader.take()
             for lr in rows:
                 s = sample(host.proc.pid) or last_sample
+                clients = {"client/load": lp, "client/stream": sp if stream else None}
+                s = {**s, **client_cpu(clients)}
                 last_sample = s
                 n = len(hook_out.read_text().splitlines()) if hook_out.exists() else 0
                 w = 0
@@ -593,6 +652,7 @@ def run(minutes: float, window_s: float = 60.0, rps: int = 200, subscribers: int
     report["errors_total"] = dict(sum((collections.Counter(r["errors"]) for r in report["rows"]),
                                       collections.Counter()))  # fmt: skip
     report["growth"] = growth(report["rows"])
+    report["cpu_pct_of_core"] = cpu_share(report["rows"])
     if json_path is not None:
         tmp = json_path.with_suffix(".tmp")
         tmp.write_text(json.dumps(report, indent=1))
@@ -613,6 +673,11 @@ def print_summary(report: dict) -> None:
         print(f"  {role:<24} {g['rss_mb'][0]:>7.1f} -> {g['rss_mb'][1]:>6.1f} "
               f"{g['rss_growth_pct']:>6.1f}% {g['fds'][0]:>4} -> {g['fds'][1]:>3} "
               f"{g['fd_growth']:>5} {g['file_fd_growth']:>9}")  # fmt: skip
+    if report.get("cpu_pct_of_core"):
+        print("CPU, minute 2 -> last, % of one core (the machine has "
+              f"{report['cpus']} x 100 %):")  # fmt: skip
+        for role, pct_core in report["cpu_pct_of_core"].items():
+            print(f"  {role:<24} {pct_core:>6.1f}")
 
 
 def main() -> None:

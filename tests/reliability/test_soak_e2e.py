@@ -11,8 +11,9 @@ and no fd growth in any long-lived host process.
 Durations (CI time is tight): four 30 s windows, so the growth compares 30 s of steady load
 at 30-60 s with 30 s at 90-120 s. In the trial runs RSS moved by under 0.2 % and file fds by
 none already over such windows; the one-hour run (`bench/soak.py`, docs/reliability.md) is
-what shows slow growth. Rate: 50 requests a second here, not 200: this 2-core machine also
-encodes 720p60, and 200 a second could not be served there (see the soak report).
+what shows slow growth. Rate: 50 requests a second here, not the hour's 200: CI's 2-core
+machine also encodes 720p60 and decodes it in the client, and the hour at 200 left daphne at
+74 % of a core (docs/reliability.md), too close for a test that must not flake.
 """
 
 from __future__ import annotations
