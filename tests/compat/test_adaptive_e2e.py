@@ -78,6 +78,8 @@ def test_a_real_host_steps_down_over_a_lossy_link_and_reports_the_loss(stream_ho
     # thresholds only ask that the stream keeps going.
     assert r["video_dropped"] > 10 and r["frames"] > 60, (r, targets)
     assert r["frames_last_2s"] >= 10, r  # still streaming at the end
-    assert len(targets) >= 5 and max(targets) >= 6000, targets
-    assert targets[-1] <= 0.7 * max(targets), targets  # stepped down
+    # The target starts at the client's 8000 kbps (lossy_host_client.py); on a loaded box the
+    # first step down can land before the first sample, so the fall is measured from there.
+    assert len(targets) >= 5 and max(targets) <= 8000, targets
+    assert targets[-1] <= 0.7 * 8000, targets  # stepped down
     assert max(s.get("loss_pct", 0) for s in seq) > 0, seq  # the client's reports, measured

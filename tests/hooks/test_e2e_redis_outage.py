@@ -64,8 +64,11 @@ def gone(pid: int) -> bool:
 
 def test_events_emitted_during_a_redis_outage_reach_subscribers_in_order(outage_host):
     host = outage_host
-    fired = host.out_dir / "fired.jsonl"
-    hook = {"on": "library.changed", "run": f"cat >> {fired}; echo >> {fired}"}
+    fired = host.out_dir / "fired"
+    fired.mkdir()
+    # A file per firing: firings run side by side, so appends to one file interleave.
+    run = f'f=$(mktemp {fired}/.part.XXXXXX) && cat > "$f" && mv "$f" "$f.json"'
+    hook = {"on": "library.changed", "run": run}
     with host.mgmt() as c:
         assert c.put("/api/v1/hooks", json={"hooks": [hook]}).status_code == 200
     sse = SSEClient(host, "/api/v1/events?kinds=library.*,host.*")
@@ -118,8 +121,7 @@ def test_events_emitted_during_a_redis_outage_reach_subscribers_in_order(outage_
     def fired_seqs():
         import json
 
-        lines = fired.read_text().split("\n") if fired.exists() else []
-        return sorted(json.loads(line)["seq"] for line in lines if line.strip())
+        return sorted(json.loads(path.read_text())["seq"] for path in fired.glob("*.json"))
 
     wait_for(lambda: len(fired_seqs()) >= 3, 60, "the three hook firings")
     time.sleep(1.0)  # a repeat would come right after

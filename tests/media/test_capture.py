@@ -26,15 +26,22 @@ pytestmark = pytest.mark.skipif(
 )
 
 
-def play(env: dict, signal: np.ndarray) -> subprocess.Popen:
+def play(env: dict, signal: np.ndarray, buffer_ms: int = 200) -> subprocess.Popen:
     """The session's app: plays `signal` to its default sink, as a game would.
 
-    A 200 ms playback buffer: on a loaded machine a 20 ms one underruns and puts gaps of
-    silence into the tone, which the level checks would (rightly) see.
+    A 200 ms playback buffer by default: on a loaded machine a 20 ms one underruns and puts
+    gaps of silence into the tone, which the level checks would (rightly) see.
     """
     p = subprocess.Popen(
-        ["pacat", "--playback", "--latency-msec=200", "--raw", "--rate=48000", "--channels=2"]
-        + ["--format=s16le"],
+        [
+            "pacat",
+            "--playback",
+            f"--latency-msec={buffer_ms}",
+            "--raw",
+            "--rate=48000",
+            "--channels=2",
+            "--format=s16le",
+        ],
         stdin=subprocess.PIPE,
         env={**os.environ, **env},
     )
@@ -130,9 +137,13 @@ def test_agc_lifts_a_quiet_tone_through_capture_chain_and_opus(session):
         {"host_audio_agc": True, "host_audio_agc_attack_ms": 100, "host_audio_agc_max_gain_db": 30}
     )
     enc, dec = OpusEncoder(frame_ms=10), OpusDecoder()
-    player = play(session.app_env(), np.concatenate([silence(0.2), tone(0.8, -40.0)]))
+    # Its settled level is read 0.3-0.6 s into the tone, every block within 1 dB: in a full
+    # CI run the tone once went silent there (the player starved past its 200 ms buffer), so
+    # this player keeps 500 ms and the tone runs a second past the window.
+    signal = np.concatenate([silence(0.2), tone(1.6, -40.0)])
+    player = play(session.app_env(), signal, buffer_ms=500)
     out = []
-    for _ in range(110):
+    for _ in range(190):
         block = session.read(480, timeout=1.0)
         assert block is not None
         out.extend(dec.decode(p) for p in enc.encode(chain.process(block)))
