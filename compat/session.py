@@ -31,7 +31,7 @@ from compat.engine.session import StreamSession
 from compat.launchconfig import make_launch
 from media.framesource import DisplayCapture, WaylandCapture
 from streaming import services, session_display, session_play
-from streaming.sessions.lifecycle import CLIENT_REASONS, SessionCore, sound_server_pids
+from streaming.sessions.lifecycle import CLIENT_REASONS, SessionCore, sound_leftovers
 
 log = logging.getLogger("streaming.sessions")
 
@@ -208,7 +208,7 @@ class CompatSession:
         env: dict = {}
         self.limits, self.sound = session_play.prepare(self.id, self.client, self.app, env,
                                                        self.core.extra)  # fmt: skip
-        self.core.extra["owned_pids"] = sound_server_pids(getattr(self.sound, "capture", None))
+        self.core.extra.update(sound_leftovers(getattr(self.sound, "capture", None)))
         try:
             self.core.start_app(self.app, env, MAP_TIMEOUT_S)
         except session_display.DisplayLaunchError as exc:

@@ -88,6 +88,20 @@ class PortMap:
         return [self.video, self.control, self.audio]
 
 
+def slot_udp_held(bind: str, ports: PortMap, slot: int) -> bool:
+    """Whether a process holds one of the UDP stream ports (video, control, audio) of port
+    slot `slot` on `bind`: a live session does from its start to its end."""
+    family = socket.AF_INET6 if ":" in bind else socket.AF_INET
+    stream = ports.stream_ports(slot)
+    for number in (stream.video, stream.control, stream.audio):
+        with socket.socket(family, socket.SOCK_DGRAM) as sock:
+            try:
+                sock.bind((bind, number))
+            except OSError:
+                return True
+    return False
+
+
 def busy_ports(bind: str, ports: PortMap, slots: int = 1) -> list[tuple[int, socket.SocketKind]]:
     """The host's ports that something already holds on `bind`, as (port, socket kind):
     the fixed ones and the stream ports of the first `slots` session slots."""

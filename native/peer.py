@@ -262,7 +262,7 @@ class NativePeer:
         from native.media import EncodedVideoTrack, EncoderProcess
         from streaming import session_display, session_play
         from streaming.sessions import registry
-        from streaming.sessions.lifecycle import sound_server_pids
+        from streaming.sessions.lifecycle import sound_leftovers
 
         # A reconnect replaces the old session, whose game waits per the session settings
         # (grace) for this one to take it over: let the old peer finish first.
@@ -284,7 +284,7 @@ class NativePeer:
             lambda msg: loop.call_soon_threadsafe(self._send, msg),
         )
         capture = await asyncio.to_thread(sound.open_capture, values, f"native{self.id}")
-        self.core.extra["owned_pids"] = sound_server_pids(capture)  # for `recover_lost`
+        self.core.extra.update(sound_leftovers(capture))  # for `recover_lost`
         self.audio = sound.OpusTrack(capture, values)
         self._step()
         self.app = await asyncio.to_thread(
@@ -506,10 +506,7 @@ class NativePeer:
         per-second encode and RTT samples."""
         video = self.video
         frames, nbytes = (video.frames, video.bytes) if video is not None else (0, 0)
-        samples = self.core.samples
-        enc = [x["encode_ms"] for x in samples if x.get("encode_ms") is not None]
-        rtt = [x["rtt_ms"] for x in samples if x.get("rtt_ms") is not None]
-        return frames, nbytes, (len(enc), float(sum(enc))), (len(rtt), float(sum(rtt)))
+        return frames, nbytes, self.core.encode_tally, self.core.rtt_tally
 
     async def close(self) -> None:
         if self.closed:

@@ -37,13 +37,18 @@ def result_key(arm: str) -> str:
 
 
 # -- the compat sessions ---------------------------------------------------------------------
-def compat_sessions() -> list[dict]:
-    """Every live compat session's record, oldest first (none without Redis)."""
+def live_records(plane: str | None = None) -> list[dict]:
+    """The registry's live records (of `plane`, or both), oldest first; none without Redis."""
     try:
-        return registry.live("compat")
+        return registry.live(plane)
     except Exception as exc:  # noqa: BLE001 - no Redis: no session can be running either
         log.warning("session state unavailable (%s)", exc.__class__.__name__)
         return []
+
+
+def compat_sessions() -> list[dict]:
+    """Every live compat session's record, oldest first (none without Redis)."""
+    return live_records("compat")
 
 
 def current(fingerprint: str | None = None) -> dict | None:
@@ -173,13 +178,9 @@ def live_encoders() -> list[dict]:
     """One `{"backend", "gpu_id"}` per live encode session: each compat session while its
     stream sends video (state `streaming`; not while armed, idle or ending), and every
     native session (its encoder process runs for the session's life; libx264 unless its
-    record says otherwise). Unreachable Redis: none (the GPU list still answers)."""
-
-    out = [state.get("encoder") or dict(gpus.SOFTWARE) for state in compat_sessions()
-           if state.get("state") == "streaming"]  # fmt: skip
-    try:
-        records = registry.live("native")
-    except Exception:  # noqa: BLE001 - no Redis: no native session can be live either
-        records = []
-    out += [r.get("encoder") or dict(gpus.SOFTWARE) for r in records]
-    return out
+    record says otherwise). Unreachable Redis: none (the GPU list still answers). One read
+    of the registry for both planes: `GET /api/v1/gpus` is a read route."""
+    records = live_records()
+    compat = [r for r in records if r.get("plane") == "compat" and r.get("state") == "streaming"]
+    native = [r for r in records if r.get("plane") == "native"]
+    return [r.get("encoder") or dict(gpus.SOFTWARE) for r in (*compat, *native)]

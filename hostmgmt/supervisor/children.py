@@ -5,6 +5,7 @@ from __future__ import annotations
 import ctypes
 import logging
 import os
+import secrets
 import signal
 import subprocess
 import time
@@ -31,6 +32,30 @@ def _die_with(parent: int):
             os._exit(1)
 
     return prepare
+
+
+# Marks everything a child started (inherited through the environment, session or not) with
+# the child's own run, so what outlives a child killed outright can be found and ended.
+CHILD_RUN_ENV = "HOST_CHILD_RUN"
+
+
+def kill_marked(run_mark: str) -> int:
+    """SIGKILL every live process carrying `HOST_CHILD_RUN=<run_mark>`; returns how many."""
+    from hostmgmt.supervisor.sentinel import _environ
+
+    mark = f"{CHILD_RUN_ENV}={run_mark}".encode()
+    killed = 0
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == os.getpid():
+            continue
+        env = _environ(int(entry))
+        if env is not None and mark in env:
+            try:
+                os.kill(int(entry), signal.SIGKILL)
+                killed += 1
+            except (ProcessLookupError, PermissionError):
+                pass
+    return killed
 
 
 def _group_alive(pgid: int) -> bool:
@@ -61,12 +86,21 @@ class Child:
     restarts: int = 0
     next_start: float = 0.0
     stopping: bool = field(default=False)
+    # Whether what this child starts in sessions of its own (hook commands) is ended when the
+    # child dies outright: its process group is not theirs, and a restarted worker knows
+    # nothing of its predecessor's commands.
+    sweep_marked: bool = False
+    run_mark: str = ""
 
     def start(self) -> None:
         """Every child of the supervisor goes through here (a new kind gets the same care):
         own process group, death signal, and the host's HOST_INSTANCE mark (sentinel.py)."""
+        env = self.env
+        if self.sweep_marked:
+            self.run_mark = f"{self.name}:{secrets.token_hex(8)}"
+            env = {**self.env, CHILD_RUN_ENV: self.run_mark}
         self.proc = subprocess.Popen(
-            self.argv, env=self.env, start_new_session=True, preexec_fn=_die_with(os.getpid())
+            self.argv, env=env, start_new_session=True, preexec_fn=_die_with(os.getpid())
         )
         self.started_at = time.monotonic()
         log.info("started %s (pid %d)", self.name, self.proc.pid)
@@ -93,6 +127,8 @@ class Child:
             # worker, a helper) in its process group: they go before a new one starts, so a
             # restart never runs beside its predecessor's leftovers.
             _killpg(self.proc.pid, signal.SIGKILL)
+            if self.sweep_marked and (n := kill_marked(self.run_mark)):
+                log.warning("%s left %d processes of its own sessions; killed them", self.name, n)
             delay = min(30.0, 0.5 * (2**self.restarts))
             log.warning("%s exited with %s; restarting in %.1f s", self.name, code, delay)
             self.next_start = now + delay

@@ -185,7 +185,9 @@ class Supervisor:
             ),  # fmt: skip
         ]
         # Hook commands and webhooks: their own threads worker so they never starve the above.
-        specs.append(Child("celery-hooks", hooks_worker.worker_argv(py, self.ports.base), env))
+        # Its hook commands run in sessions of their own: swept if it dies (kill -9, OOM).
+        specs.append(Child("celery-hooks", hooks_worker.worker_argv(py, self.ports.base), env,
+                           sweep_marked=True))  # fmt: skip
         specs.append(Child("compat", [py, manage, "run_compat_plane"], env))
         # One process per session of either plane (docs/architecture.md, "Path of a session").
         specs.append(Child("sessions", [py, "-m", "streaming.sessions.manager"], env))

@@ -26,7 +26,7 @@ import secrets
 import time
 
 from hostmgmt import redis_client
-from hostmgmt.ports import MAX_SLOTS
+from hostmgmt.ports import MAX_SLOTS, slot_udp_held
 from streaming.sessions import registry
 
 log = logging.getLogger("streaming.sessions")
@@ -134,13 +134,22 @@ def admit_compat(record: dict) -> int:
             raise Refused(ALREADY_RUNNING, status=400)
         _check()
         owners = r.mget([slot_key(k) for k in range(MAX_SLOTS)])
-        slot = next((k for k, owner in enumerate(owners) if owner is None), None)
+        # A slot whose stream ports are bound is a live session's even without its claim: a
+        # Redis restart wiped the claims, and its heartbeat has not taken its slot back yet.
+        slot = next((k for k, owner in enumerate(owners)
+                     if owner is None and not _slot_held(k)), None)  # fmt: skip
         if slot is None:  # max_sessions <= MAX_SLOTS, so only stale claims fill them all
             raise Refused(refusal(MAX_SLOTS, max_sessions()))
         r.set(slot_key(slot), str(record["id"]), ex=SLOT_TTL_S)
         registry.put({**record, "plane": "compat", "pid": 0, "state": "starting",
                       "port_slot": slot})  # fmt: skip
     return slot
+
+
+def _slot_held(slot: int) -> bool:
+    from django.conf import settings
+
+    return slot_udp_held(settings.HOST_BIND, settings.PORTS, slot)
 
 
 def owns_slot(session_id: str, slot: int) -> bool:

@@ -217,7 +217,15 @@ class SessionCore:
         # open stream's record is the difference.
         self._base: tuple = (0, 0, (0, 0.0), (0, 0.0))
         self._sample_base = 0
-        self.samples: list[dict] = []
+        # Per-second samples: only as many as a history record keeps (an hour), plus running
+        # (count, sum) tallies of the encode and RTT figures, which the record's averages need
+        # over the whole stream. A list of every second grew 1.4 MB an hour (bench/soak.py).
+        from streaming.history import SAMPLES_MAX
+
+        self.samples: deque[dict] = deque(maxlen=SAMPLES_MAX)
+        self.sample_count = 0
+        self.encode_tally = (0, 0.0)
+        self.rtt_tally = (0, 0.0)
         self.error = ""
         self.totals = lambda: (0, 0, (0, 0.0), (0, 0.0))
         # What the stream encodes with: the codec negotiated and the encoder that opened
@@ -360,9 +368,10 @@ class SessionCore:
         self.stream_t1 = time.monotonic()
         self.emit("stream.stopped")
         record = self.record_fields()
-        samples = self.samples[self._sample_base :]
+        fresh = min(self.sample_count - self._sample_base, len(self.samples))
+        samples = list(self.samples)[len(self.samples) - fresh :]
         # The next stream (a resume) counts from here: nothing is sent between streams.
-        self._base, self._sample_base = self._counts(), len(self.samples)
+        self._base, self._sample_base = self._counts(), self.sample_count
         fields = {k: v for k, v in record.items() if k not in ("t_start", "t_end")}
         try:
             history.record_session(t_start=self.stream_start, t_end=datetime.now(UTC),
@@ -411,6 +420,11 @@ class SessionCore:
             **extra,
         }
         self.samples.append(s)
+        self.sample_count += 1
+        if isinstance(encode_ms, int | float):
+            self.encode_tally = (self.encode_tally[0] + 1, self.encode_tally[1] + encode_ms)
+        if isinstance(rtt_ms, int | float):
+            self.rtt_tally = (self.rtt_tally[0] + 1, self.rtt_tally[1] + rtt_ms)
         return s
 
     def live_point(self, bitrate_kbps, rtt_ms, encode_ms, target_kbps, loss_pct) -> dict:
@@ -505,12 +519,42 @@ class SessionCore:
         log.info("%s session %s ended (%s)", self.plane, self.id, reason)
 
 
-def sound_server_pids(audio) -> list[int]:
-    """The PulseAudio a session started for itself (`media.audio.capture.SessionAudio`; none
-    when it uses a running one): the planes put it in the record as `owned_pids`, so
-    `recover_lost` can end it when the session process is killed before its own cleanup."""
-    proc = getattr(getattr(audio, "server", None), "proc", None)
-    return [proc.pid] if proc is not None else []
+def sound_leftovers(audio) -> dict:
+    """What a session's sound (`media.audio.capture.SessionAudio`) leaves if its process is
+    killed before its own cleanup, for the record (`recover_lost` undoes it): the PulseAudio
+    it started for itself (`owned_pids`), or, on a sound server it did not start (a desktop's
+    own), its null sink's module (`sound_sink`), which would stay loaded there."""
+    server = getattr(audio, "server", None)
+    proc = getattr(server, "proc", None)
+    if proc is not None:
+        return {"owned_pids": [proc.pid]}
+    sink = getattr(audio, "sink", None)
+    if sink is None or getattr(sink, "module", None) is None:
+        return {"owned_pids": []}
+    # A server it did not start is the one its environment names: so is the recovery's.
+    return {"owned_pids": [], "sound_sink": {"name": sink.name, "module": str(sink.module)}}
+
+
+def unload_sink(spec: dict | None) -> bool:
+    """Unload a dead session's null sink from the sound server it was loaded into, when that
+    module is still the session's (module numbers are per server run: a restarted server may
+    have given it to another module). Returns whether it was unloaded."""
+    import subprocess
+
+    if not spec or not str(spec.get("module", "")).isdigit():
+        return False
+
+    def pactl(*args: str) -> str:
+        return subprocess.run(["pactl", *args], capture_output=True, text=True, timeout=5,
+                              check=True).stdout  # fmt: skip
+
+    module, mark = spec["module"], f"sink_name={spec.get('name')}"
+    for line in pactl("list", "short", "modules").splitlines():
+        index, _, rest = line.partition("\t")
+        if index == module and "module-null-sink" in rest and mark in rest.split():
+            pactl("unload-module", module)
+            return True
+    return False
 
 
 def recover_lost(pid: int, signum: int) -> list[str]:
@@ -531,7 +575,8 @@ def recover_lost(pid: int, signum: int) -> list[str]:
 def _hand_back(rec: dict, error: str) -> str:
     """From a dead session's record: its title is closed (its group ended: no session is left
     to show it), owed `undo` steps run, its display goes back deliberately (torn down), the
-    processes it owned and recorded (`owned_pids`: a sound server of its own) are killed,
+    processes it owned and recorded (`owned_pids`: a sound server of its own) are killed, its
+    null sink in a sound server it did not start is unloaded (`sound_sink`),
     the record and slot claim go, and `session.ended` says `session_lost` and why."""
     from displays import machine
     from games import lifecycle as games
@@ -544,6 +589,7 @@ def _hand_back(rec: dict, error: str) -> str:
         ("undo steps", lambda: prep.run_undo(f"{plane}-session-{sid}")),
         ("display", lambda: slot is not None and machine.disconnect(int(slot), deliberate=True)),
         ("owned processes", lambda: [_kill(p) for p in rec.get("owned_pids") or []]),
+        ("sound sink", lambda: unload_sink(rec.get("sound_sink"))),
         ("slot claim", lambda: admission.release_slot(sid, None)),
         ("record", lambda: registry.remove(sid)),
     )

@@ -70,3 +70,47 @@ def test_keep_slot_takes_back_a_claim_redis_lost_but_not_one_another_session_hol
     r.set(admission.slot_key(1), "bbbb0002")  # another launch took the slot meanwhile
     assert not admission.keep_slot("aaaa0001", 1)
     assert r.get(admission.slot_key(1)) == b"bbbb0002"
+
+
+def test_a_lost_session_on_a_desktops_sound_server_leaves_no_null_sink(r, monkeypatch):
+    """On a sound server the host did not start (a desktop's own PulseAudio, named by the
+    host's environment), the dead session's null sink is unloaded; another sink stays."""
+    import shutil
+    from types import SimpleNamespace
+
+    from media.audio.capture import SoundServer, VirtualSink
+
+    if not shutil.which("pulseaudio") or not shutil.which("pactl"):
+        pytest.skip("PulseAudio is not installed")
+    monkeypatch.setattr("hooks.events.emit", lambda kind, payload: None)
+    desktop = SoundServer(reuse=False).start()  # stands for the desktop's own server
+    try:
+        for key, value in desktop.env.items():
+            monkeypatch.setenv(key, value)
+        theirs = VirtualSink(desktop, "someone_elses").load()
+        ours = VirtualSink(SoundServer(), "session_0badc0de").load()  # found via the env
+        audio = SimpleNamespace(server=ours.server, sink=ours)
+        left = lifecycle.sound_leftovers(audio)
+        sink = {"name": "session_0badc0de", "module": ours.module}
+        assert left == {"owned_pids": [], "sound_sink": sink}
+        pid = _dead_pid()
+        rec = {"id": "0badc0de", "plane": "compat", "pid": pid, "client": "Deck",
+               "fingerprint": "ab" * 32, "width": 640, "height": 360, "fps": 30, "app": "7",
+               "app_title": "Sleeper", "display_slot": None, **left,
+               "t_start": time.time()}  # fmt: skip
+        r.hset(registry.LIVE, rec["id"], json.dumps(rec))
+
+        def sinks() -> list[str]:
+            return [
+                line.split("\t")[1] for line in desktop.pactl("list", "short", "sinks").splitlines()
+            ]
+
+        assert "session_0badc0de" in sinks()
+        assert lifecycle.recover_lost(pid, 9) == ["0badc0de"]
+        assert "session_0badc0de" not in sinks()
+        assert "someone_elses" in sinks()
+        # A record whose module number now belongs to another module unloads nothing.
+        assert not lifecycle.unload_sink({"name": "session_0badc0de", "module": theirs.module})
+        assert "someone_elses" in sinks()
+    finally:
+        desktop.stop()

@@ -175,3 +175,20 @@ def test_a_slow_start_keeps_its_slot_claim(r, monkeypatch):
     with pytest.raises(admission.Refused):  # max_sessions 2: the slot is still taken, not free
         services.claim(compat("ffff0002", fp="cd" * 32))
         services.claim(compat("ffff0003", fp="ef" * 32))
+
+
+def test_a_slot_a_live_session_still_binds_is_not_given_away_when_its_claim_is_gone(r):
+    """After a Redis restart the claims are gone until each session's next heartbeat; a
+    /launch in between must not be given a slot whose stream ports a live session holds."""
+    import socket
+
+    from django.conf import settings
+
+    live = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)  # the live session's video port
+    live.bind((settings.HOST_BIND, settings.PORTS.stream_ports(0).video))
+    try:
+        assert r.get(admission.slot_key(0)) is None  # its claim: wiped with Redis
+        assert services.claim(compat("aaaa0001")) == 1
+    finally:
+        live.close()
+    assert services.claim(compat("bbbb0002", fp="cd" * 32)) == 0  # free once nobody binds it

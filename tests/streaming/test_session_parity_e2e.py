@@ -12,7 +12,7 @@ import time
 import pytest
 
 from tests.conftest import ADMIN_PASSWORD, ADMIN_USER
-from tests.native.helpers import Knocker
+from tests.native.helpers import Knocker, approved_answer
 from tests.native.test_dtls_proof import Device, fingerprint_of, loopback_ice, until
 from tests.streaming.conftest import client_result, events, pair, run_client, wait_for
 
@@ -80,13 +80,7 @@ async def native_session(host) -> dict:
         fp = fingerprint_of(sdp)
         body = {"sdp": sdp, "name": "Parity native", "app": "desktop",
                 "width": W, "height": H, "fps": FPS}  # fmt: skip
-        r = await asyncio.to_thread(knocker.post, body)
-        assert r.status_code == 202, r.text
-        r = api.post(f"/api/v1/native/pending/{r.json()['id']}/approve")
-        assert r.status_code == 200, r.text
-        r = await asyncio.to_thread(knocker.post, body)
-        assert r.status_code == 200, r.text
-        await device.answer(r.json()["sdp"])
+        await device.answer((await approved_answer(knocker, api, body))["sdp"])
         await until(lambda: device.frames > 30, 60, "the native device's first frames")
         status = api.get("/api/v1/status").json()
         assert status["session"] == {"width": W, "height": H, "fps": FPS}, status

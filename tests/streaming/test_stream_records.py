@@ -150,3 +150,26 @@ def test_a_compat_stream_stopped_by_the_host_is_recorded_with_its_own_figures(re
     assert first.avg_bitrate_kbps > 0 and second.avg_bitrate_kbps > 0
     assert [r["avg_rtt_ms"] for e, r in hooks if e == "stream.end"] == [6.0, 6.0]
     assert s.totals()[0] == 90
+
+
+def test_per_second_samples_are_bounded_and_the_tallies_cover_the_whole_stream(redis_db, hooks):
+    """A stream of many hours keeps only the record's hour of samples in memory, while the
+    encode/RTT tallies (the native plane's averages) still count every second."""
+    c, _ = core("00000002")
+    cap = c.samples.maxlen
+    assert cap == 3600
+    c.stream_began()
+    for i in range(cap + 500):
+        c.sample(1000, 10.0 + (i % 2), 4.0)
+    assert len(c.samples) == cap  # the oldest 500 seconds left memory
+    assert c.encode_tally == (cap + 500, 4.0 * (cap + 500))
+    assert c.rtt_tally[0] == cap + 500 and c.rtt_tally[1] == pytest.approx(10.5 * (cap + 500))
+    c.stream_ended()
+    c.stream_began()  # a resume after a long stream: its record has only its own seconds
+    for _ in range(3):
+        c.sample(500, 20.0, None)
+    c.stream_ended()
+    first, second = SessionRecord.objects.order_by("t_start", "id")
+    assert len(first.samples) == cap and first.samples[-1]["rtt_ms"] == 11.0
+    assert [s["rtt_ms"] for s in second.samples] == [20.0, 20.0, 20.0]
+    assert c.encode_tally[0] == cap + 500  # None is no sample
