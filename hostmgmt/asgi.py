@@ -16,8 +16,9 @@ from django.core.wsgi import get_wsgi_application  # noqa: E402
 from hostmgmt.sync_dispatch import SyncViewDispatcher, bearer_wsgi_handler  # noqa: E402
 
 django_app = SyncViewDispatcher(
-    get_asgi_application(), get_wsgi_application(), bearer_app=bearer_wsgi_handler()
+    get_asgi_application(), get_wsgi_application(), bearer_app=bearer_wsgi_handler(), threads=8
 )
+django_app.load_urls()
 
 from django.conf import settings  # noqa: E402
 

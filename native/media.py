@@ -235,12 +235,15 @@ def _put_latest(queue: asyncio.Queue, item) -> None:
     queue.put_nowait(item)
 
 
-class EncodedVideoTrack(MediaStreamTrack):
-    """A track whose `recv()` yields `av.Packet`s (aiortc then only packetizes them).
+# Encoded frames waiting for the RTP sender before it gives up on them: when a starved peer
+# process falls this far behind (100 ms at 60 fps), the queued frames are skipped up to the
+# next keyframe, which is requested at once, as the WebCodecs relay does. Without the bound,
+# latency grew to 400-600 ms at load 30 and never came back.
+MAX_BEHIND = 6
 
-    # GAP: frames queue without bound when the RTP sender falls behind (a starved peer
-    # process): latency then grows (400-600 ms seen at load 30) instead of skipping to a
-    # keyframe as the WebCodecs relay does."""
+
+class EncodedVideoTrack(MediaStreamTrack):
+    """A track whose `recv()` yields `av.Packet`s (aiortc then only packetizes them)."""
 
     kind = "video"
 
@@ -249,9 +252,10 @@ class EncodedVideoTrack(MediaStreamTrack):
         super().__init__()
         self.encoder = encoder
         self.queue: asyncio.Queue = asyncio.Queue()
-        self.frames = self.bytes = 0
+        self.frames = self.bytes = self.skipped = 0
         self.encode_ms = 0.0
         self._t0: float | None = None
+        self._want_key = False
         if feed:
             encoder.pump(asyncio.get_running_loop(), self.queue)
 
@@ -259,11 +263,22 @@ class EncodedVideoTrack(MediaStreamTrack):
         self.encoder.keyframe.set()
 
     async def recv(self):
-        raw = await self.queue.get()
-        if raw is None:
-            self.stop()
-            raise MediaStreamError
-        _keyframe, t_cap, encode_ms = HEADER.unpack_from(raw)
+        while True:
+            raw = await self.queue.get()
+            if raw is None:
+                self.stop()
+                raise MediaStreamError
+            keyframe, t_cap, encode_ms = HEADER.unpack_from(raw)
+            behind = self.queue.qsize() >= MAX_BEHIND
+            if behind or (self._want_key and not keyframe):
+                # Ask once per episode, and again when a keyframe itself had to be skipped.
+                if not self._want_key or keyframe:
+                    self.request_keyframe()
+                self._want_key = True
+                self.skipped += 1
+                continue
+            self._want_key = False
+            break
         data = raw[HEADER.size :]
         if self._t0 is None:
             self._t0 = t_cap

@@ -350,7 +350,10 @@ class StreamSession:
                     self._end("protocol_error")
                     break
                 # GAP: no key frame for a client stuck without asking (moonlight-common-c
-                # without reference-frame invalidation, after reordered video; docs/gaps.md).
+                # without reference-frame invalidation: a packet held back by reordering
+                # makes it predict the frame lost and wait for an IDR, and when the frame
+                # then completes it sees no gap, so it asks only after 120 frames; the host
+                # hears nothing meanwhile. docs/gaps.md).
                 if actions.idr_requested:
                     self._idr.set()
                     if self.stats.frames_sent:  # after the start message: a frame was lost

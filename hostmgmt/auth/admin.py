@@ -91,7 +91,7 @@ class AdminAuthentication(BaseAuthentication):
         basic = _basic(header)
         if basic is None:
             return None
-        user = credentials.verify(*basic)
+        user = credentials.verify(*basic, shared=True)
         if user is None:
             return None
         return AdminPrincipal(user.get_username(), "basic")

@@ -1,8 +1,9 @@
 """The admin credentials: one Django superuser, so the Django admin pages accept them too.
 
 Password hashes are Django's (PBKDF2, deliberately slow). HTTP Basic sends the password on every
-request, so a verified header is remembered for a few minutes by a keyed digest that includes the
-stored hash: changing the password invalidates it at once, and the plaintext is never kept.
+request, so a verified header is remembered for a few minutes after its last use, by a keyed
+digest that includes the stored hash: changing the password invalidates it at once, and the
+plaintext is never kept.
 """
 
 from __future__ import annotations
@@ -17,11 +18,15 @@ from django.contrib.auth import get_user_model, password_validation
 from django.core.exceptions import ValidationError
 from django.db import transaction
 
+from hostmgmt import dbversion
+
 _CACHE_TTL = 300.0
 _CACHE_MAX = 256
 _cache_key = secrets.token_bytes(32)
 _cache: dict[bytes, float] = {}
+_inflight: dict[bytes, threading.Lock] = {}
 _lock = threading.Lock()
+_now = time.monotonic
 
 
 def admin_user():
@@ -33,9 +38,13 @@ def credentials_exist() -> bool:
     return admin_user() is not None
 
 
-def verify(username: str, password: str):
-    """The admin user when `username`/`password` match it, else None."""
-    user = admin_user()
+def verify(username: str, password: str, *, shared: bool = False):
+    """The admin user when `username`/`password` match it, else None.
+
+    `shared=True` (HTTP Basic, which sends the password with every request) answers from a
+    user object kept until the database changes, instead of a query per request; its caller
+    must only read it. A login, which saves `last_login` on the user, gets its own."""
+    user = dbversion.cached("credentials.admin_user", admin_user) if shared else admin_user()
     if user is None:
         # Spend comparable time so the answer does not reveal whether credentials exist.
         get_user_model()().set_password(password)
@@ -43,21 +52,42 @@ def verify(username: str, password: str):
     digest = hmac.new(
         _cache_key, f"{username}\0{password}\0{user.password}".encode(), hashlib.sha256
     ).digest()
-    now = time.monotonic()
+    if _remembered(digest):
+        return user
+    # One check per header at a time: when a remembered header expired, or before the first,
+    # every request carrying it in that second would otherwise run its own PBKDF2 (about a
+    # second of CPU each); under 70 Basic requests a second that stalled the API for 10 s.
+    with _lock:
+        gate = _inflight.setdefault(digest, threading.Lock())
+    with gate:
+        try:
+            if _remembered(digest):
+                return user
+            if not hmac.compare_digest(username.encode(), user.get_username().encode()):
+                user.check_password(password)  # same cost as a good username
+                return None
+            if not user.check_password(password):
+                return None
+            with _lock:
+                if len(_cache) >= _CACHE_MAX:
+                    _cache.clear()
+                _cache[digest] = _now() + _CACHE_TTL
+            return user
+        finally:
+            with _lock:
+                _inflight.pop(digest, None)
+
+
+def _remembered(digest: bytes) -> bool:
+    """Whether this header was verified within the last `_CACHE_TTL` of its use (each use
+    extends it: a script polling all day never waits for a fresh PBKDF2)."""
+    now = _now()
     with _lock:
         expiry = _cache.get(digest)
         if expiry and expiry > now:
-            return user
-    if not hmac.compare_digest(username.encode(), user.get_username().encode()):
-        user.check_password(password)  # same cost as a good username
-        return None
-    if not user.check_password(password):
-        return None
-    with _lock:
-        if len(_cache) >= _CACHE_MAX:
-            _cache.clear()
-        _cache[digest] = now + _CACHE_TTL
-    return user
+            _cache[digest] = now + _CACHE_TTL
+            return True
+    return False
 
 
 class CredentialError(ValueError):

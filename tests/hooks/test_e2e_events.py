@@ -6,6 +6,7 @@ from __future__ import annotations
 import queue
 import socket
 import ssl
+import threading
 import time
 
 import pytest
@@ -58,6 +59,42 @@ def test_replay_live_filter_and_resume(hooks_host, emit_in):
             again.next(timeout=1)  # no duplicates after the replay
     finally:
         again.close()
+
+
+def test_streams_joining_during_a_burst_get_each_event_once_in_order(hooks_host, emit_in):
+    """A stream catches up from the ring and its queue (its own task), then goes live (the hub
+    writes to it directly): events emitted across that switch arrive once each, in order."""
+    marker = SSEClient(hooks_host, "/api/v1/events?kinds=library.*")
+    try:
+        emit_in("library.changed", {"source": "marker"})
+        frame = _until_event(marker, "library.changed")
+        while frame.json()["source"] != "marker":  # the ring's earlier ones come first
+            frame = _until_event(marker, "library.changed")
+        start = int(frame.id)
+    finally:
+        marker.close()
+    n = 200
+    burst = threading.Thread(
+        target=lambda: [emit_in("library.changed", {"source": f"burst-{i}"}) for i in range(n)]
+    )
+    streams = []
+    burst.start()
+    try:
+        for _ in range(6):  # joining at different points of the burst
+            streams.append(SSEClient(hooks_host, f"/api/v1/events?kinds=library.*&since={start}"))
+            time.sleep(0.05)
+        burst.join(60)
+        for sse in streams:
+            got = sse.events(n, timeout=30)
+            assert [f.json()["source"] for f in got] == [f"burst-{i}" for i in range(n)]
+            seqs = [int(f.id) for f in got]
+            assert seqs == sorted(set(seqs)) and seqs[0] > start
+            with pytest.raises(queue.Empty):
+                sse.next(timeout=0.5)  # nothing twice after the last one
+    finally:
+        burst.join(60)
+        for sse in streams:
+            sse.close()
 
 
 def test_keepalive_comment_with_short_interval(hooks_host):

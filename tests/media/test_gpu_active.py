@@ -64,10 +64,16 @@ def test_encoder_for_follows_what_the_engine_really_opens(monkeypatch, state):
 
 
 def _planes(monkeypatch, compat: list, native: dict) -> None:
-    """The session registry by plane, as plain records."""
-    by_plane = {"compat": compat, "native": native}
-    monkeypatch.setattr(registry, "live", lambda plane=None: list(
-        by_plane[plane] if plane == "compat" else by_plane[plane].values()))  # fmt: skip
+    """The session registry: plain records, each tagged with its plane as the registry's are."""
+
+    def live(plane=None):
+        for rec in compat:
+            rec["plane"] = "compat"
+        for rec in native.values():
+            rec["plane"] = "native"
+        return [r for r in (*compat, *native.values()) if plane in (None, r["plane"])]
+
+    monkeypatch.setattr(registry, "live", live)
 
 
 def test_live_encoders_count_each_streaming_compat_session_and_every_native_one(monkeypatch):

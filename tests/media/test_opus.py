@@ -29,6 +29,18 @@ def test_tone_arrives_at_1khz_and_its_level(frame_ms):
     assert abs(level - -12.0) <= 0.5, level
 
 
+@pytest.mark.parametrize("frame_ms", [5, 20])
+def test_the_direct_path_gives_the_bytes_of_pyav_encode(frame_ms):
+    """`OpusEncoder` skips PyAV's frame-size filter graph; libopus must get the same frames."""
+    x = noise(0.5, -20.0)
+    direct = OpusEncoder(frame_ms=frame_ms)
+    assert direct._send != direct._ctx.encode  # the pinned PyAV still has the direct method
+    plain = OpusEncoder(frame_ms=frame_ms)
+    plain._send = plain._ctx.encode
+    got = [p for b in blocks(x, 10) for p in direct.encode(b)]
+    assert got and got == [p for b in blocks(x, 10) for p in plain.encode(b)]
+
+
 def test_blocks_of_any_length_are_buffered_into_frames():
     enc = OpusEncoder(frame_ms=20)
     assert enc.encode(tone(0.015, -20)) == []

@@ -78,6 +78,21 @@ class Knocker:
         self.c.close()
 
 
+async def approved_answer(knocker: Knocker, api, body: dict) -> dict:
+    """A new device's offer the way a player page and its operator make it: the first knock
+    is held pending (202), the operator approves it, the second knock gets the answer (200);
+    returns the answer's JSON."""
+    import asyncio
+
+    r = await asyncio.to_thread(knocker.post, body)
+    assert r.status_code == 202, r.text
+    r = api.post(f"/api/v1/native/pending/{r.json()['id']}/approve")
+    assert r.status_code == 200, r.text
+    r = await asyncio.to_thread(knocker.post, body)
+    assert r.status_code == 200, r.text
+    return r.json()
+
+
 def device_events(host, since: int, kinds: str, fp: str, timeout: float = 3.0) -> list[str]:
     """Kinds of the events since `since` (replayed) whose device/client fingerprint is `fp`."""
     sse = SSEClient(host, f"/api/v1/events?since={since}&kinds={kinds}")

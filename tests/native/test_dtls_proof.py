@@ -18,7 +18,7 @@ import time
 
 import pytest
 
-from tests.native.helpers import Knocker, LiveEvents, catalog_app
+from tests.native.helpers import Knocker, LiveEvents, approved_answer, catalog_app
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
@@ -161,13 +161,7 @@ async def _stolen_fingerprint(live_host, marks):
         sdp = await real.offer()
         fp = fingerprint_of(sdp)
         body = {"sdp": sdp, "name": "real tv", "app": "desktop", **MODE}
-        r = await asyncio.to_thread(knocker.post, body)
-        assert r.status_code == 202, r.text
-        r = api.post(f"/api/v1/native/pending/{r.json()['id']}/approve")
-        assert r.status_code == 200, r.text
-        r = await asyncio.to_thread(knocker.post, body)
-        assert r.status_code == 200, r.text
-        await real.answer(r.json()["sdp"])
+        await real.answer((await approved_answer(knocker, api, body))["sdp"])
         await until(lambda: real.frames > 10, 30, "the real device's first frames")
         playing = await until(lambda: native_games(api), 10, "the real session listed")
         assert [(c, t) for _sid, c, t in playing] == [("real tv", "Desktop")], playing

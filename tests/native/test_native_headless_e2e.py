@@ -32,7 +32,7 @@ from tests.conftest import ADMIN_PASSWORD, ADMIN_USER
 from tests.displays import test_headless_e2e as hl
 from tests.displays.test_headless_e2e import BACKGROUND_BGR, app_pids, bgr, close
 from tests.native import test_dtls_proof as dtls
-from tests.native.helpers import Knocker, LiveEvents
+from tests.native.helpers import Knocker, LiveEvents, approved_answer
 from tests.native.test_dtls_proof import Device, fingerprint_of, until
 from tests.support import wl_app, x11_app
 from tests.support.livehost import running_host
@@ -124,13 +124,7 @@ async def connect(host, api, knocker: Knocker, player: Player, title: str) -> di
     sdp = await player.offer()
     body = {"sdp": sdp, "name": "wl tv", "app": app_key(knocker, title),
             "width": W, "height": H, "fps": FPS}  # fmt: skip
-    r = await asyncio.to_thread(knocker.post, body)
-    assert r.status_code == 202, r.text
-    r = api.post(f"/api/v1/native/pending/{r.json()['id']}/approve")
-    assert r.status_code == 200, r.text
-    r = await asyncio.to_thread(knocker.post, body)
-    assert r.status_code == 200, r.text
-    answer = r.json()
+    answer = await approved_answer(knocker, api, body)
     await player.answer(answer["sdp"])
     return {**answer, "fingerprint": fingerprint_of(sdp)}
 

@@ -364,7 +364,7 @@ def test_a_killed_native_peer_process_is_recovered(host, loopback_ice):
 
 
 async def _native_peer_killed(host):
-    from tests.native.helpers import Knocker
+    from tests.native.helpers import Knocker, approved_answer
 
     Device, until = dtls.Device, dtls.until
     api, knocker, player = host.mgmt(), Knocker(host), Device()
@@ -374,13 +374,7 @@ async def _native_peer_killed(host):
         app = re.search(r'<option value="(app:[^"]+)"[^>]*>\s*Sleeper', page).group(1)
         body = {"sdp": await player.offer(), "name": "faulty tv", "app": app,
                 "width": W, "height": H, "fps": FPS}  # fmt: skip
-        r = await asyncio.to_thread(knocker.post, body)
-        assert r.status_code == 202, r.text
-        r = api.post(f"/api/v1/native/pending/{r.json()['id']}/approve")
-        assert r.status_code == 200, r.text
-        r = await asyncio.to_thread(knocker.post, body)
-        assert r.status_code == 200, r.text
-        await player.answer(r.json()["sdp"])
+        await player.answer((await approved_answer(knocker, api, body))["sdp"])
         await until(lambda: player.frames > 10, 60, "the native player's first frames")
         victim = session_process(host)
         assert victim is not None

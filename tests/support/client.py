@@ -133,7 +133,11 @@ def main() -> None:
     if mgmt:
         x = draw_pattern(x_display_of_session(*mgmt), width, height)
         drawn_at = time.monotonic()
-    time.sleep(seconds)
+    # The stream's length, or less when the host ends it first (the console's stop button):
+    # no frame comes after that, and a test waiting on this process need not wait it out.
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline and not session.is_terminated:
+        time.sleep(0.1)
     result = {
         "session_url": url,
         "launch_s": round(launch_s, 3),

@@ -19,14 +19,17 @@ import numpy as np
 from Xlib import XK, X, display
 
 RATE, BLOCK = 48_000, 480
+AHEAD_S = 0.1
 
 
 def tone(freq: float, stop: threading.Event) -> None:
-    """The sine, in real time, 10 ms at a time (a null sink renders on the system clock)."""
+    """The sine, in real time, 10 ms at a time (a null sink renders on the system clock),
+    kept 100 ms ahead as a game's audio buffer is: with 10 ms of slack, a loaded CI box
+    starved the sink now and then, and the gap smeared the tone the tests listen for."""
     pacat = subprocess.Popen(["pacat", "--playback", "--raw", f"--rate={RATE}", "--channels=2",
-                              "--format=s16le", "--latency-msec=10"],
+                              "--format=s16le", "--latency-msec=100"],
                              stdin=subprocess.PIPE)  # fmt: skip
-    n, next_at = 0, time.monotonic()
+    n, next_at = 0, time.monotonic() - AHEAD_S
     try:
         while not stop.is_set() and pacat.poll() is None:
             t = (np.arange(BLOCK) + n) / RATE

@@ -326,3 +326,69 @@ def test_blocked_address_cannot_log_in_through_django_authenticate(admin_user, r
     for _ in range(throttle.MAX_FAILURES):
         assert authenticate(request, username="admin", password="nope") is None
     assert authenticate(request, username="admin", password=admin_user[1]) is None
+
+
+@pytest.mark.django_db(transaction=True)
+def test_basic_reuses_the_admin_row_until_the_password_changes():
+    """Outside a transaction (as daphne serves) Basic reads the admin user once per database
+    change, not once per request; a password change takes effect on the very next request."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    credentials.set_credentials("admin", GOOD)
+    c = Client()
+    assert c.get("/api/csrf-token", HTTP_AUTHORIZATION=basic("admin", GOOD)).status_code == 200
+    with CaptureQueriesContext(connection) as queries:
+        r = c.get("/api/csrf-token", HTTP_AUTHORIZATION=basic("admin", GOOD))
+    assert r.status_code == 200
+    assert not [q for q in queries.captured_queries if "auth_user" in q["sql"]]
+    credentials.set_credentials("admin", "amber falcon 77")
+    assert c.get("/api/csrf-token", HTTP_AUTHORIZATION=basic("admin", GOOD)).status_code == 401
+    r = c.get("/api/csrf-token", HTTP_AUTHORIZATION=basic("admin", "amber falcon 77"))
+    assert r.status_code == 200
+
+
+def test_concurrent_requests_with_one_header_run_one_password_check(admin_user, monkeypatch):
+    """Eight requests carrying the same Basic header when it is not remembered (the first,
+    or after it expired) wait for one PBKDF2 instead of each running their own; a header in
+    steady use stays remembered past the TTL (each use extends it)."""
+    import threading
+    import time
+
+    from django.contrib.auth.base_user import AbstractBaseUser
+
+    credentials._cache.clear()
+    calls = []
+    original = AbstractBaseUser.check_password
+
+    def slow_check(self, raw):
+        calls.append(raw)
+        time.sleep(0.2)  # PBKDF2 takes about a second here
+        return original(self, raw)
+
+    monkeypatch.setattr(AbstractBaseUser, "check_password", slow_check)
+    user = credentials.admin_user()  # the threads must not query the test's transaction
+    monkeypatch.setattr(credentials, "admin_user", lambda: user)
+    barrier, results = threading.Barrier(8), []
+
+    def request():
+        barrier.wait()
+        results.append(credentials.verify(*admin_user, shared=True) is not None)
+
+    threads = [threading.Thread(target=request) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(10)
+    assert results == [True] * 8 and len(calls) == 1, (results, len(calls))
+
+    now = [time.monotonic()]
+    monkeypatch.setattr(credentials, "_now", lambda: now[0])
+    for _ in range(3):  # used every 200 s: never older than the TTL of 300 s
+        now[0] += 200
+        assert credentials.verify(*admin_user, shared=True) is not None
+    assert len(calls) == 1
+    now[0] += 301  # unused past the TTL: checked again
+    assert credentials.verify(*admin_user, shared=True) is not None
+    assert len(calls) == 2
+    assert credentials.verify("admin", "wrong") is None and len(calls) == 3
