@@ -384,18 +384,25 @@ def host_processes(supervisor_pid: int) -> dict[str, object]:
     return out
 
 
-def _sockets(pid: int) -> int:
-    """Open fds that are sockets (their number follows the connections open at that moment)."""
-    n = 0
+def _fd_targets(pid: int) -> tuple[int, list[str]]:
+    """The open fds of `pid`: how many are sockets (their number follows the connections open
+    at that moment), and the `/proc/<pid>/fd` targets of the rest (files, pipes, eventfds), so
+    a growth can name what was opened."""
+    sockets, files = 0, []
     try:
-        for fd in os.listdir(f"/proc/{pid}/fd"):
-            try:
-                n += os.readlink(f"/proc/{pid}/fd/{fd}").startswith("socket:")
-            except OSError:
-                continue
+        names = os.listdir(f"/proc/{pid}/fd")
     except OSError:
-        pass
-    return n
+        return 0, []
+    for fd in names:
+        try:
+            target = os.readlink(f"/proc/{pid}/fd/{fd}")
+        except OSError:
+            continue
+        if target.startswith("socket:"):
+            sockets += 1
+        else:
+            files.append(target)
+    return sockets, sorted(files)
 
 
 def sample(supervisor_pid: int) -> dict[str, dict]:
@@ -406,8 +413,9 @@ def sample(supervisor_pid: int) -> dict[str, dict]:
         try:
             with p.oneshot():
                 cpu = p.cpu_times()
+                sockets, files = _fd_targets(p.pid)
                 out[role] = {"pid": p.pid, "rss_mb": round(p.memory_info().rss / 2**20, 1),
-                             "fds": p.num_fds(), "sockets": _sockets(p.pid),
+                             "fds": p.num_fds(), "sockets": sockets, "files": files,
                              "cpu_s": round(cpu.user + cpu.system, 2),
                              "t": round(time.monotonic(), 2)}  # fmt: skip
         except psutil.Error:
@@ -503,8 +511,16 @@ def growth(rows: list[dict]) -> dict:
             "fd_growth": b["fds"] - a["fds"],
             # Files, pipes, eventfds: a leak here is a leak whatever the load does.
             "file_fd_growth": (b["fds"] - b["sockets"]) - (a["fds"] - a["sockets"]),
+            # Which: the fd targets opened (or closed) between the two samples.
+            "files_added": _minus(b["files"], a["files"]),
+            "files_closed": _minus(a["files"], b["files"]),
         }
     return out
+
+
+def _minus(these: list[str], those: list[str]) -> list[str]:
+    """`these` less `those`, as multisets (a file open twice counts twice)."""
+    return sorted((collections.Counter(these) - collections.Counter(those)).elements())
 
 
 def print_row(row: dict) -> None:
@@ -673,6 +689,9 @@ def print_summary(report: dict) -> None:
         print(f"  {role:<24} {g['rss_mb'][0]:>7.1f} -> {g['rss_mb'][1]:>6.1f} "
               f"{g['rss_growth_pct']:>6.1f}% {g['fds'][0]:>4} -> {g['fds'][1]:>3} "
               f"{g['fd_growth']:>5} {g['file_fd_growth']:>9}")  # fmt: skip
+        for what in ("added", "closed"):
+            if g.get(f"files_{what}"):
+                print(f"  {'':<24} files {what}: {', '.join(g[f'files_{what}'])}")
     if report.get("cpu_pct_of_core"):
         print("CPU, minute 2 -> last, % of one core (the machine has "
               f"{report['cpus']} x 100 %):")  # fmt: skip

@@ -19,6 +19,7 @@ django_app = SyncViewDispatcher(
     get_asgi_application(), get_wsgi_application(), bearer_app=bearer_wsgi_handler(), threads=8
 )
 django_app.load_urls()
+django_app.start_threads()
 
 from django.conf import settings  # noqa: E402
 

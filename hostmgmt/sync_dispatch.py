@@ -11,7 +11,9 @@ ASGI handler, which is the only one that can stream without holding a thread.
 from __future__ import annotations
 
 import asyncio
+import logging
 import sys
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from tempfile import SpooledTemporaryFile
 
@@ -19,6 +21,8 @@ from asgiref.sync import iscoroutinefunction
 from django.conf import settings
 from django.core.handlers.wsgi import WSGIHandler
 from django.urls import Resolver404, get_resolver
+
+log = logging.getLogger(__name__)
 
 BODY_SPOOL_BYTES = 65536
 
@@ -101,8 +105,35 @@ class SyncViewDispatcher:
         self.asgi_app = asgi_app
         self.wsgi_app = wsgi_app
         self.bearer_app = bearer_app or wsgi_app
+        self.threads = threads
         self.pool = ThreadPoolExecutor(threads, thread_name_prefix="django-sync")
         self._async_paths: dict[str, bool] = {}
+
+    def start_threads(self) -> None:
+        """Start every view thread now, each with its database connection open.
+
+        The pool would start a thread only when a request finds none idle, and each thread
+        keeps its own SQLite connection (CONN_MAX_AGE=None: the database file and its WAL,
+        two fds) for the life of the process: the process's open files then grew with the
+        busiest moment so far, up to the pool's size, which looks like a leak to anything
+        that watches fds (the soak) and puts a connection's set-up into a request. Started
+        here, the set is whole before daphne listens and stays the same for the process's
+        life."""
+        from django.db import connections
+
+        barrier = threading.Barrier(self.threads)
+
+        def open_connections() -> None:
+            barrier.wait(timeout=30)  # holds each thread until all are started
+            for conn in connections.all():
+                try:
+                    conn.ensure_connection()
+                except Exception as exc:  # the thread's first request opens it (and says why)
+                    log.warning("view thread: database %s not opened at start: %s",
+                                conn.alias, exc)  # fmt: skip
+
+        for future in [self.pool.submit(open_connections) for _ in range(self.threads)]:
+            future.result()
 
     @staticmethod
     def load_urls() -> None:

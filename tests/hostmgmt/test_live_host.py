@@ -9,6 +9,8 @@ import stat
 import subprocess
 import sys
 import time
+from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 import psutil
@@ -27,6 +29,34 @@ def test_health_over_verified_tls(live_host):
         assert body["status"] == "ok" and body["status_code"] == 200
         assert body["version"].startswith("v") and isinstance(body["uptime"], int)
         assert c.get("/api/health").json()["version"] == body["version"]
+
+
+def _daphne_files(host) -> list[str]:
+    """The `/proc/<pid>/fd` targets of daphne's open fds other than sockets."""
+    from bench.soak import _fd_targets, host_processes
+
+    pid = next(p.pid for role, p in host_processes(host.proc.pid).items() if role == "daphne")
+    return _fd_targets(pid)[1]
+
+
+def test_daphne_opens_no_files_under_concurrent_load(live_host):
+    """Every view thread and its database connection are open before daphne listens: a burst
+    wider than the thread pool adds no file to daphne's open fds (it added the database file
+    and its WAL for each thread the pool started late)."""
+    before = _daphne_files(live_host)
+    db = str(live_host.state_dir / "db.sqlite3")
+    assert before.count(db) >= 8, before  # one connection per view thread
+
+    def burst(_):
+        with live_host.mgmt() as c:
+            for _ in range(5):
+                assert c.get("/api/v1/library").status_code == 200
+
+    with ThreadPoolExecutor(24) as pool:
+        list(pool.map(burst, range(24)))
+    after = _daphne_files(live_host)
+    added = sorted((Counter(after) - Counter(before)).elements())
+    assert added == [], added
 
 
 def test_plain_http_is_not_served(live_host):
