@@ -110,7 +110,10 @@ def test_a_failing_quick_exit_is_not_a_detach(state, runs):
 @pytest.mark.parametrize("wait_all", [True, False])
 def test_wait_all_keeps_the_app_while_its_group_lives(state, runs, tmp_path, wait_all):
     child = tmp_path / "child.pid"
-    run = runs(980004 + wait_all, cmd=f"sleep 60 & echo $! > {child}; sleep 0.2; exit 3",
+    # One process besides the shell: the game lifecycle layer takes the newest non-launcher
+    # for the game, and a second, short `sleep` taken for it would end the session by its exit
+    # (session_on_game_exit) whatever wait-all says.
+    run = runs(980004 + wait_all, cmd=f"sleep 60 & echo $! > {child}; exit 3",
                wait_all=wait_all)  # fmt: skip
     run.start(DISPLAY, {}, CLIENT, MODE)
     assert wait_for(lambda: run.proc.exited() and child.exists())
