@@ -7,6 +7,10 @@ PY := $(VENV)/bin/python
 RUN_STAMP := $(VENV)/.run-installed
 TEST_STAMP := $(VENV)/.test-installed
 PYTEST_ARGS ?=
+# Test workers (pytest-xdist): one per core, at most 4. Each test file stays on one worker
+# (its module-scoped host starts once), slow files first (tests/conftest.py); tests marked
+# `exclusive` run alone.
+TEST_WORKERS ?= $(shell n=$$(nproc 2>/dev/null || echo 2); [ "$$n" -gt 4 ] && n=4; echo $$n)
 
 .PHONY: run test test-fast lint format clean system-deps system-deps-test fresh-root-check
 
@@ -34,7 +38,7 @@ run: $(RUN_STAMP) system-deps
 	$(PY) manage.py runhost
 
 test: $(TEST_STAMP) system-deps-test
-	$(PY) -m pytest $(PYTEST_ARGS)
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder $(PYTEST_ARGS)
 
 # Everything but the end-to-end tests that start the real host.
 test-fast: $(TEST_STAMP)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support import overrun_watch, reaper_watch
+from tests.support import exclusive, overrun_watch, reaper_watch
 from tests.support.livehost import running_host
 
 ADMIN_USER = "admin"
@@ -98,8 +98,51 @@ def admin_headers(db, restore_config):
 
 
 def pytest_configure(config):
+    if _is_xdist_controller(config):
+        return  # runs no test: the workers watch their own
     reaper_watch.start()
     overrun_watch.start()
+
+
+def _is_xdist_controller(config) -> bool:
+    distributing = bool(getattr(config.option, "numprocesses", None))
+    return distributing and not hasattr(config, "workerinput")
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config, items):
+    """Files in this order: those with `exclusive` tests (they run one after another while
+    the other workers wait), slow end-to-end ones, other end-to-end ones, the many short tests
+    last. On several workers (each file on one) the run then ends with every worker busy on
+    short tests instead of one finishing a long file alone. Each file keeps its own order."""
+
+    def weight(item) -> int:
+        if exclusive.marked(item):
+            return 0
+        if item.get_closest_marker("e2e") is None:
+            return 3
+        return 1 if item.get_closest_marker("slow") is not None else 2
+
+    first_weight: dict[str, int] = {}
+    for item in items:
+        path = str(item.path)
+        first_weight[path] = min(first_weight.get(path, 3), weight(item))
+    items.sort(key=lambda item: first_weight[str(item.path)])
+
+
+_RUN_LOCK: exclusive.RunLock | None = None
+
+
+def _run_lock(config) -> exclusive.RunLock | None:
+    """The lock every xdist worker of this run shares; None outside xdist."""
+    global _RUN_LOCK
+    workerinput = getattr(config, "workerinput", None)
+    if workerinput is None:
+        return None
+    if _RUN_LOCK is None:
+        where = Path(tempfile.gettempdir()) / f"hostmgmt-tests-{workerinput['testrunuid']}"
+        _RUN_LOCK = exclusive.RunLock(where)
+    return _RUN_LOCK
 
 
 def _timeout_s(item) -> float:
@@ -116,8 +159,21 @@ def _timeout_s(item) -> float:
         return 0.0
 
 
-@pytest.hookimpl(wrapper=True)
+@pytest.hookimpl(wrapper=True, tryfirst=True)
 def pytest_runtest_protocol(item, nextitem):
+    """Outermost, so the wait for another worker's exclusive test counts against no timeout."""
+    lock = _run_lock(item.config)
+    if lock is None:
+        return (yield from _watched(item))
+    lock.take(exclusive.marked(item))
+    try:
+        return (yield from _watched(item))
+    finally:
+        if not (exclusive.marked(item) and exclusive.marked(nextitem)):
+            lock.release()
+
+
+def _watched(item):
     overrun_watch.WATCH.begin(item.nodeid, _timeout_s(item))
     try:
         return (yield)

@@ -21,7 +21,7 @@ from tests.conftest import ADMIN_PASSWORD, ADMIN_USER
 from tests.streaming.conftest import owned_processes, pair, wait_for
 from tests.support.livehost import ROOT, running_host
 
-pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.exclusive]
 
 CLIENT = str(ROOT / "tests/support/concurrent_client.py")
 COLOUR_APP = ROOT / "tests/support/colour_app.py"

@@ -31,7 +31,7 @@ from tests.native.test_dtls_proof import Device, fingerprint_of, until
 
 loopback_ice = dtls.loopback_ice  # the test peer's loopback ICE candidate (a fixture)
 
-pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.exclusive]
 
 MODE = {"width": 1280, "height": 720, "fps": 30}
 LOSS = 0.05

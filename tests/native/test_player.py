@@ -26,7 +26,7 @@ from tests.native.browserkit import (
 )
 from tests.native.helpers import last_seq
 
-pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.exclusive]
 
 NAME = "e2e player"
 

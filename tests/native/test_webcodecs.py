@@ -27,7 +27,7 @@ from tests.native.browserkit import (
 )
 from tests.native.test_player import COLOURS, Painter
 
-pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.exclusive]
 
 NAME = "webcodecs player"
 

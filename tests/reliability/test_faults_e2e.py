@@ -37,7 +37,7 @@ from tests.streaming.conftest import events, pair, wait_for
 from tests.support.livehost import ROOT, running_host
 from tests.support.moonlight import Moonlight, pairing_events
 
-pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.exclusive]
 
 loopback_ice = dtls.loopback_ice  # the test's WebRTC peer offers 127.0.0.1 candidates
 

@@ -18,7 +18,7 @@ from tests.streaming.conftest import (
 )
 from tests.support.client import BLUE_BGR, GREEN_BGR
 
-pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.exclusive]
 
 W, H, FPS = 1280, 720, 60
 

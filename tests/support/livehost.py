@@ -45,13 +45,25 @@ def free_base_port() -> int:
     no other process's outgoing socket can take one of the host's ports while it runs
     (preflight would rightly call that port foreign)."""
     top = 21 + SLOT_STRIDE * (MAX_SLOTS - 1)
-    high = max(_ephemeral_low() - top - 1, 10_100)
+    low, high = _worker_range(10_000, max(_ephemeral_low() - top - 1, 10_100))
     for _ in range(200):
-        base = random.randrange(10_000, high)
+        base = random.randrange(low, high)
         ports = range(base - 5, base + top + 1)
         if all(_free(p, socket.SOCK_STREAM) and _free(p, socket.SOCK_DGRAM) for p in ports):
             return base
     raise RuntimeError("no free base port found")
+
+
+def _worker_range(low: int, high: int) -> tuple[int, int]:
+    """This xdist worker's share of [low, high): a port that is free when checked is bound
+    only later by the host, so two workers must never pick from the same ports."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")  # gw0, gw1, ...
+    count = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    if not worker.startswith("gw") or count < 2:
+        return low, high
+    share = (high - low) // count
+    index = int(worker[2:])
+    return low + index * share, low + (index + 1) * share
 
 
 def read_token(path: Path) -> str:
