@@ -17,9 +17,11 @@ from hostmgmt.lib.statedir import DB_FILE
 from tests.streaming.conftest import events, pair, wait_for
 from tests.support.client import BLUE_BGR, GREEN_BGR
 
-pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.exclusive]
 ROOT = Path(__file__).resolve().parents[2]
-W, H, FPS = 1280, 720, 60
+# What is checked is the codec, not the mode: a small one keeps the software AV1 encoder
+# (libsvtav1) well inside what a 2-core machine encodes in real time.
+W, H, FPS = 640, 360, 30
 
 
 def close(bgr, want, tol=24) -> bool:
@@ -38,9 +40,6 @@ def _client(host, config_dir: Path, codec: str) -> dict:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-# Passed in the first full run on this code; at the end of the stop its AV1 client timed out
-# twice in a row (120 s) after a heavy run: not understood yet, so not strict (closing note).
-@pytest.mark.xfail(strict=False, reason="AV1 client at 720p60 timed out on a loaded VM; open")
 def test_hevc_and_av1_stream_from_a_real_host_when_the_modes_offer_them(stream_host, tmp_path):
     host = stream_host
     pair(host, tmp_path / "ml")
