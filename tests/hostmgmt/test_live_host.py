@@ -45,7 +45,7 @@ def test_daphne_opens_no_files_under_concurrent_load(live_host):
     and its WAL for each thread the pool started late)."""
     before = _daphne_files(live_host)
     db = str(live_host.state_dir / "db.sqlite3")
-    assert before.count(db) >= 8, before  # one connection per view thread
+    assert before.count(db) >= 8, f"{before}"  # one connection per view thread
 
     def burst(_):
         with live_host.mgmt() as c:
@@ -56,7 +56,7 @@ def test_daphne_opens_no_files_under_concurrent_load(live_host):
         list(pool.map(burst, range(24)))
     after = _daphne_files(live_host)
     added = sorted((Counter(after) - Counter(before)).elements())
-    assert added == [], added
+    assert added == [], f"daphne opened {added}"  # a str: pytest cuts a list's repr short
 
 
 def test_plain_http_is_not_served(live_host):
