@@ -27,11 +27,20 @@ BROWSERS = (b"chromium", b"chrome", b"node")  # node: Playwright's driver
 
 
 def descendants(root: int) -> list[int]:
-    """Every process under `root` (none when `root` is gone)."""
+    """Every live process under `root` (none when `root` is gone); a zombie (one killed a
+    moment ago, say, that its parent has not reaped yet) is dead already."""
     try:
-        return [p.pid for p in psutil.Process(root).children(recursive=True)]
+        kids = psutil.Process(root).children(recursive=True)
     except psutil.NoSuchProcess:
         return []
+    live = []
+    for p in kids:
+        try:
+            if p.status() != psutil.STATUS_ZOMBIE:
+                live.append(p.pid)
+        except psutil.NoSuchProcess:
+            continue
+    return live
 
 
 def is_browser(pid: int) -> bool:
