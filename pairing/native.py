@@ -106,6 +106,12 @@ def knock(fingerprint: str, name: str, ip: str, pin: str | None = None) -> Knock
         entry, new = q.knock(fingerprint, name, ip)
     except QueueFull as exc:
         raise TooMany(str(exc)) from None
+    # A decision can land after this knock's checks above and before its queueing, its claim
+    # mark already released (a knock delayed on a loaded host): look again, so a device just
+    # approved or denied is never queued once more.
+    if PairedClient.objects.filter(fingerprint=fingerprint).exists() or q.denied(fingerprint):
+        q.drop(fingerprint)
+        return knock(fingerprint, name, ip)
     if new:
         emit_device("pairing.pending", name, fingerprint, PLANE_NATIVE)
     return Knock("pending", pending_id=entry.id)

@@ -161,6 +161,9 @@ class PendingQueue:
     def mark_denied(self, fingerprint: str) -> None:
         self.r.set(DENIED + fingerprint, "1", ex=DENIED_NOTICE_S)
 
+    def denied(self, fingerprint: str) -> bool:
+        return bool(self.r.exists(DENIED + fingerprint))
+
     def pop_denied(self, fingerprint: str) -> bool:
         return bool(self.r.delete(DENIED + fingerprint))
 
