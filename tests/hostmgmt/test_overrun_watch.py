@@ -24,8 +24,13 @@ def test_an_overrun_kills_browsers_first_then_everything_under_the_root():
         ["bash", "-c", "(exec -a chromium sleep 60) & sleep 60 & wait"],
     )
     try:
+
+        def started() -> bool:  # both children, the subshell past its exec as "chromium"
+            kids = descendants(root.pid)
+            return len(kids) == 2 and any(is_browser(p) for p in kids)
+
         deadline = time.monotonic() + 5
-        while len(descendants(root.pid)) < 2 and time.monotonic() < deadline:
+        while not started() and time.monotonic() < deadline:
             time.sleep(0.05)
         kids = descendants(root.pid)
         [browser] = [p for p in kids if is_browser(p)]
