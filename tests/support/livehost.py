@@ -45,7 +45,7 @@ def free_base_port() -> int:
     no other process's outgoing socket can take one of the host's ports while it runs
     (preflight would rightly call that port foreign)."""
     top = 21 + SLOT_STRIDE * (MAX_SLOTS - 1)
-    low, high = _worker_range(10_000, max(_ephemeral_low() - top - 1, 10_100))
+    low, high = _worker_range(10_000, max(_ephemeral_low() - top - 1, 10_100), span=top + 6)
     for _ in range(200):
         base = random.randrange(low, high)
         ports = range(base - 5, base + top + 1)
@@ -54,16 +54,18 @@ def free_base_port() -> int:
     raise RuntimeError("no free base port found")
 
 
-def _worker_range(low: int, high: int) -> tuple[int, int]:
-    """This xdist worker's share of [low, high): a port that is free when checked is bound
-    only later by the host, so two workers must never pick from the same ports."""
+def _worker_range(low: int, high: int, span: int) -> tuple[int, int]:
+    """This xdist worker's share of base ports in [low, high): a port that is free when checked
+    is bound only later by the host, so two workers must never pick from the same ports. A
+    base uses ports from base-5 to base+span-6, so each share ends `span` before the next one
+    begins."""
     worker = os.environ.get("PYTEST_XDIST_WORKER", "")  # gw0, gw1, ...
     count = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
     if not worker.startswith("gw") or count < 2:
         return low, high
     share = (high - low) // count
     index = int(worker[2:])
-    return low + index * share, low + (index + 1) * share
+    return low + index * share, low + (index + 1) * share - span
 
 
 def read_token(path: Path) -> str:
