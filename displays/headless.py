@@ -11,8 +11,10 @@ directory, so `sweep()` at host start kills what a crashed host left and `stop()
 stop leaves no sway, Xwayland or app behind.
 
 sway refuses root. A host running as root (a headless box, CI) runs the compositor as the
-user named by `HOST_COMPOSITOR_USER` (e.g. `nobody`); without it a session start fails with
-ROOT_REFUSAL. What runs on the compositor's desktop: its background colour
+user named by `HOST_COMPOSITOR_USER` (a dedicated user; `nobody` works but is shared with
+other services); without it a session start fails with ROOT_REFUSAL. Every app then runs as
+that user, so what that user writes never steers root (see displays/sway.py).
+What runs on the compositor's desktop: its background colour
 (`HOST_COMPOSITOR_BACKGROUND`, #RRGGBB) and the sway config lines of the file named by
 `HOST_COMPOSITOR_CONFIG` (operator-owned: e.g. `exec waybar` or a wallpaper).
 """
@@ -117,11 +119,18 @@ def _attach_recorded() -> SwayCompositor | None:
     except (CompositorError, KeyError, TypeError, ValueError) as exc:
         log.warning("headless compositor gone (%s); cleaning up", exc)
         swaymod.kill_owned(str(record.get("token") or "-"))
-        rd = record.get("runtime_dir")
-        if rd and os.path.basename(rd).startswith("host-sway-"):
-            shutil.rmtree(rd, ignore_errors=True)
+        _remove_dirs(record)
         _write(None)
         return None
+
+
+def _remove_dirs(record: dict) -> None:
+    """The recorded compositor's directory (`base_dir`, holding the user's runtime directory;
+    an older record names only `runtime_dir`), when it is one a compositor made."""
+    for key in ("base_dir", "runtime_dir"):
+        d = record.get(key)
+        if isinstance(d, str) and os.path.basename(d).startswith("host-sway-"):
+            shutil.rmtree(d, ignore_errors=True)
 
 
 def current() -> SwayCompositor | None:
@@ -232,9 +241,7 @@ def sweep() -> list[int]:
         record = _read()
         _write(None)
     pids = swaymod.kill_owned(owner() + ":", prefix=True)
-    rd = (record or {}).get("runtime_dir")
-    if rd and os.path.basename(rd).startswith("host-sway-"):
-        shutil.rmtree(rd, ignore_errors=True)
+    _remove_dirs(record or {})
     return pids
 
 

@@ -1,20 +1,26 @@
 """A private headless sway: virtual outputs at a client's mode, apps launched onto them.
 
 `SwayCompositor.start()` runs sway with the headless backend and the pixman renderer in its own
-runtime directory (0700, one per compositor, so its Wayland and IPC sockets are unambiguous)
-and its own session (process group). Every process it starts — Xwayland, swaybg, launched apps,
-which sway double-forks out of its group — inherits `HOST_COMPOSITOR_OWNER=<owner>:<id>`,
-and `stop()` kills the group and then every process carrying the token, so nothing outlives
-it; `kill_owned(owner + ":", prefix=True)` sweeps what a crashed host left behind.
+session (process group). Its files live in a directory of the host (`base_dir`: the config,
+the log, the launch scripts), which holds the compositor's runtime directory (`runtime_dir`,
+XDG_RUNTIME_DIR, 0700 and the compositor user's: its Wayland and IPC sockets, the pid files of
+launches). The host never writes into the user's directory, and reads from it only with
+O_NOFOLLOW, trusting nothing it finds there: a pid an app reports is checked (`launch`).
+Every process it starts — Xwayland, swaybg, launched apps, which sway double-forks out of its
+group — inherits `HOST_COMPOSITOR_OWNER=<owner>:<id>`, and `stop()` kills the group and then
+every process carrying the token, so nothing outlives it; `kill_owned(owner + ":",
+prefix=True)` sweeps what a crashed host left behind.
 
 sway refuses to run as root. The host should run as the desktop user; `run_as=(uid, gid)` runs
-sway (and so its apps) as another user through setpriv, which needs root: it exists as a
-testing aid (tests run as root on CI and start sway as `nobody`), not as a way to run the host
-as root in production.
+sway (and so its apps) as another user through setpriv, which needs root (a headless box, CI:
+`HOST_COMPOSITOR_USER`). Every app launched into a stream runs as that user, so everything that
+user can write is hostile to the root host: `base_dir` stays root's (group: the user's, 0750),
+files are created with O_EXCL|O_NOFOLLOW, and only processes of that user are ever signalled.
 """
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import logging
 import os
@@ -22,6 +28,7 @@ import re
 import shlex
 import shutil
 import signal
+import stat
 import subprocess
 import tempfile
 import threading
@@ -65,7 +72,9 @@ def available() -> bool:
 
 def owned_pids(token: str, *, prefix: bool = False) -> list[int]:
     """Processes whose environment carries OWNER_ENV=token (ours, or any user's as root);
-    with `prefix`, every value that starts with `token` (all compositors of one owner)."""
+    with `prefix`, every value that starts with `token` (all compositors of one owner).
+    As root, never a process with root among its uids: the compositor and its apps run as
+    another user, and any of them can put the token into a setuid program's environment."""
     marker = f"{OWNER_ENV}={token}".encode()
     pids = []
     for entry in os.listdir("/proc"):
@@ -74,6 +83,8 @@ def owned_pids(token: str, *, prefix: bool = False) -> list[int]:
         try:
             with open(f"/proc/{entry}/environ", "rb") as f:
                 env = f.read()
+            if os.geteuid() == 0 and 0 in _uids(int(entry)):
+                continue
         except OSError:
             continue  # gone, or another user's process we may not read (not ours then)
         for var in env.split(b"\0"):
@@ -81,6 +92,15 @@ def owned_pids(token: str, *, prefix: bool = False) -> list[int]:
                 pids.append(int(entry))
                 break
     return pids
+
+
+def _uids(pid: int) -> list[int]:
+    """Real, effective, saved and filesystem uid of `pid` (OSError when it is gone)."""
+    with open(f"/proc/{pid}/status", "rb") as f:
+        for line in f:
+            if line.startswith(b"Uid:"):
+                return [int(u) for u in line.split()[1:]]
+    raise OSError(f"no Uid line for {pid}")
 
 
 def _alive(pid: int) -> bool:
@@ -150,8 +170,8 @@ class SwayCompositor:
         self.proc: subprocess.Popen | None = None
         self.log_path: str | None = None
         self._ipc: SwayIPC | None = None
+        self.base_dir: str | None = None  # the host's: config, log, launch scripts
         self._lock = threading.Lock()
-        self._launches = 0
         self._retired: list[str] = []
         self._pid: int | None = None  # attached (see `attach`): sway runs under another process
 
@@ -164,20 +184,20 @@ class SwayCompositor:
                    owner=str(record["token"]).split(":", 1)[0])  # fmt: skip
         comp.token = str(record["token"])
         comp.runtime_dir = record["runtime_dir"]
+        comp.base_dir = record.get("base_dir") or comp.runtime_dir
         comp.wayland_socket = record["wayland_socket"]
         comp.ipc_socket = record["ipc_socket"]
         comp._pid = int(record["pid"])
         comp.xwayland = bool(record.get("xwayland", True))
-        comp.log_path = os.path.join(comp.runtime_dir, "sway.log")
+        comp.log_path = os.path.join(comp.base_dir, "sway.log")
         if not comp.alive():
             raise CompositorError(f"sway (pid {comp._pid}) is not running")
         try:
-            comp._ipc = SwayIPC(comp.ipc_socket)
+            comp._ipc = SwayIPC(comp.ipc_socket, peer_pid=comp._pid)
             comp._ipc.get_version()
         except SwayIPCError as e:
             comp._ipc = None
             raise CompositorError(f"sway is not answering: {e}") from e
-        comp._launches = int(time.time() * 1000) % 10**9  # launch files of other processes
         comp.refresh_retired()
         return comp
 
@@ -190,6 +210,7 @@ class SwayCompositor:
     def record(self) -> dict:
         """What another process needs to `attach` to this compositor."""
         return {"pid": self.pid, "token": self.token, "runtime_dir": self.runtime_dir,
+                "base_dir": self.base_dir,
                 "wayland_socket": self.wayland_socket, "ipc_socket": self.ipc_socket,
                 "run_as": list(self.run_as) if self.run_as else None,
                 "xwayland": self.xwayland}  # fmt: skip
@@ -236,15 +257,19 @@ class SwayCompositor:
             # unprivileged compositor on a fresh machine
             os.makedirs(X11_SOCKET_DIR, exist_ok=True)
             os.chmod(X11_SOCKET_DIR, 0o1777)
-        self.runtime_dir = tempfile.mkdtemp(prefix="host-sway-")
-        os.chmod(self.runtime_dir, 0o700)
-        config = os.path.join(self.runtime_dir, "config")
-        with open(config, "w") as f:
-            f.write(self._config())
+        # The host's directory (0700, or 0750 with the compositor user's group so sway reads
+        # its config and the launch scripts), and in it the user's runtime directory.
+        self.base_dir = tempfile.mkdtemp(prefix="host-sway-")
+        self.runtime_dir = os.path.join(self.base_dir, "run")
+        os.mkdir(self.runtime_dir, 0o700)
+        gid = None
         if self.run_as is not None:
             uid, gid = self.run_as
+            os.chown(self.base_dir, -1, gid)
+            os.chmod(self.base_dir, 0o750)
             os.chown(self.runtime_dir, uid, gid)
-            os.chown(config, uid, gid)
+        config = os.path.join(self.base_dir, "config")
+        _create(config, self._config().encode(), gid)
         env = {
             "PATH": os.environ.get("PATH", "/usr/local/bin:/usr/bin:/bin"),
             "HOME": self.runtime_dir if self.run_as else os.environ.get("HOME", self.runtime_dir),
@@ -262,8 +287,8 @@ class SwayCompositor:
             uid, gid = self.run_as
             setpriv = shutil.which("setpriv") or "/usr/bin/setpriv"
             argv = [setpriv, f"--reuid={uid}", f"--regid={gid}", "--clear-groups", "--", *argv]
-        self.log_path = os.path.join(self.runtime_dir, "sway.log")
-        with open(self.log_path, "wb") as logf:
+        self.log_path = os.path.join(self.base_dir, "sway.log")
+        with os.fdopen(_create(self.log_path, b"", None, keep_open=True), "wb") as logf:
             self.proc = subprocess.Popen(
                 argv,
                 env=env,
@@ -314,7 +339,7 @@ class SwayCompositor:
                 self.ipc_socket = found[0] if found else None
             if self.wayland_socket and self.ipc_socket:
                 try:
-                    self._ipc = SwayIPC(self.ipc_socket)
+                    self._ipc = SwayIPC(self.ipc_socket, peer_pid=self.pid)
                     self._ipc.get_version()
                 except SwayIPCError:
                     self._ipc = None
@@ -353,7 +378,7 @@ class SwayCompositor:
                 except OSError:
                     pass
                 self.proc.wait(grace)
-        if self.proc is None and self._pid is not None and _alive(self._pid):
+        if self.proc is None and self._pid is not None and self._pid in owned_pids(self.token):
             try:
                 os.killpg(self._pid, signal.SIGTERM)  # sway leads its own session
             except OSError:
@@ -364,8 +389,9 @@ class SwayCompositor:
                 os.killpg(self.proc.pid, signal.SIGKILL)  # the group's stragglers, if any
             except OSError:
                 pass
-        if self.runtime_dir and os.path.isdir(self.runtime_dir):
-            shutil.rmtree(self.runtime_dir, ignore_errors=True)
+        for d in (self.base_dir, self.runtime_dir):
+            if d and os.path.isdir(d):
+                shutil.rmtree(d, ignore_errors=True)  # fd-based: follows no link of the user
 
     def __enter__(self) -> SwayCompositor:
         self.start()
@@ -538,35 +564,63 @@ class SwayCompositor:
         Returns the app's pid (see `wait_window`)."""
         self._check_name(output)
         cmd = command if isinstance(command, str) else shlex.join(command)
-        with self._lock:
-            self._launches += 1
-            n = self._launches
-        pidfile = os.path.join(self.runtime_dir, f"launch-{n}.pid")
-        script = os.path.join(self.runtime_dir, f"launch-{n}.sh")
+        tag = uuid.uuid4().hex  # not guessable ahead: nothing can be planted under it
+        pidfile = os.path.join(self.runtime_dir, f"launch-{tag}.pid")  # the user's to write
+        script = os.path.join(self.base_dir, f"launch-{tag}.sh")  # the host's
         exports = "".join(
             f"export {k}={shlex.quote(v)}\n" for k, v in (env or {}).items() if _env_name(k)
         )
-        with open(script, "w") as f:
-            if cwd:
-                f.write(f"cd {shlex.quote(cwd)} || exit 1\n")
-            f.write(f"{exports}echo $$ > {shlex.quote(pidfile)}.tmp\n")
-            f.write(f"mv {shlex.quote(pidfile)}.tmp {shlex.quote(pidfile)}\n")
-            f.write(f"exec {cmd}\n")
-        if self.run_as is not None:
-            os.chown(script, *self.run_as)
-        # sway remembers the workspace focused when `exec` ran and opens the app's windows
-        # (by pid and its children) there.
-        self.command(f"focus output {output}; exec /bin/sh {script}")
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            try:
-                with open(pidfile) as f:
-                    return int(f.read().strip())
-            except (OSError, ValueError):
+        text = (f"cd {shlex.quote(cwd)} || exit 1\n" if cwd else "") + exports
+        text += f"echo $$ > {shlex.quote(pidfile)}.tmp\n"
+        text += f"mv {shlex.quote(pidfile)}.tmp {shlex.quote(pidfile)}\n"
+        text += f"exec {cmd}\n"
+        _create(script, text.encode(), self.run_as[1] if self.run_as else None)
+        uid = self.run_as[0] if self.run_as else os.geteuid()
+        since = _boot_ticks()
+        refused = ""
+        try:
+            # sway remembers the workspace focused when `exec` ran and opens the app's windows
+            # (by pid and its children) there.
+            self.command(f"focus output {output}; exec /bin/sh {script}")
+            deadline = time.monotonic() + timeout
+            while time.monotonic() < deadline:
+                pid = _read_pid(pidfile, uid)
+                if pid is not None:
+                    refused = self._not_launched(pid, uid, since)
+                    if not refused:
+                        return pid
+                if not self.alive():
+                    break
                 time.sleep(0.02)
-            if not self.alive():
-                break
-        raise CompositorError(f"the app did not start in sway within {timeout:.0f} s: {cmd}")
+        finally:
+            with contextlib.suppress(OSError):
+                os.unlink(script)
+        why = f" ({refused})" if refused else ""
+        raise CompositorError(f"the app did not start in sway within {timeout:.0f} s{why}: {cmd}")
+
+    def _not_launched(self, pid: int, uid: int, since: int) -> str:
+        """Why `pid` (what a launch's pid file says: the compositor user wrote it, so any
+        number) is not the app this launch started, "" when it is: a process of the
+        compositor's user, all of whose uids are that user, carrying this compositor's token,
+        started after the launch began, in a process group (sway's `exec` makes a session)
+        that is neither sway's nor the host's and holds processes of that user alone. The
+        host signals that group at the session's end: it must be the app's own."""
+        info = _proc(pid)
+        if info is None:
+            return f"pid {pid} is not running"
+        if set(info["uids"]) != {uid}:
+            return f"pid {pid} is not a process of the compositor's user"
+        if info["start"] < since:
+            return f"pid {pid} started before this launch"
+        marker = f"{OWNER_ENV}={self.token}".encode()
+        if marker not in info["environ"]:
+            return f"pid {pid} is not a process of this compositor"
+        pgid = info["pgrp"]
+        if pgid <= 1 or pgid in (os.getpgrp(), self.pid) or info["session"] != pgid:
+            return f"pid {pid} is not in a process group of its own"
+        if not group_only_of(pgid, uid):
+            return f"the process group of pid {pid} holds another user's process"
+        return ""
 
     def app_env(self) -> dict[str, str]:
         """What a client of this compositor needs in its environment (to run one ourselves as
@@ -630,3 +684,89 @@ def _env_name(name: str) -> bool:
     if not all(c.isalnum() or c == "_" for c in name):
         raise CompositorError(f"environment name {name!r} is not valid")
     return True
+
+
+def _create(path: str, data: bytes, gid: int | None, *, keep_open: bool = False):
+    """A new file of the host (O_EXCL|O_NOFOLLOW: never one planted there), 0640 with `gid` as
+    its group (the compositor user's, who must read it) or 0600; its descriptor with
+    `keep_open`, else None."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+    fd = os.open(path, flags, 0o600)
+    try:
+        if gid is not None:
+            os.fchown(fd, -1, gid)
+            os.fchmod(fd, 0o640)
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+    except BaseException:
+        os.close(fd)
+        raise
+    if keep_open:
+        return fd
+    os.close(fd)
+    return None
+
+
+def _read_pid(path: str, uid: int) -> int | None:
+    """The number in a pid file the compositor user writes: a regular file of that user, read
+    without following a link and without blocking on a FIFO; None otherwise."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_uid != uid:
+            return None
+        raw = os.read(fd, 32)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    text = raw.decode("ascii", "replace").strip()
+    return int(text) if text.isdigit() and 1 < int(text) < 2**22 + 1 else None
+
+
+def _boot_ticks() -> int:
+    """Now, in the clock of /proc/<pid>/stat's start time (ticks since boot), less one tick."""
+    hz = os.sysconf("SC_CLK_TCK")
+    return int(time.clock_gettime(time.CLOCK_BOOTTIME) * hz) - 1
+
+
+def _proc(pid: int) -> dict | None:
+    """uids (real, effective, saved, fs), start time, process group, session and environment
+    of `pid`; None when it is gone or a zombie."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            fields = f.read().rsplit(b")", 1)[1].split()
+        with open(f"/proc/{pid}/status", "rb") as f:
+            uids = next(line for line in f if line.startswith(b"Uid:")).split()[1:]
+        with open(f"/proc/{pid}/environ", "rb") as f:
+            environ = f.read().split(b"\0")
+    except (OSError, StopIteration, IndexError):
+        return None
+    if fields[0] in (b"Z", b"X"):
+        return None
+    return {"uids": [int(u) for u in uids], "pgrp": int(fields[2]), "session": int(fields[3]),
+            "start": int(fields[19]), "environ": environ}  # fmt: skip
+
+
+def group_only_of(pgid: int, uid: int) -> bool:
+    """Every live process of group `pgid` is `uid`'s in all its uids (and there is one): what
+    to check before signalling an app's group as root, whose number may have been reused."""
+    members = [m for m in map(_proc, _group_members(pgid)) if m is not None]
+    return bool(members) and all(set(m["uids"]) == {uid} for m in members)
+
+
+def _group_members(pgid: int) -> list[int]:
+    out = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat", "rb") as f:
+                    if int(f.read().rsplit(b")", 1)[1].split()[2]) == pgid:
+                        out.append(int(entry))
+            except (OSError, IndexError, ValueError):
+                continue
+    return out

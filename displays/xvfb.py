@@ -5,6 +5,11 @@ group never reaches them) and carry `HOST_DISPLAY_OWNER=<state dir>` in their en
 host can find and kill every server it owns even when its database rows are gone. Whichever
 process starts a server keeps a thread waiting on it, so a server killed from another process
 is reaped rather than left as a zombie.
+
+Every server requires the host's cookie (`-auth`, displays/xauth.py) and admits the host's own
+uid without it (`localuser`, added with the cookie before the display is handed out): the
+host's capture, input and clipboard and the apps it launches get in, another local user does
+not.
 """
 
 from __future__ import annotations
@@ -14,11 +19,14 @@ import os
 import select
 import shutil
 import signal
+import socket
+import struct
 import subprocess
 import threading
 import time
 from pathlib import Path
 
+from displays import xauth
 from hostmgmt.lib.statedir import state_dir
 
 log = logging.getLogger(__name__)
@@ -51,6 +59,10 @@ def start(width: int, height: int) -> tuple[int, str]:
     exe = binary()
     if exe is None:
         raise BackendError("Xvfb is not installed (Debian package xvfb)")
+    try:
+        auth = xauth.ensure()
+    except xauth.XauthError as exc:
+        raise BackendError(f"no X cookie for Xvfb: {exc}") from None
     read_fd, write_fd = os.pipe()
     env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), OWNER_ENV: _owner()}
     argv = [
@@ -61,6 +73,8 @@ def start(width: int, height: int) -> tuple[int, str]:
         "-nolisten",
         "tcp",
         "-noreset",
+        "-auth",
+        str(auth),
         "-displayfd",
         str(write_fd),
     ]
@@ -99,7 +113,55 @@ def start(width: int, height: int) -> tuple[int, str]:
     if not number.isdigit():
         stop(proc.pid)
         raise BackendError(f"Xvfb did not start at {width}x{height}")
+    try:
+        _admit_own_uid(f":{number}", auth)
+    except Exception as exc:  # noqa: BLE001 - whatever it was, the display is of no use
+        stop(proc.pid)
+        raise BackendError(f"Xvfb :{number} refused the host's cookie: {exc}") from None
     return proc.pid, f":{number}"
+
+
+def _admit_own_uid(x_display: str, auth) -> None:
+    """Admit the host's own uid without a cookie (server-interpreted `localuser:#uid`, checked
+    by the socket's peer credentials; what Xwayland does for its user): every process of the
+    host (capture, XTEST input, clipboard, apps) gets in whatever its XAUTHORITY, and no other
+    uid does. Done over the X protocol with the cookie, before the display is handed out."""
+    cookie = next(e[4] for e in xauth.parse(auth.read_bytes()) if e[3] == xauth.AUTH_NAME)
+    name = xauth.AUTH_NAME
+    setup = struct.pack("<BxHHHHxx", ord("l"), 11, 0, len(name), len(cookie))
+    setup += _pad(name) + _pad(cookie)
+    host = _pad(b"localuser\0#%d" % os.geteuid())
+    address_len = len(b"localuser\0#%d" % os.geteuid())
+    # ChangeHosts(Insert, ServerInterpreted), then GetInputFocus: its reply says the first
+    # request was done (an error would come back in its place)
+    change = struct.pack("<BBHBxH", 109, 0, 2 + len(host) // 4, 5, address_len) + host
+    sync = struct.pack("<BxH", 43, 1)
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+        sock.settimeout(START_TIMEOUT_S)
+        sock.connect(f"/tmp/.X11-unix/X{x_display.lstrip(':')}")
+        sock.sendall(setup)
+        head = _recv(sock, 8)
+        if head[0] != 1:
+            raise BackendError("the X server refused the cookie")
+        _recv(sock, 4 * struct.unpack_from("<H", head, 6)[0])
+        sock.sendall(change + sync)
+        reply = _recv(sock, 32)
+    if reply[0] != 1:
+        raise BackendError(f"ChangeHosts failed (X error {reply[1]})")
+
+
+def _pad(data: bytes) -> bytes:
+    return data + b"\0" * (-len(data) % 4)
+
+
+def _recv(sock: socket.socket, n: int) -> bytes:
+    buf = b""
+    while len(buf) < n:
+        chunk = sock.recv(n - len(buf))
+        if not chunk:
+            raise BackendError("the X server closed the connection")
+        buf += chunk
+    return buf
 
 
 def _cmdline(pid: int) -> list[bytes]:

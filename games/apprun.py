@@ -116,6 +116,7 @@ class CompositorApp:
     def __init__(self, comp, output: str, cmd: str, env: dict, working_dir: str = "",
                  exit_timeout: float = 5.0):  # fmt: skip
         self.exit_timeout = max(float(exit_timeout or 0), 0.5)
+        self._uid = comp.run_as[0] if comp.run_as else os.geteuid()
         self._pid = comp.launch(cmd, output, env=env, cwd=working_dir or "")
         try:
             self.pgid = os.getpgid(self._pid)
@@ -147,8 +148,10 @@ class CompositorApp:
         return ENDED
 
     def terminate(self) -> None:
-        """SIGTERM to the group, SIGKILL after exit_timeout (not our child: nothing to reap)."""
-        stop_group(self.pgid, self.exit_timeout)
+        """SIGTERM to the group, SIGKILL after exit_timeout (not our child: nothing to reap).
+        Each signal goes only while every member is the compositor user's: once the app's group
+        has emptied its number may name someone else's."""
+        stop_group(self.pgid, self.exit_timeout, only_uid=self._uid)
 
 
 def _group_alive(pgid: int) -> bool:
@@ -161,11 +164,17 @@ def _group_alive(pgid: int) -> bool:
         return True
 
 
-def stop_group(pgid: int, exit_timeout: float, reap=None) -> None:
+def stop_group(pgid: int, exit_timeout: float, reap=None, only_uid: int | None = None) -> None:
     """SIGTERM to a process group, SIGKILL when it outlives `exit_timeout`; `reap` (the
     leader's poll) runs while waiting, so a leader that is our child and already dead does not
-    keep the group looking alive as a zombie."""
+    keep the group looking alive as a zombie. With `only_uid`, a signal goes only while every
+    live member of the group runs as that uid (a group that is not our child's)."""
     for sig, grace in ((signal.SIGTERM, exit_timeout), (signal.SIGKILL, 2.0)):
+        if only_uid is not None:
+            from displays.sway import group_only_of
+
+            if not group_only_of(pgid, only_uid):
+                return
         try:
             os.killpg(pgid, sig)
         except ProcessLookupError:

@@ -43,16 +43,29 @@ def encode(msg_type: int, payload: bytes | str = b"") -> bytes:
 
 
 class SwayIPC:
-    def __init__(self, path: str, timeout: float = 10.0):
+    def __init__(self, path: str, timeout: float = 10.0, peer_pid: int | None = None):
+        """`peer_pid`: the sway process that must be listening on `path`. The socket lives in
+        a directory the compositor's user (and so every app in it) can write, so a host that
+        trusts sway's answers checks who answers, not only where."""
         self.path = path
         self._lock = threading.Lock()
         self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_CLOEXEC)
         self._sock.settimeout(timeout)
         try:
             self._sock.connect(path)
+            if peer_pid is not None:
+                cred = self._sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12)
+                pid = struct.unpack("3i", cred)[0]
+                if pid != peer_pid:
+                    raise SwayIPCError(
+                        f"the IPC socket {path} belongs to pid {pid}, not sway (pid {peer_pid})"
+                    )
         except OSError as e:
             self._sock.close()
             raise SwayIPCError(f"no sway IPC at {path}: {e}") from e
+        except SwayIPCError:
+            self._sock.close()
+            raise
 
     def request(self, msg_type: int, payload: bytes | str = b""):
         """Send one message; its decoded JSON reply."""
