@@ -5,6 +5,10 @@
     python scripts/sign_catalog.py entry WHEEL URL ID     # prints a catalog entry for WHEEL
     python scripts/sign_catalog.py sign KEY.pem catalog.json   # writes catalog.json.sig
 
+A signed catalog carries `serial` (raise it with every publication: the host refuses a serial
+lower than, or equal with other bytes to, the last it accepted) and `expires` (ISO 8601 with a
+zone: the host withholds its entries after that time, so re-sign before it).
+
 Run from the repository root with the host's venv (it uses `cryptography`, already there).
 The private key never leaves the machine that signs; the host only ever sees the public key.
 """
@@ -19,6 +23,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from plugins.store import catalog as store_catalog  # noqa: E402
 from plugins.store import signing  # noqa: E402
 
 
@@ -49,6 +54,10 @@ def sign(key_path: str, catalog: str) -> None:
     doc = json.loads(data)  # refuse to sign something the host would refuse to read
     if doc.get("format") != 1 or not isinstance(doc.get("plugins"), list):
         sys.exit('catalog must be {"format": 1, "plugins": [...]}')
+    try:
+        store_catalog.validity(data)
+    except store_catalog.BadCatalog as exc:
+        sys.exit(str(exc))
     Path(catalog + ".sig").write_bytes(signing.sign(key, data))
     _say(f"wrote {catalog}.sig; publish both files unchanged, side by side")
 

@@ -81,6 +81,10 @@ class InstalledViewSerializer(serializers.Serializer):
     installed_at = serializers.CharField(required=False)
     update_available = serializers.CharField(required=False)
     blocked = serializers.CharField(required=False)
+    conflict = serializers.CharField(
+        required=False,
+        help_text="another distribution declares the same plugin id: none of them runs",
+    )
 
 
 class InstallRequestSerializer(serializers.Serializer):

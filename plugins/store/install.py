@@ -1,24 +1,32 @@
 """What an install or uninstall job does, step by step (run by the Celery task).
 
-Install: download the wheel (bounded) -> its sha256 must equal the catalog's -> its metadata
-must name the entry's package and version, declare the entry's plugin id in
-`hostmgmt.plugins` and no dependencies (`--no-deps --no-index`: a plugin vendors what it needs,
-so nothing but the pinned, hashed bytes ever reaches the environment) -> pip install into the
-plugin environment -> the runner rescans -> health check (the plugin runs in the runner, when
-the runner is on) -> provenance and the kept wheel are recorded. A failure before pip leaves the
-environment untouched; a failed health check reinstalls the previous version's kept wheel (or
-removes a first install), so nothing is left half-installed.
+Install: download the wheel (bounded) -> its sha256 must equal the catalog's -> `check_wheel`:
+its metadata must name the entry's package and version, declare exactly one entry point in
+`hostmgmt.plugins`, named the entry's plugin id, no dependencies (`--no-deps --no-index`: a plugin
+vendors what it needs, so nothing but the pinned, hashed bytes ever reaches the environment) and
+no start-up hook; the id must not be held by another installed distribution -> the package's
+previous files are removed and the host's pip installs the wheel with `--prefix` into the plugin
+environment -> the runner rescans -> health check (the plugin runs in the runner, when the runner
+is on) -> provenance and the kept wheel are recorded. A failure before that leaves the
+environment untouched; a failed install or health check reinstalls the previous version's kept
+wheel (or removes a first install), so nothing is left half-installed.
+
+Nothing here starts the plugin environment's interpreter (plugins/env.py says why): pip runs on
+the host's Python with an environment without secrets or host settings (`env.child_env`), and
+uninstall follows the distribution's RECORD (`env.remove_dist`).
 """
 
 from __future__ import annotations
 
 import hashlib
+import re
 import subprocess
 import sys
 import tempfile
 import time
 import zipfile
 from email.parser import Parser
+from importlib.metadata import PathDistribution
 from pathlib import Path
 
 from plugins import env, runner_control
@@ -41,23 +49,74 @@ class Deadline:
         return left
 
 
-def _pip(job: Job, deadline: Deadline, *args: str) -> None:
-    """pip of the host's venv acting on the plugin environment; `--isolated`: no pip config or
-    PIP_* variable (an extra index or find-links) can add a source to what is installed."""
-    argv = [sys.executable, "-m", "pip", "--isolated", "--python", str(env.ensure_env()),
-            "--disable-pip-version-check", "--no-input", *args]  # fmt: skip
+def _pip_install(job: Job, deadline: Deadline, wheel: Path) -> None:
+    """The host's pip installs `wheel` into the plugin environment without starting its
+    interpreter: `--prefix` (the venv's own layout), `--ignore-installed` (the host's venv is
+    never looked at or changed), `--isolated` (no pip config or PIP_* variable can add a
+    source), and an environment without the host's secrets or settings."""
+    env.ensure_env()
+    argv = [sys.executable, "-m", "pip", "--isolated", "--disable-pip-version-check",
+            "--no-input", "install", "--prefix", str(env.env_dir()), "--ignore-installed",
+            "--no-index", "--no-deps", "--no-warn-script-location", str(wheel)]  # fmt: skip
     try:
-        done = subprocess.run(argv, capture_output=True, text=True, timeout=deadline.left())
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=deadline.left(),
+                              env=env.child_env(), cwd=str(conf.store_dir()))  # fmt: skip
     except subprocess.TimeoutExpired:
-        raise JobFailed(f"pip timed out ({' '.join(args[:1])})") from None
+        raise JobFailed("pip install timed out") from None
     job.log(done.stdout)
     job.log(done.stderr)
     if done.returncode != 0:
-        raise JobFailed(f"pip {args[0]} failed with exit status {done.returncode}")
+        raise JobFailed(f"pip install failed with exit status {done.returncode}")
+
+
+def _remove(job: Job, pkg: str) -> None:
+    for name in env.remove_dist(pkg):
+        job.log(f"removed {name} and the files its RECORD lists")
+
+
+def _put(job: Job, deadline: Deadline, pkg: str, wheel: Path) -> None:
+    """Replace whatever of `pkg` is installed by `wheel`."""
+    _remove(job, pkg)
+    _pip_install(job, deadline, wheel)
+
+
+# Where a wheel's files may land: site-packages only (the wheel's root, .data/purelib and
+# .data/platlib). Scripts, headers and data files land next to the interpreter or elsewhere in
+# the environment, and console/GUI scripts write wrappers into its bin/.
+_STARTUP_MODULE = re.compile(r"(sitecustomize|usercustomize)([./]|$)", re.IGNORECASE)
+_SCRIPT_GROUPS = ("console_scripts", "gui_scripts")
+
+
+def _startup_hook(name: str) -> str | None:
+    """Why this wheel member is refused, or None. Refused: a `.pth` file anywhere (one in
+    site-packages runs at every start of the environment's interpreter), a top-level
+    `sitecustomize`/`usercustomize` module (imported at start-up too), a `.data/` folder other
+    than purelib/platlib, and a path that is absolute or climbs out (`..`)."""
+    if name.startswith("/") or "\\" in name or ".." in name.split("/"):
+        return f"{name!r} is not a relative path inside the wheel"
+    if name.lower().endswith(".pth"):
+        return f"{name!r} is a .pth file (run at the interpreter's start-up)"
+    rel = name
+    first, _, rest = name.partition("/")
+    if first.endswith(".data"):
+        kind, _, rel = rest.partition("/")
+        if kind not in ("purelib", "platlib") or not rel:
+            return f"{name!r} installs outside site-packages (.data/{kind})"
+    if _STARTUP_MODULE.match(rel):
+        return f"{name!r} is a start-up module (imported at the interpreter's start-up)"
+    return None
+
+
+def _entry_points(archive: zipfile.ZipFile, dist_info: str) -> list[tuple[str, str]]:
+    """[(group, name)] of the wheel's entry_points.txt, read by importlib.metadata: the parser
+    the listing and the launcher use, so all three see the same declarations."""
+    dist = PathDistribution(zipfile.Path(archive, dist_info + "/"))
+    return [(ep.group, ep.name) for ep in dist.entry_points]
 
 
 def check_wheel(path: Path, plan: dict) -> None:
-    """The wheel's own metadata agrees with the catalog entry; raises JobFailed."""
+    """The wheel's own metadata agrees with the catalog entry, it declares exactly the one
+    plugin entry point, and nothing in it runs at the interpreter's start-up; raises JobFailed."""
     try:
         with zipfile.ZipFile(path) as archive:
             names = archive.namelist()
@@ -66,10 +125,13 @@ def check_wheel(path: Path, plan: dict) -> None:
             if meta_name is None:
                 raise JobFailed("the wheel has no METADATA")
             meta = Parser().parsestr(archive.read(meta_name).decode("utf-8", "replace"))
-            ep_name = meta_name.rsplit("/", 1)[0] + "/entry_points.txt"
-            eps = archive.read(ep_name).decode("utf-8", "replace") if ep_name in names else ""
-    except (zipfile.BadZipFile, OSError) as exc:
+            eps = _entry_points(archive, meta_name.rsplit("/", 1)[0])
+    except (zipfile.BadZipFile, OSError, ValueError) as exc:
         raise JobFailed(f"the download is not a wheel ({exc})") from None
+    for name in names:
+        why = _startup_hook(name)
+        if why:
+            raise JobFailed(f"the wheel is refused: {why}")
     if env.normalize_dist(meta.get("Name", "")) != plan["pkg"]:
         raise JobFailed(f"the wheel is {meta.get('Name')!r}, the catalog says {plan['pkg']!r}")
     if meta.get("Version") != plan["version"]:
@@ -77,16 +139,26 @@ def check_wheel(path: Path, plan: dict) -> None:
                         f"{plan['version']}")  # fmt: skip
     if meta.get_all("Requires-Dist"):
         raise JobFailed("the wheel declares dependencies; store plugins must vendor them")
-    group, found = None, False
-    for line in eps.splitlines():
-        line = line.strip()
-        if line.startswith("["):
-            group = line.strip("[]").strip()
-        elif group == env.ENTRY_POINT_GROUP and line.split("=", 1)[0].strip() == plan["id"]:
-            found = True
-    if not found:
-        raise JobFailed(f"the wheel declares no {env.ENTRY_POINT_GROUP} entry point "
-                        f"named {plan['id']!r}")  # fmt: skip
+    scripts = sorted({group.strip() for group, _ in eps if group.strip() in _SCRIPT_GROUPS})
+    if scripts:
+        raise JobFailed(f"the wheel declares {scripts[0]} (wrappers written into the plugin "
+                        f"environment's bin/); store plugins must not")  # fmt: skip
+    declared = [name for group, name in eps if group == env.ENTRY_POINT_GROUP]
+    if declared != [plan["id"]]:
+        raise JobFailed(f"the wheel must declare exactly one {env.ENTRY_POINT_GROUP} entry point, "
+                        f"named {plan['id']!r}; it declares {declared or 'none'}")  # fmt: skip
+
+
+def check_id_free(plan: dict) -> None:
+    """JobFailed when another installed distribution declares the plan's plugin id (it would
+    run with that plugin's token, registration and UI secret)."""
+    found = env.scan()
+    holders = [d.pkg for d in found.conflicts.get(plan["id"], [])]
+    holders += [p.pkg for p in found.plugins if p.plugin_id == plan["id"]]
+    others = sorted({pkg for pkg in holders if pkg != plan["pkg"]})
+    if others:
+        raise JobFailed(f"plugin id {plan['id']!r} is held by {', '.join(others)}; uninstall "
+                        f"it first")  # fmt: skip
 
 
 def _download(job: Job, plan: dict, folder: Path, deadline: Deadline) -> Path:
@@ -149,28 +221,33 @@ def install(job: Job) -> None:
         job.phase("verifying")
         wheel = _download(job, plan, Path(tmp), deadline)
         check_wheel(wheel, plan)
+        check_id_free(plan)
         previous = provenance.kept_wheel(plan["pkg"])
-        was = {p.pkg: p.version for p in env.installed()}.get(plan["pkg"])
+        was = env.installed_packages().get(plan["pkg"])
         job.phase("installing")
         since = time.time()
-        _pip(job, deadline, "install", "--no-index", "--no-deps", "--force-reinstall",
-             str(wheel))  # fmt: skip
-        job.phase("restarting runner")
-        _rescan(job)
-        job.phase("checking")
-        problem = _healthy(job, plan, since, was == plan["version"], deadline)
+        what = "install failed"
+        try:
+            _put(job, deadline, plan["pkg"], wheel)
+        except JobFailed as exc:
+            problem = str(exc)
+        else:
+            what = "health check failed"
+            job.phase("restarting runner")
+            _rescan(job)
+            job.phase("checking")
+            problem = _healthy(job, plan, since, was == plan["version"], deadline)
         if problem:
             job.phase("rolling back")
             if previous is not None:
                 job.log(f"reinstalling the previous version's wheel {previous.name}")
-                _pip(job, deadline, "install", "--no-index", "--no-deps", "--force-reinstall",
-                     str(previous))  # fmt: skip
+                _put(job, deadline, plan["pkg"], previous)
             else:
                 if was:
                     job.log(f"no kept wheel of {plan['pkg']} {was}: removing it")
-                _pip(job, deadline, "uninstall", "-y", plan["pkg"])
+                _remove(job, plan["pkg"])
             _rescan(job)
-            raise JobFailed(f"health check failed, rolled back: {problem}")
+            raise JobFailed(f"{what}, rolled back: {problem}")
         job.phase("recording")
         kept = provenance.keep_wheel(plan["pkg"], wheel)
         provenance.record(plan["pkg"], {
@@ -182,11 +259,10 @@ def install(job: Job) -> None:
 
 def uninstall(job: Job) -> None:
     pkg = job.data["plan"]["pkg"]
-    deadline = Deadline(conf.JOB_TIMEOUT_S)
     job.phase("removing")
-    if pkg not in {p.pkg for p in env.installed()}:
+    if pkg not in env.installed_packages():
         raise JobFailed(f"{pkg} is not installed")
-    _pip(job, deadline, "uninstall", "-y", pkg)
+    _remove(job, pkg)
     job.phase("restarting runner")
     _rescan(job)
     job.phase("recording")

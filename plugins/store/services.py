@@ -111,7 +111,7 @@ def _entry_view(source: sources.Source, entry: dict, installed: dict[str, str]) 
 
 
 def _installed_versions() -> dict[str, str]:
-    return {p.pkg: p.version for p in env.installed()}
+    return env.installed_packages()
 
 
 def _busy() -> bool:
@@ -151,18 +151,29 @@ def _running_ids() -> set[str]:
 
 
 def installed_view() -> list[dict]:
+    """Every `host-plugin-*` package in the plugin environment, read from its files. A package
+    whose plugin id another distribution also declares is listed with `conflict` (neither runs)."""
     records = provenance.read_all()
     running = _running_ids()
     offered = {}
     for source in sources.all_sources():
         for e in catalog.read_cache(source).get("entries") or []:
             offered[(source.name, e["id"])] = e
+    found = env.scan()
+    ids = {p.pkg: p.plugin_id for p in found.plugins}
+    clash = {}
+    for plugin_id, decls in found.conflicts.items():
+        for d in decls:
+            others = ", ".join(sorted({o.pkg for o in decls} - {d.pkg})) or f"another {d.pkg}"
+            ids.setdefault(d.pkg, plugin_id)
+            clash[d.pkg] = f"plugin id {plugin_id} is also declared by {others}: none of them runs"
     out = []
-    for plugin in env.installed():
-        rec = records.get(plugin.pkg)
-        row = {"pkg": plugin.pkg, "tier": rec.get("tier", "cli") if rec else "cli",
-               "running": plugin.plugin_id in running, "version": plugin.version,
-               "plugin_id": plugin.plugin_id}  # fmt: skip
+    for pkg, version in found.packages.items():
+        rec = records.get(pkg)
+        plugin_id = ids.get(pkg)
+        row = {"pkg": pkg, "tier": rec.get("tier", "cli") if rec else "cli",
+               "running": plugin_id in running and pkg not in clash, "version": version,
+               "plugin_id": plugin_id, "conflict": clash.get(pkg)}  # fmt: skip
         if rec:
             row.update(
                 source=rec.get("source"),
@@ -171,7 +182,7 @@ def installed_view() -> list[dict]:
                 installed_at=_iso(rec.get("installed_at")),
             )
             entry = offered.get((rec.get("source"), rec.get("entry_id")))
-            if entry and entry["version"] != plugin.version:
+            if entry and entry["version"] != version:
                 row["update_available"] = entry["version"]
             if entry and entry["blocked"]:
                 row["blocked"] = entry["blocked"]
@@ -277,7 +288,7 @@ def start_uninstall(body) -> dict:
     if not isinstance(pkg, str) or not env.DIST_NAME.fullmatch(pkg):
         raise Invalid(f"pkg must be an installed {env.DIST_PREFIX}* package",
                       fields={"pkg": "not a plugin package name"})  # fmt: skip
-    if pkg not in {p.pkg for p in env.installed()}:
+    if pkg not in env.installed_packages():
         raise Invalid(f"{pkg} is not an installed plugin package", fields={"pkg": "not installed"})
     return _queue("uninstall", pkg, {"pkg": pkg})
 

@@ -1,17 +1,23 @@
 """What the store tests serve: a test CA and a certificate for 127.0.0.1, a real HTTPS server
-holding a mutable set of files, plugin wheels built with `plugins.wheel`, and catalogs signed
-with a fresh Ed25519 key (the same helpers `scripts/sign_catalog.py` uses)."""
+holding a mutable set of files, plugin wheels built with `plugins.wheel` (and rewritten with
+extra members, as a hostile author would), catalogs signed with a fresh Ed25519 key (the same
+helpers `scripts/sign_catalog.py` uses), and distributions planted straight into the plugin
+environment's site-packages (as a wheel installed before a check existed would be)."""
 
 from __future__ import annotations
 
+import base64
 import datetime
 import hashlib
 import http.server
 import ipaddress
+import itertools
 import json
 import ssl
 import textwrap
 import threading
+import time
+import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -149,10 +155,70 @@ def entry(wheel_path: Path, url: str, **over) -> dict:
     return out
 
 
-def signed_catalog(entries: list[dict], key) -> tuple[bytes, bytes]:
-    """(catalog.json bytes, catalog.json.sig bytes)."""
-    body = json.dumps({"format": 1, "plugins": entries}, indent=1).encode()
+_SERIALS = itertools.count(1)
+
+
+def expires_in(seconds: float) -> str:
+    """An `expires` value `seconds` from now (negative: in the past)."""
+    when = datetime.datetime.fromtimestamp(time.time() + seconds, datetime.UTC)
+    return when.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def signed_catalog(entries: list[dict], key, *, serial: int | None = None,
+                   expires: str | None = None) -> tuple[bytes, bytes]:  # fmt: skip
+    """(catalog.json bytes, catalog.json.sig bytes). Each call without `serial` takes the next
+    of a counter (a later catalog is newer, as a publisher's would be); `expires` defaults to a
+    day from now."""
+    doc = {"format": 1, "serial": next(_SERIALS) if serial is None else serial,
+           "expires": expires or expires_in(86400), "plugins": entries}  # fmt: skip
+    body = json.dumps(doc, indent=1).encode()
     return body, signing.sign(key, body)
+
+
+def _record_hash(data: bytes) -> str:
+    return "sha256=" + base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+
+
+def rewrite_wheel(wheel_path: Path, add: dict | None = None,
+                  entry_points: str | None = None) -> Path:  # fmt: skip
+    """The wheel rewritten in place with extra members (`add`: name -> bytes) and, when given,
+    another entry_points.txt; its RECORD is regenerated so pip would accept it."""
+    with zipfile.ZipFile(wheel_path) as archive:
+        files = {n: archive.read(n) for n in archive.namelist()}
+    info = next(n.split("/")[0] for n in files if n.endswith(".dist-info/METADATA"))
+    files.pop(f"{info}/RECORD")
+    files.update(add or {})
+    if entry_points is not None:
+        files[f"{info}/entry_points.txt"] = entry_points.encode()
+    rows = [f"{n},{_record_hash(d)},{len(d)}" for n, d in files.items()] + [f"{info}/RECORD,,"]
+    files[f"{info}/RECORD"] = ("\n".join(rows) + "\n").encode()
+    with zipfile.ZipFile(wheel_path, "w", zipfile.ZIP_DEFLATED) as archive:
+        for name, data in files.items():
+            archive.writestr(name, data)
+    return wheel_path
+
+
+def plant_dist(site: Path, name: str, version: str, entry_points: dict[str, str],
+               files: dict[str, str]) -> Path:  # fmt: skip
+    """Write a distribution straight into `site` (site-packages): its files, and a dist-info
+    with METADATA, entry_points.txt (`entry_points`: plugin id -> target) and a RECORD listing
+    everything, as pip leaves one. Returns the dist-info folder."""
+    info = site / f"{name.replace('-', '_')}-{version}.dist-info"
+    info.mkdir(parents=True)
+    written = {}
+    for rel, text in files.items():
+        (site / rel).parent.mkdir(parents=True, exist_ok=True)
+        (site / rel).write_text(text)
+        written[rel] = text.encode()
+    lines = ["[hostmgmt.plugins]"] + [f"{k} = {v}" for k, v in entry_points.items()]
+    meta = {"METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n",
+            "entry_points.txt": "\n".join(lines) + "\n", "INSTALLER": "pip\n"}  # fmt: skip
+    for rel, text in meta.items():
+        (info / rel).write_text(text)
+        written[f"{info.name}/{rel}"] = text.encode()
+    rows = [f"{n},{_record_hash(d)},{len(d)}" for n, d in written.items()]
+    (info / "RECORD").write_text("\n".join([*rows, f"{info.name}/RECORD,,"]) + "\n")
+    return info
 
 
 def public_key(key) -> str:
