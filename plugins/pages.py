@@ -5,14 +5,24 @@ The proxy (`/plugins/<id>/ui/<path>`) is how an operator opens a plugin's UI: th
 page) and adds the plugin's secret as `X-Plugin-Secret` on the way in; the browser never sees
 the secret. What comes back is served in a CSP sandbox without `allow-same-origin`, so a plugin's
 page runs as an opaque origin: it can neither read the console's cookies nor call the host's
-routes with the operator's session. Hop-by-hop headers and cookies are stripped both ways;
-bodies are bounded; a plugin that does not answer is a 502.
+routes with the operator's session. Bodies are bounded; a plugin that does not answer is a 502.
+
+Headers are allow-listed both ways (`REQUEST_HEADERS`, `RESPONSE_HEADERS`): a plugin's answer
+reaches the console's origin, so `Location`, `Refresh`, `Clear-Site-Data`, `Set-Cookie`,
+`Service-Worker-Allowed` and anything not named would act on the console itself. A redirect is
+kept only when it stays inside the plugin's UI (a relative or absolute path, resolved on the
+plugin's side and re-rooted under `/plugins/<id>/ui`); any other redirect is a 502.
+
+Before relaying, the port must still be listened on by the plugin's own processes
+(`runner_control.ui_port_error`), so a registration cannot make the console fetch another local
+service.
 """
 
 from __future__ import annotations
 
 import http.client
 import re
+from urllib.parse import urljoin, urlsplit
 
 from django.http import HttpResponse, HttpResponseRedirect
 from django.views.decorators.csrf import csrf_protect
@@ -24,27 +34,19 @@ from plugins import registry, runner_control, runtime
 
 PROXY_TIMEOUT_S = 10.0
 PROXY_MAX_BODY = 8 * 1024 * 1024
-HOP_BY_HOP = {
-    "connection",
-    "keep-alive",
-    "proxy-authenticate",
-    "proxy-authorization",
-    "te",
-    "trailer",
-    "trailers",
-    "transfer-encoding",
-    "upgrade",
-}
-# Never forwarded to the plugin: the operator's credentials and anything it could take for ours.
-_REQUEST_DROP = HOP_BY_HOP | {
-    "host",
-    "cookie",
-    "authorization",
-    "x-plugin-secret",
-    "x-csrftoken",
-    "content-length",
-}
-_RESPONSE_DROP = HOP_BY_HOP | {"set-cookie", "content-length", "content-security-policy"}
+# The only request headers the plugin gets from the browser: never the operator's credentials,
+# cookies or anything it could take for ours (the proxy adds its own X-Plugin-Secret).
+REQUEST_HEADERS = frozenset(
+    {"accept", "accept-language", "if-none-match", "if-modified-since", "user-agent"}
+)
+# The only response headers the browser gets from the plugin: they describe the body and its
+# caching, nothing that acts on the console's origin. Location is handled on its own.
+RESPONSE_HEADERS = frozenset(
+    {"content-type", "cache-control", "etag", "last-modified", "content-language", "vary",
+     "expires"}
+)  # fmt: skip
+_REDIRECTS = {301, 302, 303, 307, 308}
+_PLUGIN_ORIGIN = "http://plugin.invalid"
 SANDBOX_CSP = CSP.replace("form-action 'self'", "form-action 'none'") + (
     "; sandbox allow-scripts allow-popups"
 )
@@ -102,7 +104,23 @@ def plugins_page(request):
         runtime.switch(enabled)
         return HttpResponseRedirect("/plugins")
     rows, error = _rows()
-    return page(request, "plugins.html", {"rows": rows, "error": error, "runtime": runtime.view()})
+    return page(
+        request,
+        "plugins.html",
+        {"rows": rows, "error": error, "runtime": runtime.view(), "conflicts": _conflicts()},
+    )
+
+
+def _conflicts() -> list[dict]:
+    """Ids two distributions declare: neither runs, and the page says which packages."""
+    try:
+        found = plugin_env.conflicts()
+    except (RuntimeError, OSError, ValueError):
+        return []  # _installed_safe already reports the listing failure
+    return [
+        {"id": plugin_id, "pkgs": ", ".join(f"{d.pkg} {d.version}" for d in decls)}
+        for plugin_id, decls in sorted(found.items())
+    ]
 
 
 @require_http_methods(["GET", "HEAD"])
@@ -127,9 +145,12 @@ def _proxied(request, plugin_id: str, path: str = ""):
     ui = (entry or {}).get("ui")
     if not ui:
         return _plain(404, "this plugin is not registered or serves no UI")
+    not_its_own = runner_control.ui_port_error(plugin_id, int(ui["port"]))
+    if not_its_own:
+        return _plain(502, f"the plugin's UI port is refused: {not_its_own}")
     target = "/" + path + (f"?{request.META['QUERY_STRING']}" if request.META.get("QUERY_STRING")
                            else "")  # fmt: skip
-    headers = {k: v for k, v in request.headers.items() if k.lower() not in _REQUEST_DROP}
+    headers = {k: v for k, v in request.headers.items() if k.lower() in REQUEST_HEADERS}
     headers["X-Plugin-Secret"] = ui["secret"]
     headers["X-Forwarded-Prefix"] = f"/plugins/{plugin_id}/ui"
     conn = http.client.HTTPConnection("127.0.0.1", int(ui["port"]), timeout=PROXY_TIMEOUT_S)
@@ -143,13 +164,36 @@ def _proxied(request, plugin_id: str, path: str = ""):
         return _plain(502, "the plugin's UI does not answer")
     finally:
         conn.close()
+    location = None
+    if upstream.status in _REDIRECTS and upstream.getheader("Location") is not None:
+        location = _same_plugin_location(plugin_id, target, upstream.getheader("Location"))
+        if location is None:
+            return _plain(502, "the plugin redirected outside its UI")
     response = HttpResponse(body, status=upstream.status)
     for key, value in upstream.getheaders():
-        if key.lower() not in _RESPONSE_DROP:
+        if key.lower() in RESPONSE_HEADERS and "\n" not in value and "\r" not in value:
             response[key] = value
     if "content-type" not in {k.lower() for k, _ in upstream.getheaders()}:
         response["Content-Type"] = "application/octet-stream"
+    if location:
+        response["Location"] = location
     return response
+
+
+def _same_plugin_location(plugin_id: str, target: str, location: str) -> str | None:
+    """A plugin's redirect as a console URL inside its own UI, or None when it leaves it.
+
+    Resolved against the plugin-side URL (dot segments removed, so `../..` stops at the plugin's
+    root) and re-rooted under `/plugins/<id>/ui`; a scheme or host of its own is refused."""
+    if any(ch in location for ch in "\r\n\\") or not location.strip():
+        return None
+    resolved = urlsplit(urljoin(_PLUGIN_ORIGIN + target, location.strip()))
+    if f"{resolved.scheme}://{resolved.netloc}" != _PLUGIN_ORIGIN:
+        return None
+    if not _SAFE_PATH.fullmatch(resolved.path) or not _SAFE_PATH.fullmatch(resolved.query):
+        return None
+    out = f"/plugins/{plugin_id}/ui{resolved.path}"
+    return out + (f"?{resolved.query}" if resolved.query else "")
 
 
 def _plain(status: int, message: str) -> HttpResponse:

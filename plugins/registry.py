@@ -122,10 +122,20 @@ def _announce(plugin_id: str) -> None:
     events.emit(PLUGINS_CHANGED, {"id": plugin_id})
 
 
-def register(plugin_id: str, body) -> dict:
-    """Create or renew the lease; returns the PluginSummary."""
+def register(plugin_id: str, body, *, port_check=None) -> dict:
+    """Create or renew the lease; returns the PluginSummary.
+
+    `port_check(plugin_id, port) -> str | None` (the API passes
+    `runner_control.ui_port_error`) refuses a UI port that the plugin's own process does not
+    listen on: a 400 naming `ui.port`, so a registration cannot aim the console's proxy at
+    another local service."""
     check_id(plugin_id)
     record = validate(body)
+    ui = record.get("ui")
+    if ui and port_check is not None:
+        why = port_check(plugin_id, ui["port"])
+        if why:
+            raise Invalid("invalid plugin registration", fields={"ui.port": why})
     client = redis_client.client()
     now = time.time()
     old = _decode(client.hget(KEY, plugin_id))

@@ -10,12 +10,21 @@ UNIT = "hostmgmt plugin runner (a child of the host's supervisor)"
 
 
 def view() -> dict:
+    """RuntimeView; `confinement` ("confined (bubblewrap)" or "not confined: <why>") and
+    `refused` (why the runner runs no plugin) once the runner has reported."""
     enabled = runner_control.runtime_enabled()
     plugins = runner_control.status()
     running = enabled and runner_control.runner_alive()
     out = {"installed": True, "enabled": enabled, "running": running, "unit": UNIT}
+    state = runner_control.runner_state() if running else {}
+    if state.get("confinement"):
+        out["confined"] = bool(state.get("confined"))
+        out["confinement"] = str(state["confinement"])
     if enabled and not running:
         out["detail"] = "switched on; the runner has not reported yet"
+    elif running and state.get("refused"):
+        out["refused"] = str(state["refused"])
+        out["detail"] = f"no plugin runs: {state['refused']}"
     elif running:
         live = sum(1 for p in plugins.values() if p.get("running"))
         out["detail"] = f"{live} of {len(plugins)} plugin(s) running"

@@ -22,6 +22,9 @@ check_lib() {
 check Xvfb xvfb
 check pulseaudio pulseaudio
 check parec pulseaudio-utils
+# Plugins run confined in a bubblewrap sandbox (docs/plugins.md); without it the runner starts no
+# plugin unless the operator sets HOST_PLUGINS_UNCONFINED=1.
+check bwrap bubblewrap
 check chromium chromium test
 check xdotool xdotool test
 # A real wlroots compositor for the headless-mode tests (sway 1.7 brings swaybg), its Xwayland
@@ -33,6 +36,8 @@ check swaybg swaybg test
 # Playwright's driver is a Node.js binary from the playwright wheel; ldd on a fresh root shows
 # libatomic.so.1 as the one library it needs that minbase lacks (Debian's chromium brings its own).
 check_lib libatomic.so.1 libatomic1 test
+# `systemd-analyze verify` checks the user unit install_user_service writes.
+check systemd-analyze systemd test
 
 if [ -z "$NEEDED" ]; then
     exit 0

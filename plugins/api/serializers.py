@@ -40,6 +40,15 @@ class RuntimeViewSerializer(serializers.Serializer):
     unit = serializers.CharField(help_text="what runs the plugins")
     principal = serializers.CharField(required=False)
     detail = serializers.CharField(required=False)
+    confined = serializers.BooleanField(
+        required=False, help_text="the runner confines each plugin (bubblewrap)"
+    )
+    confinement = serializers.CharField(
+        required=False, help_text='"confined (bubblewrap)" or "not confined: <why>"'
+    )
+    refused = serializers.CharField(
+        required=False, help_text="why the runner runs no plugin (e.g. no management token)"
+    )
 
 
 class RuntimeRequestSerializer(serializers.Serializer):

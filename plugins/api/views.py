@@ -12,7 +12,7 @@ from rest_framework.response import Response
 
 from hostmgmt.api.base import ConsoleMgmtAPIView, MgmtAPIView, json_body
 from hostmgmt.api.schema import error
-from plugins import registry, runtime
+from plugins import registry, runner_control, runtime
 from plugins.api import serializers as s
 
 _BAD_ID = {400: error("plugin id is not [a-z][a-z0-9-]*, at most 64 characters")}
@@ -34,11 +34,18 @@ class PluginView(ConsoleMgmtAPIView):
 
     @extend_schema(
         request=s.PluginRegistrationSerializer,
-        responses={204: None, 400: error("invalid id or registration (fields named)")},
-        description="Register or renew (lease 90 s; re-PUT about every 30 s).",
+        responses={
+            204: None,
+            400: error(
+                "invalid id or registration (fields named); `ui.port` also when the port is not "
+                "listened on by this plugin's own process under the runner"
+            ),
+        },
+        description="Register or renew (lease 90 s; re-PUT about every 30 s). A `ui.port` "
+        "must be a loopback port the plugin's own process (or a descendant) listens on.",
     )
     def put(self, request, plugin_id: str):
-        registry.register(plugin_id, json_body(request))
+        registry.register(plugin_id, json_body(request), port_check=runner_control.ui_port_error)
         return HttpResponse(status=204)
 
     @extend_schema(responses={204: None, **_BAD_ID}, description="Idempotent deregistration.")

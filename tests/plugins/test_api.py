@@ -4,6 +4,8 @@ per-plugin token's reach (its own id only; the shared plugin token registers not
 from __future__ import annotations
 
 import json
+import os
+import socket
 
 import pytest
 from django.test import Client
@@ -23,16 +25,22 @@ BODY = {"title": "Folder", "ui": {"port": 9000, "secret": SECRET}}
 
 @pytest.fixture
 def creds(bus, monkeypatch):
+    # alpha's UI port: listened on by this process, which the runner's status names as alpha's
+    # (a UI port must be the registering plugin's own: tests/plugins/test_ui_proxy_hardening.py)
+    listener = socket.create_server(("127.0.0.1", 0))
+    monkeypatch.setitem(BODY["ui"], "port", listener.getsockname()[1])
+    runner_control.write_status({"alpha": {"pid": os.getpid(), "running": True}})
     monkeypatch.setenv("HOST_MGMT_TOKEN", ADMIN)
     monkeypatch.setenv("HOST_PLUGIN_TOKEN", SHARED_PLUGIN)
     tokens._cache.clear()
-    return {
+    yield {
         "admin": ADMIN,
         "shared": SHARED_PLUGIN,
         "alpha": plugin_tokens.ensure("alpha"),
         "beta": plugin_tokens.ensure("beta"),
         "bus": bus,
     }
+    listener.close()
 
 
 def call(method, path, token=None, body=None):
@@ -49,13 +57,13 @@ def test_a_plugin_token_reaches_only_its_own_id(creds):
     assert call("get", "/api/v1/plugins/alpha/ui-credential", creds["beta"]).status_code == 403
     assert call("put", "/api/v1/plugins/beta", creds["shared"], BODY).status_code == 403
     own = call("get", "/api/v1/plugins/alpha/ui-credential", creds["alpha"])
-    assert own.status_code == 200 and own.json() == {"port": 9000, "secret": SECRET}
+    assert own.status_code == 200 and own.json() == {"port": BODY["ui"]["port"], "secret": SECRET}
     assert own["Cache-Control"] == "no-store"
     # the list is open to every plugin token, and secret-free
     for who in ("alpha", "beta", "shared", "admin"):
         r = call("get", "/api/v1/plugins", creds[who])
         assert r.status_code == 200 and SECRET not in r.content.decode()
-        assert r.json() == [{"id": "alpha", "title": "Folder", "ui": {"port": 9000}}]
+        assert r.json() == [{"id": "alpha", "title": "Folder", "ui": {"port": BODY["ui"]["port"]}}]
     # a plugin's token keeps the plugin token's allow list, and its limits
     assert call("get", "/api/v1/status", creds["alpha"]).status_code == 200
     assert call("get", "/api/v1/hooks", creds["alpha"]).status_code == 403

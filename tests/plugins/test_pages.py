@@ -4,6 +4,7 @@ cookies never to the plugin, the page is sandboxed, a dead plugin is a 502."""
 
 from __future__ import annotations
 
+import os
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -58,6 +59,8 @@ def operator(bus, restore_config):
 def test_proxy_passes_the_secret_to_the_plugin_only(operator, upstream):
     port, seen = upstream
     registry.register("demo", {"title": "Demo", "ui": {"port": port, "secret": SECRET}})
+    # the port must be listened on by the plugin's own process: here this one (its server)
+    runner_control.write_status({"demo": {"pid": os.getpid(), "running": True}})
     r = operator.get("/plugins/demo/ui/sub/page?x=1", HTTP_X_PLUGIN_SECRET="forged")
     assert r.status_code == 200 and r.content == b"<h1>plugin ui</h1>"
     path, headers = seen[-1]

@@ -96,7 +96,9 @@ def test_example_plugin_runs_registers_feeds_and_is_supervised(tmp_path, monkeyp
         cwd=EXAMPLE.parents[2],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
     )  # fmt: skip
-    with console(state_dir=state, env={"DESKTOP_FOLDER_DIR": str(apps)}) as (host, page):
+    # the plugin is confined: the folder it reads is shown to it read-only (HOST_PLUGIN_READ_PATHS)
+    env = {"DESKTOP_FOLDER_DIR": str(apps), "HOST_PLUGIN_READ_PATHS": str(apps)}
+    with console(state_dir=state, env=env) as (host, page):
         out, _ = install.communicate(timeout=180)
         assert install.returncode == 0, out
         runner_control.request_rescan()

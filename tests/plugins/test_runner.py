@@ -14,6 +14,7 @@ import time
 
 import pytest
 
+from hostmgmt.lib import statedir
 from plugins import env, runner, runner_control, wheel
 from plugins import tokens as plugin_tokens
 
@@ -76,6 +77,13 @@ def state(tmp_path_factory):
         os.environ["HOST_STATE_DIR"] = old
 
 
+def _sandbox():
+    """The runner's real sandbox (bubblewrap): the runner refuses to run plugins without one."""
+    sandbox, why = runner.make_sandbox([statedir.state_dir()])
+    assert sandbox is not None, f"plugin confinement needs bubblewrap (bwrap): {why}"
+    return sandbox
+
+
 def _until(predicate, timeout=15.0, tick=None):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -92,7 +100,7 @@ def test_runner_runs_restarts_throttles_and_stops(state, monkeypatch, caplog):
     monkeypatch.setenv("HOST_MGMT_TOKEN", "a" * 64)
     monkeypatch.setenv("MY_API_SECRET", "do-not-leak")
     monkeypatch.setattr(runner, "LOG_BURST", 50)
-    r = runner.Runner("https://127.0.0.1:1/api/v1", "/tmp/ca.pem")
+    r = runner.Runner("https://127.0.0.1:1/api/v1", "/tmp/ca.pem", sandbox=_sandbox())
     runner_control.set_runtime_enabled(True)
     caplog.set_level(logging.INFO)
     try:
@@ -109,7 +117,8 @@ def test_runner_runs_restarts_throttles_and_stops(state, monkeypatch, caplog):
         assert got["HOST_PLUGIN_TOKEN"] == plugin_tokens.ensure("envdump")
         assert got["HOST_PLUGIN_TOKEN"] != plugin_tokens.ensure("flood")
         assert got["HOST_MGMT_URL"] == "https://127.0.0.1:1/api/v1"
-        assert got["SSL_CERT_FILE"] == got["HOST_CA_FILE"] == "/tmp/ca.pem"
+        # the certificate is bound read-only at a fixed path inside the sandbox
+        assert got["SSL_CERT_FILE"] == got["HOST_CA_FILE"] == runner.SANDBOX_CA
         assert "HOST_MGMT_TOKEN" not in got and "MY_API_SECRET" not in got
         assert "HOST_STATE_DIR" not in got
         # the token never reaches the host's log in clear
@@ -164,7 +173,7 @@ def _alive(pid: int) -> bool:
 
 
 def test_rescan_picks_up_an_uninstall(state):
-    r = runner.Runner("https://127.0.0.1:1/api/v1", "/tmp/ca.pem")
+    r = runner.Runner("https://127.0.0.1:1/api/v1", "/tmp/ca.pem", sandbox=_sandbox())
     runner_control.set_runtime_enabled(True)
     try:
         r.tick()

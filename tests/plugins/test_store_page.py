@@ -10,7 +10,7 @@ from hostmgmt.auth import credentials
 pytestmark = pytest.mark.django_db
 
 
-def test_store_page_needs_the_login_and_is_in_the_nav():
+def test_store_page_needs_the_login_and_is_in_the_nav(redis_db):
     credentials.set_credentials("admin", "s3cret")
     r = Client().get("/store")
     assert r.status_code == 302 and r["Location"] == "/login?next=/store"
