@@ -52,7 +52,12 @@ def admin_login(request, extra_context=None):
     """Django admin's login behind the failed-login bucket: a blocked address gets 429 before
     any password is checked (the authentication backend counts the attempts)."""
     if request.method == "POST":
-        wait = throttle.blocked_for(request_ip(request))
+        try:
+            wait = throttle.blocked_for(request_ip(request))
+        except throttle.ThrottleUnavailable as exc:
+            response = HttpResponse(exc.message + "\n", status=503, content_type="text/plain")
+            response["Retry-After"] = str(throttle.RETRY_UNAVAILABLE_S)
+            return response
         if wait:
             response = HttpResponse(
                 "Too many failed logins; try again later.\n", status=429, content_type="text/plain"

@@ -29,13 +29,16 @@ def _basic_user(request):
     except (binascii.Error, UnicodeDecodeError, ValueError):
         return None
     ip = request.META.get("REMOTE_ADDR", "")
-    if throttle.blocked_for(ip):
-        return None
-    user = credentials.verify(username, password)
-    if user is None:
-        throttle.record_failure(ip)
-    else:
-        throttle.record_success(ip)
+    try:
+        if throttle.blocked_for(ip):
+            return None
+        user = credentials.verify(username, password)
+        if user is None:
+            throttle.record_failure(ip)
+        else:
+            throttle.record_success(ip)
+    except throttle.ThrottleUnavailable:
+        return None  # uncounted guesses are refused like wrong ones
     return user
 
 

@@ -71,9 +71,10 @@ def basic(user: str, password: str) -> str:
 
 
 @pytest.fixture
-def restore_config():
+def restore_config(redis_db):
     """Give the test the in-process host's config file back as it found it, and fresh login
-    buckets, so tests that write config or fail logins cannot leak into each other."""
+    buckets (they live in Redis, as on the host), so tests that write config or fail logins
+    cannot leak into each other."""
     from hostmgmt.auth import throttle
     from hostmgmt.config import store
 

@@ -71,6 +71,11 @@ class AdminAPIView(APIView):
             method = "GET"
         return self.scopes.get(method, "admin")
 
+    def exec_fields(self, request) -> dict[str, str]:
+        """Fields of this write that run commands or choose files (name -> why); they need
+        `config:exec` beside the method's scope (`ScopePermission`). None by default."""
+        return {}
+
     def permission_denied(self, request, message=None, code=None):
         unauthenticated = request.authenticators and not request.successful_authenticator
         if unauthenticated and _wants_html(request) and not credentials.credentials_exist():

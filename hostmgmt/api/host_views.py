@@ -15,6 +15,7 @@ from hostmgmt.api.base import AdminAPIView, MgmtAPIView, json_body
 from hostmgmt.api.errors import ApiError
 from hostmgmt.api.schema import error
 from hostmgmt.config import service
+from hostmgmt.config.schema import exec_keys
 from hostmgmt.supervisor import main as supervisor
 
 log = logging.getLogger(__name__)
@@ -101,6 +102,10 @@ class HostShutdownView(MgmtAPIView):
 class AdminConfigView(AdminAPIView):
     scopes = {"GET": "config:get", "POST": "config:set"}
 
+    def exec_fields(self, request) -> dict[str, str]:
+        body = request.data if request.method == "POST" else None
+        return exec_keys(body) if isinstance(body, dict) else {}
+
     @extend_schema(
         responses={200: shapes.ADMIN_CONFIG},
         description=(
@@ -118,7 +123,9 @@ class AdminConfigView(AdminAPIView):
         responses={200: shapes.ConfigSavedSerializer, **_NOT_WRITTEN},
         description=(
             "Flat object of key/value pairs merged into the config file; null or '' resets a "
-            "key. Arrays (except for list keys), scalars and empty objects are 400."
+            "key. Arrays (except for list keys), scalars and empty objects are 400. Keys that "
+            "run commands or choose files (global_prep_cmd, log_path, file_apps, cert, pkey) "
+            "also need the config:exec scope: 403 naming them otherwise."
         ),
         examples=[OpenApiExample("rate cap", value={"rate_cap_pct": 70, "dscp_qos": False})],
     )

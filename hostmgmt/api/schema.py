@@ -269,11 +269,14 @@ def shared_statuses(path: str, op: dict, needs_redis: bool, method: str = "get")
             "the plugin token may not use this route, or (on a host without a management "
             "token) a cross-site or simple-form write"
             if v1
-            else "the credential lacks this route's scope, a browser write without a valid "
-            "CSRF token, or the caller's address is outside `origin_web_ui_allowed`"
+            else "the credential lacks this route's scope (or `config:exec` for fields that run "
+            "commands or choose files), a browser write without a valid CSRF token, or the "
+            "caller's address is outside `origin_web_ui_allowed`"
         )
         if not v1:
             out["429"] = "too many failed logins from this address (`Retry-After`)"
+            # The failed-login buckets live in Redis; without it no login can be counted.
+            needs_redis = True
     elif not v1:
         out["403"] = "the caller's address is outside `origin_web_ui_allowed`"
     if "requestBody" in op:

@@ -7,11 +7,11 @@ import binascii
 from dataclasses import dataclass, field
 
 from rest_framework.authentication import BaseAuthentication, get_authorization_header
-from rest_framework.exceptions import AuthenticationFailed, Throttled
+from rest_framework.exceptions import AuthenticationFailed, PermissionDenied, Throttled
 from rest_framework.permissions import BasePermission
 
 from hostmgmt.auth import api_tokens, credentials, throttle
-from hostmgmt.auth.scopes import ADMIN
+from hostmgmt.auth.scopes import ADMIN, CONFIG_EXEC
 from hostmgmt.auth.secrets import parse_bearer
 
 REALM = 'Basic realm="Streaming Host", charset="UTF-8"'
@@ -109,7 +109,12 @@ class AdminAuthentication(BaseAuthentication):
 
 
 class ScopePermission(BasePermission):
-    """The view's `scopes` maps an HTTP method to the scope it needs (`admin` = Basic or `*`)."""
+    """The view's `scopes` maps an HTTP method to the scope it needs (`admin` = Basic or `*`).
+
+    A write whose body carries fields that run commands or choose files (the view's
+    `exec_fields`, from the marks in `hostmgmt/config/schema.py`) also needs `config:exec`:
+    without that, `config:set` would be code execution as the host user under a weaker name.
+    """
 
     message = "this credential lacks the scope this route needs"
 
@@ -120,6 +125,17 @@ class ScopePermission(BasePermission):
         needed = view.required_scope(request.method)
         if needed is None:
             return True
-        if needed == "admin":
-            return principal.is_admin
-        return principal.has_scope(needed)
+        allowed = principal.is_admin if needed == "admin" else principal.has_scope(needed)
+        if allowed and not principal.has_scope(CONFIG_EXEC):
+            refuse_exec_fields(view.exec_fields(request))
+        return allowed
+
+
+def refuse_exec_fields(fields: dict[str, str]) -> None:
+    """403 naming each field and why it needs `config:exec` (or the admin password)."""
+    if fields:
+        why = "; ".join(f"{name} {reason}" for name, reason in sorted(fields.items()))
+        raise PermissionDenied(
+            f"this credential may not write {', '.join(sorted(fields))}: {why}; "
+            f"that needs the {CONFIG_EXEC} scope or the admin password"
+        )

@@ -25,12 +25,16 @@ class ThrottledPasswordBackend(ModelBackend):
         if username is None or password is None:
             return None
         ip = request_ip(request)
-        if throttle.blocked_for(ip):
-            # Stops Django trying any other backend; the login form shows its usual error.
-            raise PermissionDenied("too many failed logins")
-        user = credentials.verify(username, password)
-        if user is None or not self.user_can_authenticate(user):
-            throttle.record_failure(ip)
-            return None
-        throttle.record_success(ip)
+        try:
+            if throttle.blocked_for(ip):
+                # Stops Django trying any other backend; the login form shows its usual error.
+                raise PermissionDenied("too many failed logins")
+            user = credentials.verify(username, password)
+            if user is None or not self.user_can_authenticate(user):
+                throttle.record_failure(ip)
+                return None
+            throttle.record_success(ip)
+        except throttle.ThrottleUnavailable:
+            # Fail closed: an attempt that cannot be counted is refused (docs/host-state.md).
+            raise PermissionDenied("failed logins cannot be counted") from None
         return user

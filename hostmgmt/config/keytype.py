@@ -51,6 +51,10 @@ class Key:
     # another value is a 400 naming the reason; a file value other than the default reads as
     # the default and is reported). Every key either acts or says this (hostmgmt/config/effects).
     refused_all: str = ""
+    # Why writing this key gives code execution or a file of the writer's choosing (it runs
+    # commands, or names a file the host writes, executes or serves): the admin API then asks
+    # for `config:exec` beside `config:set` (hostmgmt/auth/admin.py). Empty for ordinary keys.
+    exec_power: str = ""
 
     def parse(self, raw: Any) -> Any:
         """Typed value of `raw` (a file string or a JSON value); ValueError when out of rule."""

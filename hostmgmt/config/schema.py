@@ -13,7 +13,17 @@ from functools import partial
 
 from hostmgmt.config.keytype import FALSE_WORDS, TRUE_WORDS, Key
 
-__all__ = ["FALSE_WORDS", "KEYS", "TRUE_WORDS", "Key", "key", "is_known"]
+__all__ = [
+    "APP_EXEC_FIELDS",
+    "FALSE_WORDS",
+    "KEYS",
+    "TRUE_WORDS",
+    "Key",
+    "app_exec_fields",
+    "exec_keys",
+    "is_known",
+    "key",
+]
 
 
 def _keys(*keys: Key) -> dict[str, Key]:
@@ -43,6 +53,7 @@ LATENCY_MODES = (
     "the speed/quality trade-off is nvenc_tuning_preset or the app's encoder-preset"
 )
 IN_DATABASE = "the host keeps this in its database (state dir), not in a file of your choosing"
+SERVES_FILE = "chooses a file the host reads as its TLS identity"
 
 B = partial(Key, type="bool")
 I = partial(Key, type="int")  # noqa: E741 - a table reads better with one-letter makers
@@ -408,6 +419,7 @@ _SECURITY = _keys(
         nullable=True,
         group="security",
         item="abspath",
+        exec_power=SERVES_FILE,
         help="PEM RSA key served instead of the generated one (set with cert)",
     ),
     S(
@@ -416,6 +428,7 @@ _SECURITY = _keys(
         nullable=True,
         group="security",
         item="abspath",
+        exec_power=SERVES_FILE,
         help="PEM certificate served instead of the generated one (set with pkey)",
     ),
     # Host extension (not in the admin spec's key list): where the updater fetches the signed
@@ -543,6 +556,7 @@ _INHERITED.update(
             group="general",
             restart=False,
             item="abspath",
+            exec_power="chooses the app catalog, whose entries run commands",
             help="the app catalog (apps.json), applied at once; HOST_APPS_FILE wins",
         ),
         S(
@@ -551,6 +565,7 @@ _INHERITED.update(
             nullable=True,
             group="general",
             item="abspath",
+            exec_power="chooses a file the host appends to",
             help="the host log file (default logs/host.log in the state dir), from the next start",
         ),
         Key(
@@ -573,6 +588,7 @@ _INHERITED.update(
             [],
             group="general",
             item="prep",
+            exec_power="runs commands around every launch",
             help='[{"do": ..., "undo": ...}] run around every launch (unless the app sets '
             "exclude-global-prep-cmd)",
         ),
@@ -631,3 +647,35 @@ def key(name: str) -> Key | None:
 
 def is_known(name: str) -> bool:
     return key(name) is not None
+
+
+# Fields of an app catalog entry (POST /api/apps) that run commands or choose a file or the
+# environment commands run with: writing one needs `config:exec`, like a key's `exec_power`.
+APP_EXEC_FIELDS: dict[str, str] = {
+    "cmd": "runs a command",
+    "detached": "runs commands",
+    "prep-cmd": "runs commands around the launch",
+    "working-dir": "chooses the directory commands run in",
+    "output": "chooses a file the host appends to",
+    "env": "sets the environment commands run with",
+}
+
+
+def exec_keys(names) -> dict[str, str]:
+    """The keys among `names` whose write gives code execution or a file choice, with why."""
+    found = {}
+    for name in names:
+        spec = key(name)
+        if spec is not None and spec.exec_power:
+            found[name] = spec.exec_power
+    return found
+
+
+def app_exec_fields(entry: dict) -> dict[str, str]:
+    """The fields of an app entry that would run commands or choose files, with why; a field
+    that is absent, null or empty adds nothing that runs and is not listed."""
+    return {
+        name: why
+        for name, why in APP_EXEC_FIELDS.items()
+        if entry.get(name) not in (None, "", [], {})
+    }

@@ -88,24 +88,29 @@ def login_view(request):
     if request.method == "POST":
         ip = client_ip(request)
         username = request.POST.get("username", "")
-        wait = throttle.blocked_for(ip)
-        if wait:
-            error, status = f"Too many failed logins; try again in {int(wait) + 1} s.", 429
-        else:
-            user = credentials.verify(username, request.POST.get("password", ""))
-            if user is None:
-                throttle.record_failure(ip)
-                error, status = "Wrong username or password.", 400
+        try:
+            wait = throttle.blocked_for(ip)
+            if wait:
+                error, status = f"Too many failed logins; try again in {int(wait) + 1} s.", 429
             else:
-                throttle.record_success(ip)
-                login(request, user, backend=BACKEND)
-                return HttpResponseRedirect(target)
+                user = credentials.verify(username, request.POST.get("password", ""))
+                if user is None:
+                    throttle.record_failure(ip)
+                    error, status = "Wrong username or password.", 400
+                else:
+                    throttle.record_success(ip)
+                    login(request, user, backend=BACKEND)
+                    return HttpResponseRedirect(target)
+        except throttle.ThrottleUnavailable as exc:
+            error, status = exc.message, 503
     response = render(
         request,
         "console/login.html",
         {"error": error, "next": target, "username": username},
         status=status,
     )
+    if status == 503:
+        response["Retry-After"] = str(throttle.RETRY_UNAVAILABLE_S)
     return _harden(response)
 
 

@@ -27,12 +27,46 @@ def unit_path(home: Path) -> Path:
     return Path(config) / "systemd" / "user" / UNIT_NAME
 
 
-def _quote(value: str) -> str:
-    """One systemd command-line word: double-quoted, with `\\`, `"` and `%` escaped."""
+def _printable(value: str) -> str:
     if not value.isprintable():
         raise UnitError(f"path {value!r} holds characters a unit file cannot carry")
-    escaped = value.replace("\\", "\\\\").replace('"', '\\"').replace("%", "%%")
+    return value
+
+
+def _quote(value: str) -> str:
+    """A double-quoted systemd value: `\\`, `"` and the specifier `%` escaped. For
+    Environment=, which expands no `$`."""
+    escaped = _printable(value).replace("\\", "\\\\").replace('"', '\\"').replace("%", "%%")
     return f'"{escaped}"'
+
+
+def _argument(value: str) -> str:
+    """One ExecStart= argument: quoted as above, and `$` doubled (ExecStart= expands `$NAME`)."""
+    return _quote(value).replace("$", "$$")
+
+
+def _executable(value: str) -> str:
+    """ExecStart='s program: systemd takes no `$`, `"` or `\\` in it, escaped or not
+    ("Executable name contains special characters"), so such a path is refused."""
+    bad = sorted({c for c in _printable(value) if c in '$"\\'})
+    if bad:
+        raise UnitError(
+            f"the Python path {value!r} holds {' '.join(bad)}, which systemd does not accept in "
+            "a unit's program path; install the checkout under a path without them"
+        )
+    return _quote(value)
+
+
+def _bare_path(value: str) -> str:
+    """A path for a key systemd reads unquoted (WorkingDirectory=): quotes would become part of
+    the path ("path is not absolute ... unit will not be started"). Spaces, quotes and
+    backslashes are literal there; `%` is a specifier (`%%`); trailing blanks are stripped and
+    a trailing backslash continues the line, so those are refused."""
+    if not _printable(value).startswith("/"):
+        raise UnitError(f"path {value!r} is not absolute")
+    if value != value.rstrip() or value.endswith("\\"):
+        raise UnitError(f"path {value!r} ends with a blank or a backslash, which systemd drops")
+    return value.replace("%", "%%")
 
 
 def _env_line(name: str, value: str) -> str:
@@ -50,8 +84,8 @@ def render(python: str, manage_py: str, workdir: str, env: dict[str, str] | None
         "",
         "[Service]",
         "Type=simple",
-        f"WorkingDirectory={_quote(workdir)}",
-        f"ExecStart={_quote(python)} {_quote(manage_py)} runhost",
+        f"WorkingDirectory={_bare_path(workdir)}",
+        f"ExecStart={_executable(python)} {_argument(manage_py)} runhost",
         *(_env_line(k, v) for k, v in sorted((env or {}).items())),
         "Restart=on-failure",
         "RestartSec=5",

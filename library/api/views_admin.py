@@ -10,6 +10,7 @@ from rest_framework.response import Response
 from hostmgmt.api.base import AdminAPIView, json_object
 from hostmgmt.api.errors import ApiError
 from hostmgmt.api.schema import error
+from hostmgmt.config.schema import app_exec_fields
 from library import app_input, browse, catalog, covers
 from library.api import serializers as s
 
@@ -25,7 +26,14 @@ def _broken(exc: catalog.CatalogBroken) -> ApiError:
 
 
 class AppsView(AdminAPIView):
+    """The catalog. An entry that carries commands (cmd, detached, prep-cmd) or chooses a
+    directory, file or environment for them also needs `config:exec` (403 naming the fields)."""
+
     scopes = {"GET": "apps:get", "POST": "config:set"}
+
+    def exec_fields(self, request) -> dict[str, str]:
+        body = request.data if request.method == "POST" else None
+        return app_exec_fields(body) if isinstance(body, dict) else {}
 
     @extend_schema(responses={200: s.APPS_DOCUMENT, **_BROKEN}, description="The whole apps.json")
     def get(self, request):

@@ -54,7 +54,7 @@ def test_capture_choices_and_garbage(admin, state):
 
 
 @pytest.mark.django_db
-def test_console_shows_the_refusal_beside_the_key(state):
+def test_console_shows_the_refusal_beside_the_key(state, redis_db):
     from django.test import Client
 
     from hostmgmt.auth import credentials

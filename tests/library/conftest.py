@@ -89,7 +89,7 @@ def mgmt(monkeypatch):
 
 
 @pytest.fixture
-def admin(db):
+def admin(db, redis_db):
     from django.contrib.auth import get_user_model
     from rest_framework.test import APIClient
 

@@ -30,8 +30,9 @@ def v1(settings, state):
 
 
 @pytest.fixture
-def admin(settings, state, db):
-    """Admin API client with Basic credentials set in the throwaway state dir."""
+def admin(settings, state, db, redis_db):
+    """Admin API client with Basic credentials set in the throwaway state dir (logins are
+    counted in Redis, so the test gets one)."""
     from hostmgmt.auth import credentials
 
     credentials.set_credentials("admin", "pw-for-tests")

@@ -35,9 +35,11 @@ class Command(BaseCommand):
         repo = Path(settings.BASE_DIR)
         if options["print"]:
             env = {k: os.environ[k] for k in user_unit.CARRIED_ENV if os.environ.get(k)}
-            self.stdout.write(
-                user_unit.render(sys.executable, str(repo / "manage.py"), str(repo), env)
-            )
+            try:
+                text = user_unit.render(sys.executable, str(repo / "manage.py"), str(repo), env)
+            except user_unit.UnitError as exc:
+                raise CommandError(f"cannot write the unit: {exc}") from None
+            self.stdout.write(text)
             return
         if os.geteuid() == 0:
             raise CommandError(ROOT_REFUSAL)

@@ -62,13 +62,18 @@ def kept(path):
 
 @pytest.fixture
 def config_writer(live_host, admin_auth):
-    """An admin client holding a `config:get` + `config:set` token (cheap to check, unlike the
-    password hash of Basic), the config file restored afterwards; yields (client, conf path)."""
+    """An admin client holding a `config:get` + `config:set` + `config:exec` token (cheap to
+    check, unlike the password hash of Basic; `config:exec` reaches the path keys), the config
+    file restored afterwards; yields (client, conf path)."""
     conf = live_host.state_dir / "host.conf"
     with kept(conf), kept(live_host.state_dir / "host.env"):
         with live_host.client(auth=admin_auth) as admin:
             r = admin.post(
-                "/api/tokens", json={"name": "cfg-writer", "scopes": ["config:get", "config:set"]}
+                "/api/tokens",
+                json={
+                    "name": "cfg-writer",
+                    "scopes": ["config:get", "config:set", "config:exec"],
+                },
             )
             assert r.status_code == 200, r.text
             token = r.json()["token"]

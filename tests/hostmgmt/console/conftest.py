@@ -19,7 +19,7 @@ def clean_console_state(restore_config):
 
 
 @pytest.fixture
-def admin(db):
+def admin(db, redis_db):
     from hostmgmt.auth import credentials
 
     credentials.set_credentials("admin", "s3cret")

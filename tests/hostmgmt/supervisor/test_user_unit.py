@@ -27,15 +27,30 @@ def test_the_unit_runs_runhost_with_the_graphical_session():
     text = user_unit.render("/opt/h/.venv/bin/python", "/opt/h/manage.py", "/opt/h")
     f = _fields(text)
     assert f["ExecStart"] == ['"/opt/h/.venv/bin/python" "/opt/h/manage.py" runhost']
-    assert f["WorkingDirectory"] == ['"/opt/h"']
+    # bare: systemd does not unquote WorkingDirectory= (tests/hostmgmt/test_user_unit_verify.py)
+    assert f["WorkingDirectory"] == ["/opt/h"]
     assert f["PartOf"] == f["After"] == f["WantedBy"] == ["graphical-session.target"]
     assert f["KillMode"] == ["mixed"] and int(f["TimeoutStopSec"][0]) > 15
     assert "Environment" not in f
 
 
-def test_paths_are_quoted_the_way_systemd_reads_them():
-    text = user_unit.render('/home/a b/%x"y\\z/python', "/m.py", "/w")
-    assert 'ExecStart="/home/a b/%%x\\"y\\\\z/python" "/m.py" runhost' in text
+def test_paths_are_written_the_way_systemd_reads_them():
+    text = user_unit.render("/home/a b/%x/python", '/h/a b/%x$y"q\\z/manage.py', "/h/a b/%x$y")
+    f = _fields(text)
+    assert f["ExecStart"] == ['"/home/a b/%%x/python" "/h/a b/%%x$$y\\"q\\\\z/manage.py" runhost']
+    assert f["WorkingDirectory"] == ["/h/a b/%%x$y"]
+
+
+@pytest.mark.parametrize("python", ['/a"b/python', "/a\\b/python", "/a$b/python"])
+def test_a_python_path_systemd_cannot_run_is_refused_with_the_reason(python):
+    with pytest.raises(user_unit.UnitError, match="does not accept"):
+        user_unit.render(python, "/m.py", "/w")
+
+
+@pytest.mark.parametrize("workdir", ["relative/dir", "/w ", "/w\\"])
+def test_a_working_directory_systemd_would_misread_is_refused(workdir):
+    with pytest.raises(user_unit.UnitError):
+        user_unit.render("/p/python", "/m.py", workdir)
 
 
 @pytest.mark.parametrize("bad", ["/a\nExecStartPre=/bin/evil", "/a\rb", "/a\u2028b", "/a\x00b"])
