@@ -8,7 +8,9 @@ clears the bucket (a token holder must not be able to reset it between password 
 The buckets live in the host's Redis, not in a process: daphne, the workers and a restarted
 host all count against the same limit. One sorted set per address (member: one failure, score:
 Redis' clock), under the host's unique id, so two hosts sharing a Redis keep apart. Each check
-and each failure is one Lua script, one round trip, atomic. The key holds the address only.
+and each failure is one Lua script, one round trip, atomic; a success deletes the bucket only
+when this thread's last check of that address found failures in it, so a clean login costs one
+round trip. The key holds the address only.
 
 When Redis cannot be reached the limit cannot be checked, so the check raises
 `ThrottleUnavailable` (503 with `Retry-After`): logins are refused until Redis is back
@@ -19,6 +21,7 @@ from __future__ import annotations
 
 import logging
 import secrets
+import threading
 
 import redis
 
@@ -35,17 +38,18 @@ RETRY_UNAVAILABLE_S = 5
 KEEP = MAX_FAILURES * 2
 MAX_ADDRESS = 64
 
-# KEYS[1] bucket; ARGV[1] window ms, ARGV[2] limit. Returns ms until the address may try again.
+# KEYS[1] bucket; ARGV[1] window ms, ARGV[2] limit. Returns {ms until the address may try
+# again, failures in the window}.
 _CHECK = """
 local t = redis.call('TIME')
 local now = t[1] * 1000 + math.floor(t[2] / 1000)
 local since = now - tonumber(ARGV[1])
 local n = redis.call('ZCOUNT', KEYS[1], '(' .. since, '+inf')
 local limit = tonumber(ARGV[2])
-if n < limit then return 0 end
+if n < limit then return {0, n} end
 local nth = redis.call('ZRANGEBYSCORE', KEYS[1], '(' .. since, '+inf', 'WITHSCORES',
                        'LIMIT', n - limit, 1)
-return math.max(0, tonumber(nth[2]) - since)
+return {math.max(0, tonumber(nth[2]) - since), n}
 """
 
 # KEYS[1] bucket; ARGV[1] window ms, ARGV[2] entries kept, ARGV[3] a unique member.
@@ -83,10 +87,16 @@ def _key(ip: str) -> str:
     return _prefix() + (str(ip)[:MAX_ADDRESS] or "unknown")
 
 
-def _run(script: str, ip: str, *args) -> int:
+_scripts: dict[str, redis.commands.core.Script] = {}
+_last_check = threading.local()  # {address: failures its last check saw}, per thread
+
+
+def _run(script: str, ip: str, *args):
     client = redis_client.client()
     try:
-        return int(client.register_script(script)(keys=[_key(ip)], args=list(args)))
+        if script not in _scripts:
+            _scripts[script] = client.register_script(script)  # its sha, computed once
+        return _scripts[script](keys=[_key(ip)], args=list(args), client=client)
     except (redis.RedisError, OSError) as exc:
         log.error("login throttle unavailable, refusing logins: %s", type(exc).__name__)
         raise ThrottleUnavailable() from None
@@ -94,7 +104,9 @@ def _run(script: str, ip: str, *args) -> int:
 
 def blocked_for(ip: str) -> float:
     """Seconds until `ip` may try again, 0 when it is not blocked."""
-    return _run(_CHECK, ip, int(WINDOW_S * 1000), MAX_FAILURES) / 1000.0
+    wait_ms, failures = _run(_CHECK, ip, int(WINDOW_S * 1000), MAX_FAILURES)
+    _last_check.seen = {ip: int(failures)}
+    return int(wait_ms) / 1000.0
 
 
 def record_failure(ip: str) -> None:
@@ -102,7 +114,11 @@ def record_failure(ip: str) -> None:
 
 
 def record_success(ip: str) -> None:
-    """A correct admin password from `ip`: forget its failures. Not for other credentials."""
+    """A correct admin password from `ip`: forget its failures. Not for other credentials.
+    Skipped when this thread's check just before found none (a failure another process adds
+    meanwhile is kept, as if it came after)."""
+    if getattr(_last_check, "seen", {}).get(ip) == 0:
+        return
     try:
         redis_client.client().delete(_key(ip))
     except (redis.RedisError, OSError) as exc:
