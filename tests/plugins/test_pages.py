@@ -90,3 +90,17 @@ def test_plugins_page_lists_registered_and_switches_the_runner(operator):
     assert r.status_code == 302 and runner_control.runtime_enabled() is True
     operator.post("/plugins", {})
     assert runner_control.runtime_enabled() is False
+
+
+def test_the_plugins_page_names_an_id_two_distributions_declare(operator):
+    from plugins import env
+    from tests.plugins import store_support as ss
+
+    env.ensure_env()
+    for side in ("a", "b"):
+        ss.plant_dist(env.site_packages(), f"host-plugin-twin-{side}", "1.0",
+                      {"twin": f"twin_{side}:main"}, {f"twin_{side}/__init__.py": ""})  # fmt: skip
+    body = operator.get("/plugins").content.decode()
+    assert 'data-conflict="twin"' in body
+    assert "host-plugin-twin-a 1.0, host-plugin-twin-b 1.0: none of them runs" in body
+    assert 'data-plugin="twin"' not in body
