@@ -24,7 +24,7 @@ MIRROR="${FRESH_ROOT_MIRROR:-http://deb.debian.org/debian}"
 # What a new Debian 12 box has on top of minbase (the README's promise).
 BASE_PACKAGES="python3,python3-venv,python3-pip,make,git,ca-certificates,curl,procps"
 
-[ "$(id -u)" -eq 0 ] || { echo "fresh-root-check: run as root (debootstrap, chroot)" >&2; exit 2; }
+[ "$(id -u)" -eq 0 ] || { echo "fresh-root-check: run as root (debootstrap, pivot_root)" >&2; exit 2; }
 if ! command -v debootstrap >/dev/null; then
     apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq debootstrap
 fi
@@ -73,16 +73,23 @@ fi
 
 echo "fresh-root-check: make $TARGET in $WORK (commit $(git -C "$REPO" rev-parse --short HEAD))"
 # Own mount and PID namespaces: every mount and every process the run leaves behind goes with it.
+# The root becomes "/" by pivot_root, not chroot: the kernel refuses new user namespaces to a
+# chrooted process, and a fresh box has no such limit (the plugins' bubblewrap sandbox needs one).
 status=0
 unshare --mount --pid --fork --propagation private bash -euo pipefail -c '
     root="$1"; target="$2"; pip_cert="$3"
+    mount --bind "$root" "$root"
     mount -t proc proc "$root/proc"
     mount -t sysfs sys "$root/sys"
     mount --rbind /dev "$root/dev"
     mount -t tmpfs -o mode=1777 tmpfs "$root/dev/shm"
     mount -t tmpfs -o mode=1777 tmpfs "$root/tmp"
     mount -t tmpfs -o mode=0755 tmpfs "$root/run"
-    exec chroot "$root" /usr/bin/env -i HOME=/root LANG=C.UTF-8 TERM=dumb CI=true \
+    cd "$root"
+    pivot_root . mnt
+    umount -l /mnt
+    cd /
+    exec /usr/bin/env -i HOME=/root LANG=C.UTF-8 TERM=dumb CI=true \
         PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin $pip_cert \
         bash -c "cd /root/work/main && make $target && sh scripts/shared-libs-audit.sh"
 ' _ "$WORK" "$TARGET" "$PIP_CERT_ENV" || status=$?
