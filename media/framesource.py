@@ -173,3 +173,95 @@ class WaylandCapture:
 
     def close(self) -> None:
         self._drop()
+
+
+class MutterCapture:
+    """The same frame source over a GNOME (mutter) monitor: a ScreenCast session on the desktop
+    user's session bus and its PipeWire stream read through gst-launch (media/mutter/).
+    `connector` names the monitor (DisplayConfig's connector, e.g. "Meta-0", "DP-1"); None
+    asks mutter for a new virtual monitor of the client's size (RecordVirtual), which exists
+    as long as this source. Opened in the video thread on first use, at that call's size
+    (pipewiresrc's videoscale then gives every frame the client's size); reopened after a
+    failure like WaylandCapture. Mutter sends frames on damage only, so a grab returns the
+    newest frame at once: a static screen still feeds the encoder at the stream's rate.
+
+    `bus_address` and `env` (the gst-launch environment: it needs the user's XDG_RUNTIME_DIR
+    for PipeWire) default to this process's own, which suits a host running in the user's
+    GNOME session; a host serving another user's desktop passes that user's."""
+
+    def __init__(
+        self,
+        connector: str | None = "Meta-0",
+        *,
+        bus_address: str | None = None,
+        env: dict | None = None,
+        first_frame_timeout: float = 2.0,
+    ):
+        self.connector, self.bus_address, self.env = connector, bus_address, env
+        self.first_frame_timeout = first_frame_timeout
+        self.x_display = ""  # the X path's name, kept for callers that read it
+        where = f"monitor {connector}" if connector else "a virtual monitor"
+        self.what = f"{where} of mutter's ScreenCast"
+        self.capture_ms = Samples()
+        self.failures = 0
+        self.failing_since: float | None = None
+        self._cast = None
+        self._frames = None
+        self._last: np.ndarray | None = None
+
+    @property
+    def frames_received(self) -> int:
+        """Frames the current stream has delivered (mutter's damage rate, not the grab rate)."""
+        return self._frames.frames if self._frames is not None else 0
+
+    @property
+    def node_id(self) -> int | None:
+        return self._cast.node_id if self._cast is not None else None
+
+    def __call__(self, width: int, height: int) -> np.ndarray:
+        t0 = time.perf_counter()
+        try:
+            if self._cast is None:
+                self._open(width, height)
+            ended = self._cast.ended()
+            if ended:
+                raise RuntimeError(ended)
+            frame = self._frames.latest(self.first_frame_timeout)
+            if frame.shape[0] != height or frame.shape[1] != width:
+                import cv2  # the client's size changed since the stream was opened
+
+                frame = cv2.resize(frame, (width, height), interpolation=cv2.INTER_LINEAR)
+            self.failing_since = None
+        except Exception as exc:  # noqa: BLE001 - see DisplayCapture
+            self._drop()
+            if self.failing_since is None:
+                self.failing_since = time.monotonic()
+            self.failures += 1
+            if self.failures == 1:
+                log.warning("capture of %s failed: %s", self.what, exc)
+            frame = self._last if self._last is not None else np.zeros((height, width, 4), np.uint8)
+        self.capture_ms.append((time.perf_counter() - t0) * 1000)
+        self._last = frame
+        return frame
+
+    def _open(self, width: int, height: int) -> None:
+        from media.mutter.frames import PipeWireFrames
+        from media.mutter.screencast import ScreenCast
+
+        self._cast = ScreenCast(self.connector, bus_address=self.bus_address)
+        self._frames = PipeWireFrames(self._cast.node_id, width, height, env=self.env)
+
+    def lost(self, after_s: float = LOST_AFTER_S) -> bool:
+        since = self.failing_since
+        return since is not None and time.monotonic() - since >= after_s
+
+    def _drop(self) -> None:
+        frames, self._frames = self._frames, None
+        cast, self._cast = self._cast, None
+        if frames is not None:
+            frames.close()
+        if cast is not None:
+            cast.close()
+
+    def close(self) -> None:
+        self._drop()

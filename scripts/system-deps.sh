@@ -1,7 +1,8 @@
 #!/bin/sh
 # Installs the Debian packages the host drives (`run`) or the tests drive too (`test`), only
 # those missing. Each entry: "check <command that proves it is there> <package> [test]", or
-# "check_lib <shared library> <package> [test]" for a library a binary from PyPI loads;
+# "check_lib <shared library> <package> [test]" for a library a binary from PyPI loads, or
+# "check_gst <element> <package> [test]" for a GStreamer plugin (outside ldconfig's paths);
 # entries marked `test` are needed by the test suite only. scripts/fresh-root-check.sh proves the
 # list complete on a fresh Debian 12 root (it also runs ldd over every binary the venv holds).
 set -eu
@@ -18,6 +19,12 @@ check_lib() {
         return
     fi
     /sbin/ldconfig -p | grep -q "^[[:space:]]*$1 " || NEEDED="$NEEDED $2"
+}
+check_gst() {
+    if [ "${3:-}" = "test" ] && [ "$MODE" != "test" ]; then
+        return
+    fi
+    gst-inspect-1.0 "$1" >/dev/null 2>&1 || NEEDED="$NEEDED $2"
 }
 check Xvfb xvfb
 check pulseaudio pulseaudio
@@ -36,6 +43,20 @@ check swaybg swaybg test
 # Playwright's driver is a Node.js binary from the playwright wheel; ldd on a fresh root shows
 # libatomic.so.1 as the one library it needs that minbase lacks (Debian's chromium brings its own).
 check_lib libatomic.so.1 libatomic1 test
+# GNOME capture (media/mutter/, docs/desktop-capture.md): gst-launch with pipewiresrc reads the
+# ScreenCast stream (the person's desktop runs PipeWire itself, and mutter). Test-only until a
+# capture method selects it; then `make run` installs these three too.
+check gst-launch-1.0 gstreamer1.0-tools test
+check_gst pipewiresrc gstreamer1.0-pipewire test
+check_gst videoconvert gstreamer1.0-plugins-base test
+# The tests run their own headless GNOME: mutter, PipeWire + WirePlumber, a session bus, and
+# foot (a native Wayland terminal) as a known picture.
+check mutter mutter test
+check pipewire pipewire test
+check wireplumber wireplumber test
+check pw-dump pipewire-bin test
+check dbus-daemon dbus-daemon test
+check foot foot test
 # `systemd-analyze verify` checks the user unit install_user_service writes.
 check systemd-analyze systemd test
 

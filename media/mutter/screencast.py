@@ -1,0 +1,214 @@
+"""A client of mutter's ScreenCast D-Bus interface (org.gnome.Mutter.ScreenCast), over jeepney.
+
+Mutter ties a ScreenCast session to the D-Bus connection that created it: calls from another
+connection get "Object does not exist", and mutter ends the session when that connection
+closes. So each `ScreenCast` holds ONE connection from `CreateSession` until `close`, and the
+PipeWire stream lives exactly as long as it does. Everything that can go wrong before a node
+exists (no session bus, no mutter on it, an unknown connector, no `PipeWireStreamAdded` in
+time) raises `ScreenCastError` with a sentence that names the cause.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+from jeepney import DBusAddress, MatchRule, new_method_call
+from jeepney.io.blocking import DBusConnection, open_dbus_connection
+from jeepney.wrappers import DBusErrorResponse, unwrap_msg
+
+SCREENCAST = "org.gnome.Mutter.ScreenCast"
+DISPLAYCONFIG = "org.gnome.Mutter.DisplayConfig"
+_SC_PATH = "/org/gnome/Mutter/ScreenCast"
+_DC_PATH = "/org/gnome/Mutter/DisplayConfig"
+_SESSION_IF = "org.gnome.Mutter.ScreenCast.Session"
+_STREAM_IF = "org.gnome.Mutter.ScreenCast.Stream"
+
+_BUS = DBusAddress("/org/freedesktop/DBus", "org.freedesktop.DBus", "org.freedesktop.DBus")
+
+CURSOR_HIDDEN, CURSOR_EMBEDDED, CURSOR_METADATA = 0, 1, 2
+
+
+class ScreenCastError(Exception):
+    """The screencast could not be set up (or went away); the message names why."""
+
+
+@dataclass(frozen=True)
+class Monitor:
+    connector: str  # e.g. "Meta-0" (headless virtual monitor), "DP-1", "eDP-1"
+    width: int
+    height: int
+    refresh: float
+
+
+def _connect(bus_address: str | None, timeout: float) -> DBusConnection:
+    addr = bus_address or os.environ.get("DBUS_SESSION_BUS_ADDRESS")
+    if not addr:
+        raise ScreenCastError(
+            "no D-Bus session bus: DBUS_SESSION_BUS_ADDRESS is not set (mutter's ScreenCast "
+            "is reached over the desktop user's session bus)"
+        )
+    try:
+        return open_dbus_connection(addr, auth_timeout=timeout)
+    except (OSError, ValueError) as exc:
+        raise ScreenCastError(f"cannot connect to the D-Bus session bus at {addr}: {exc}") from exc
+
+
+def _call(conn: DBusConnection, msg, timeout: float, doing: str) -> tuple:
+    try:
+        return unwrap_msg(conn.send_and_get_reply(msg, timeout=timeout))
+    except DBusErrorResponse as exc:
+        detail = exc.data[0] if exc.data else exc.name
+        raise ScreenCastError(f"{doing} failed: {detail} ({exc.name})") from exc
+    except TimeoutError as exc:
+        raise ScreenCastError(f"{doing}: no reply in {timeout:g} s") from exc
+
+
+def _add_match(rule: MatchRule):
+    """The bus routes a broadcast signal only to a connection that asked for it."""
+    return new_method_call(_BUS, "AddMatch", "s", (rule.serialise(),))
+
+
+def _require_name(conn: DBusConnection, name: str, timeout: float) -> None:
+    msg = new_method_call(_BUS, "NameHasOwner", "s", (name,))
+    (owned,) = _call(conn, msg, timeout, f"asking the bus for {name}")
+    if not owned:
+        raise ScreenCastError(
+            f"{name} is not on the session bus: no GNOME Shell / mutter session runs there "
+            "(or it is not a GNOME desktop)"
+        )
+
+
+def _monitors(conn: DBusConnection, timeout: float) -> list[Monitor]:
+    _require_name(conn, DISPLAYCONFIG, timeout)
+    dc = DBusAddress(_DC_PATH, DISPLAYCONFIG, DISPLAYCONFIG)
+    reply = _call(conn, new_method_call(dc, "GetCurrentState"), timeout, "GetCurrentState")
+    out = []
+    for (connector, _vendor, _product, _serial), modes, _props in reply[1]:
+        current = next((m for m in modes if m[6].get("is-current", ("b", False))[1]), None)
+        _id, width, height, refresh = current[:4] if current else ("", 0, 0, 0.0)
+        out.append(Monitor(connector, width, height, refresh))
+    return out
+
+
+def monitors(bus_address: str | None = None, timeout: float = 5.0) -> list[Monitor]:
+    """The monitors mutter drives (DisplayConfig.GetCurrentState), each with its current mode
+    (0x0 when it has none: connected but off)."""
+    conn = _connect(bus_address, timeout)
+    try:
+        return _monitors(conn, timeout)
+    finally:
+        conn.close()
+
+
+class ScreenCast:
+    """One ScreenCast session with one stream: a monitor (`connector`) or, with `connector`
+    None, a new virtual monitor of the stream's negotiated size (RecordVirtual). After the
+    constructor returns, `node_id` is the PipeWire node carrying the frames."""
+
+    def __init__(
+        self,
+        connector: str | None,
+        *,
+        cursor_mode: int = CURSOR_EMBEDDED,
+        bus_address: str | None = None,
+        timeout: float = 5.0,
+    ):
+        self.connector = connector
+        self.node_id: int | None = None
+        self.session_path: str | None = None
+        self._timeout = timeout
+        self._ended: str | None = None
+        self._watch: list = []
+        self._conn = _connect(bus_address, timeout)
+        try:
+            self._start(connector, cursor_mode)
+        except BaseException:
+            self.close()
+            raise
+
+    def _start(self, connector: str | None, cursor_mode: int) -> None:
+        conn, timeout = self._conn, self._timeout
+        _require_name(conn, SCREENCAST, timeout)
+        if connector is not None:
+            known = [m.connector for m in _monitors(conn, timeout)]
+            if connector not in known:
+                raise ScreenCastError(
+                    f"mutter has no monitor {connector!r} (it has: {', '.join(known) or 'none'})"
+                )
+        sc = DBusAddress(_SC_PATH, SCREENCAST, SCREENCAST)
+        msg = new_method_call(sc, "CreateSession", "a{sv}", ({},))
+        (self.session_path,) = _call(conn, msg, timeout, "ScreenCast.CreateSession")
+        session = DBusAddress(self.session_path, SCREENCAST, _SESSION_IF)
+        props = {"cursor-mode": ("u", cursor_mode)}
+        if connector is None:
+            msg = new_method_call(session, "RecordVirtual", "a{sv}", (props,))
+            doing = "ScreenCast.Session.RecordVirtual"
+        else:
+            msg = new_method_call(session, "RecordMonitor", "sa{sv}", (connector, props))
+            doing = f"ScreenCast.Session.RecordMonitor({connector})"
+        (stream_path,) = _call(conn, msg, timeout, doing)
+        # No `sender`: the signal carries mutter's unique name, which jeepney's local filter
+        # would compare with the well-known one and never match; the path is ours alone.
+        rule = MatchRule(
+            type="signal", interface=_STREAM_IF, member="PipeWireStreamAdded", path=stream_path
+        )
+        _call(conn, _add_match(rule), timeout, "AddMatch")
+        with conn.filter(rule) as queue:
+            _call(conn, new_method_call(session, "Start"), timeout, "ScreenCast.Session.Start")
+            try:
+                signal = conn.recv_until_filtered(queue, timeout=timeout)
+            except TimeoutError as exc:
+                raise ScreenCastError(
+                    f"mutter sent no PipeWireStreamAdded for {stream_path} in {timeout:g} s "
+                    "(is PipeWire running for this user, in the same XDG_RUNTIME_DIR?)"
+                ) from exc
+        (self.node_id,) = signal.body
+        # Watched by `ended()`: mutter closing the session, or mutter leaving the bus.
+        closed = MatchRule(
+            type="signal", interface=_SESSION_IF, member="Closed", path=self.session_path
+        )
+        gone = MatchRule(
+            type="signal", sender="org.freedesktop.DBus", interface="org.freedesktop.DBus",
+            member="NameOwnerChanged", path="/org/freedesktop/DBus",
+        )  # fmt: skip
+        gone.add_arg_condition(0, SCREENCAST)
+        for rule in (closed, gone):
+            _call(conn, _add_match(rule), timeout, "AddMatch")
+        self._watch = [conn.filter(closed), conn.filter(gone)]
+
+    def ended(self) -> str | None:
+        """Why the stream has ended (mutter closed the session, left the bus, or the bus
+        went away), or None while it runs. Never blocks: it reads what the bus has already
+        sent. Mutter removes the node then, but pipewiresrc keeps waiting rather than
+        exiting, so this is how a capture learns its screen is gone."""
+        if self._conn is None:
+            return "closed"
+        if self._ended is None:
+            try:
+                while True:
+                    self._conn.recv_messages(timeout=0)
+            except TimeoutError:
+                pass
+            except (OSError, ValueError) as exc:
+                self._ended = f"the D-Bus session bus connection ended ({exc})"
+            if self._watch[0].queue:
+                self._ended = "mutter closed the ScreenCast session"
+            elif any(not m.body[2] for m in self._watch[1].queue):
+                self._ended = "mutter left the session bus"
+        return self._ended
+
+    def close(self) -> None:
+        """Stop the session (mutter removes the stream node) and drop the connection; safe to
+        call twice, and when mutter is already gone."""
+        conn, self._conn = self._conn, None
+        if conn is None:
+            return
+        try:
+            if self.session_path is not None:
+                session = DBusAddress(self.session_path, SCREENCAST, _SESSION_IF)
+                conn.send_and_get_reply(new_method_call(session, "Stop"), timeout=self._timeout)
+        except (OSError, TimeoutError, ValueError):
+            pass  # mutter or the bus went away: the session went with it
+        finally:
+            conn.close()

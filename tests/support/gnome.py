@@ -1,0 +1,166 @@
+"""A private headless GNOME compositor for capture tests and benches: its own session bus
+(dbus-daemon), a 0700 XDG_RUNTIME_DIR, PipeWire and WirePlumber in it, and `mutter --headless`
+with one virtual monitor (connector Meta-0), as ../shared/reference/linux-av-recipes.md
+measured on Debian 12 (runs as root, no GPU: shared-memory frames only).
+
+Every process starts in its own process group; leaving the context ends each group and every
+descendant still alive (foot's shell makes a session of its own, outside foot's group), so a
+failed test leaks nothing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+import psutil
+
+TOOLS = ("dbus-daemon", "pipewire", "wireplumber", "mutter", "gst-launch-1.0", "foot")
+
+
+def missing_tools() -> list[str]:
+    """What this machine lacks for a GNOME capture test (scripts/system-deps.sh installs it)."""
+    out = [t for t in TOOLS if shutil.which(t) is None]
+    if not out:
+        for element, package in (
+            ("pipewiresrc", "gstreamer1.0-pipewire"),
+            ("videoconvert", "gstreamer1.0-plugins-base"),
+        ):
+            if subprocess.run(["gst-inspect-1.0", element], capture_output=True).returncode:
+                out.append(f"GStreamer's {element} ({package})")
+    return out
+
+
+def _wait(what: str, ok, timeout: float, proc: subprocess.Popen | None = None, log=None) -> None:
+    deadline = time.monotonic() + timeout
+    while not ok():
+        if proc is not None and proc.poll() is not None:
+            tail = Path(log).read_text(errors="replace")[-800:] if log else ""
+            raise RuntimeError(f"{what}: the process exited ({proc.returncode}): {tail}")
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{what}: not ready in {timeout:g} s")
+        time.sleep(0.05)
+
+
+def name_on_bus(address: str, name: str) -> bool:
+    from jeepney import DBusAddress, new_method_call
+    from jeepney.io.blocking import open_dbus_connection
+
+    bus = DBusAddress("/org/freedesktop/DBus", "org.freedesktop.DBus", "org.freedesktop.DBus")
+    with open_dbus_connection(address) as conn:
+        reply = conn.send_and_get_reply(new_method_call(bus, "NameHasOwner", "s", (name,)))
+    return bool(reply.body[0])
+
+
+class Gnome:
+    def __init__(self, root: Path):
+        self.root = root
+        self.runtime_dir = root / "run"
+        self.runtime_dir.mkdir(mode=0o700)
+        self.wayland_display = "wayland-test"
+        self.bus_address = ""
+        self.procs: dict[str, subprocess.Popen] = {}
+
+    @property
+    def env(self) -> dict:
+        """The environment of a client of this desktop (foot, gst-launch, pw-dump)."""
+        env = dict(os.environ)
+        env.update(
+            XDG_RUNTIME_DIR=str(self.runtime_dir),
+            DBUS_SESSION_BUS_ADDRESS=self.bus_address,
+            WAYLAND_DISPLAY=self.wayland_display,
+        )
+        env.pop("DISPLAY", None)
+        env.pop("PIPEWIRE_REMOTE", None)
+        return env
+
+    def start(self, name: str, argv: list[str], **kw) -> subprocess.Popen:
+        log = open(self.root / f"{name}.log", "wb")  # noqa: SIM115 - the child holds it
+        kw.setdefault("stdout", log)
+        proc = subprocess.Popen(
+            argv, env=self.env, stdin=subprocess.DEVNULL, stderr=log, start_new_session=True, **kw
+        )
+        log.close()
+        key, n = name, 1
+        while key in self.procs:  # a second foot: both are ended at stop()
+            n += 1
+            key = f"{name}-{n}"
+        self.procs[key] = proc
+        return proc
+
+    def log(self, name: str) -> str:
+        return (self.root / f"{name}.log").read_text(errors="replace")
+
+    def boot(self, size: str) -> None:
+        dbus = self.start(
+            "dbus", ["dbus-daemon", "--session", "--nofork", "--print-address"],
+            stdout=subprocess.PIPE,
+        )  # fmt: skip
+        self.bus_address = dbus.stdout.readline().decode().strip()
+        if not self.bus_address:
+            raise RuntimeError(f"dbus-daemon gave no address: {self.log('dbus')}")
+        pw = self.start("pipewire", ["pipewire"])
+        sock = self.runtime_dir / "pipewire-0"
+        _wait("pipewire", sock.exists, 10, pw, self.root / "pipewire.log")
+        self.start("wireplumber", ["wireplumber"])
+        mutter = self.start(
+            "mutter",
+            ["mutter", "--headless", "--virtual-monitor", size, "--wayland", "--no-x11",
+             "--wayland-display", self.wayland_display],
+        )  # fmt: skip
+        _wait(
+            "mutter's ScreenCast on the bus",
+            lambda: name_on_bus(self.bus_address, "org.gnome.Mutter.ScreenCast"),
+            20, mutter, self.root / "mutter.log",
+        )  # fmt: skip
+        _wait("mutter's Wayland socket", (self.runtime_dir / self.wayland_display).exists, 5)
+
+    def foot(self, background: str, command: list[str]) -> subprocess.Popen:
+        """A fullscreen foot (native Wayland) filled with `background` (RRGGBB): a known
+        colour on the whole monitor, no padding, the cursor cell at the top left."""
+        conf = self.root / "foot.ini"
+        conf.write_text(f"[main]\npad=0x0\n[colors]\nbackground={background}\n")
+        return self.start("foot", ["foot", "--config", str(conf), "--fullscreen", *command])
+
+    def stop(self) -> None:
+        procs = list(self.procs.values())
+        family = []
+        for proc in procs:
+            with contextlib.suppress(psutil.Error):
+                family += psutil.Process(proc.pid).children(recursive=True)
+        # Clients first (foot, then mutter's), the daemons last: no reconnect storms.
+        for proc in reversed(procs):
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGTERM)
+        for proc in reversed(procs):
+            try:
+                proc.wait(5)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait(5)
+            if proc.stdout:
+                proc.stdout.close()
+        for child in family:
+            with contextlib.suppress(psutil.Error):
+                child.kill()
+        psutil.wait_procs(family, timeout=5)
+
+
+@contextlib.contextmanager
+def running_gnome(size: str = "1280x720"):
+    """A booted private GNOME (mutter) desktop; everything ends when the block does."""
+    root = Path(tempfile.mkdtemp(prefix="gnome-"))
+    gnome = Gnome(root)
+    try:
+        gnome.boot(size)
+        yield gnome
+    finally:
+        gnome.stop()
+        shutil.rmtree(root, ignore_errors=True)
