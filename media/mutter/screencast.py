@@ -39,6 +39,7 @@ class Monitor:
     width: int
     height: int
     refresh: float
+    primary: bool = False  # in GetCurrentState's primary logical monitor
 
 
 def _connect(bus_address: str | None, timeout: float) -> DBusConnection:
@@ -83,11 +84,13 @@ def _monitors(conn: DBusConnection, timeout: float) -> list[Monitor]:
     _require_name(conn, DISPLAYCONFIG, timeout)
     dc = DBusAddress(_DC_PATH, DISPLAYCONFIG, DISPLAYCONFIG)
     reply = _call(conn, new_method_call(dc, "GetCurrentState"), timeout, "GetCurrentState")
+    # Logical monitors: (x, y, scale, transform, primary, [(connector, ...)], props).
+    primary = {spec[0] for lm in reply[2] if lm[4] for spec in lm[5]}
     out = []
     for (connector, _vendor, _product, _serial), modes, _props in reply[1]:
         current = next((m for m in modes if m[6].get("is-current", ("b", False))[1]), None)
         _id, width, height, refresh = current[:4] if current else ("", 0, 0, 0.0)
-        out.append(Monitor(connector, width, height, refresh))
+        out.append(Monitor(connector, width, height, refresh, connector in primary))
     return out
 
 
