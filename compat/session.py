@@ -199,11 +199,11 @@ class CompatSession:
         except machine.DisplayError as exc:
             # Told to the client (the /launch answer) and to the operator (session.ended).
             raise LaunchFailed(503, f"No virtual display: {exc.message}") from None
-        if display.get("wayland_display"):
+        if session_display.input_at_start(display):
             # Keyboard and mouse exist before the app starts: apps (Xwayland among them) bind
             # the seat's devices when they appear, so devices made on the first event would
             # lose it.
-            self.wl_input = session_display.wlr_input(display, self.id)
+            self.wl_input = session_display.session_input(display, self.id)
         # Limits and sound (the app's default sink is the session's own).
         env: dict = {}
         self.limits, self.sound = session_play.prepare(self.id, self.client, self.app, env,
@@ -225,7 +225,7 @@ class CompatSession:
         try:
             from media.input.session import SessionInput
 
-            if display.get("wayland_display"):
+            if session_display.input_at_start(display):
                 if self.wl_input is None:
                     return None
                 sink = SessionInput(None, device=self.wl_input)

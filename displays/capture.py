@@ -11,12 +11,18 @@ else the environment's `HOST_CAPTURE_METHOD`, else `auto`. Backends:
   registry): the output `output_name` / `capture_monitor` names, else its first; captured with
   wlr-screencopy, input through the virtual keyboard and pointer protocols. Attached: never
   owned, never torn down.
+* `gnome`: the operator's GNOME (mutter) desktop on the session bus
+  (`DBUS_SESSION_BUS_ADDRESS`): the monitor `capture_monitor` / `output_name` names (a
+  connector such as `DP-1`), else the primary one; captured with mutter's ScreenCast over
+  PipeWire (gst-launch-1.0 with pipewiresrc), input through mutter's RemoteDesktop. Attached.
 * `headless` (`headless_mode = true`): an output per display of the host's own headless sway
   (displays/headless.py), captured and driven like wlr.
 * `xvfb`: a private Xvfb per session (displays/xvfb.py), the fallback.
 
-`auto` is wlr when WAYLAND_DISPLAY answers with screencopy, else x11 when the host's DISPLAY
-answers (it runs inside a desktop session), else xvfb.
+`auto` is wlr when WAYLAND_DISPLAY answers with screencopy, else gnome when the session bus
+has mutter's ScreenCast (on GNOME Wayland DISPLAY is Xwayland, whose root shows only X
+windows: never the desktop), else x11 when the host's DISPLAY answers (it runs inside a
+desktop session), else xvfb.
 Probes open only what a session would read from (an X connection, a socket connect), so
 `/capture/methods` and preflight stay read-only.
 """
@@ -36,6 +42,7 @@ METHODS = (
     ("auto", "Automatic"),
     ("x11", "X11 display of the desktop session (XShm)"),
     ("wlr", "wlroots screencopy"),
+    ("gnome", "GNOME (mutter) ScreenCast and RemoteDesktop"),
     ("xvfb", "Private Xvfb display"),
     ("portal", "XDG desktop portal (PipeWire)"),
     ("kwin", "KWin screencast"),
@@ -70,15 +77,15 @@ class XDisplay:
 
 @dataclass
 class Selection:
-    requested: str  # the configured value: auto, x11, wlr or xvfb
+    requested: str  # the configured value: auto, x11, wlr, gnome or xvfb
     source: str  # where it came from: capture, capture_method, HOST_CAPTURE_METHOD, default
-    backend: str  # what a session gets: x11, wlr or xvfb
+    backend: str  # what a session gets: x11, wlr, gnome, headless or xvfb
     reason: str  # why that backend
     error: str = ""  # non-empty: the session must not start (the backend cannot be used)
     x_display: str = ""  # x11: the display to attach to
     region: dict | None = None  # x11: {left, top, width, height} of the captured monitor
     wayland_socket: str = ""  # wlr: the operator compositor's socket (absolute)
-    output: str = ""  # wlr: the output captured
+    output: str = ""  # wlr: the output captured; gnome: the connector (monitor) captured
     unusable: dict[str, str] = field(default_factory=dict)  # backend -> why not here
 
 
@@ -173,6 +180,61 @@ def probe_wlr(env) -> tuple[bool, str]:
     if not advertised:
         return False, f"the compositor at {path} does not offer zwlr_screencopy_manager_v1"
     return True, ""
+
+
+def session_bus_live(env=None) -> bool:
+    """Cheap liveness for listings: the session bus's unix socket accepts a connection."""
+    env = os.environ if env is None else env
+    addr = env.get("DBUS_SESSION_BUS_ADDRESS") or ""
+    m = re.search(r"unix:(path|abstract)=([^,;]+)", addr)
+    if not m:
+        return False
+    return _socket_live(m.group(2) if m.group(1) == "path" else "\0" + m.group(2))
+
+
+GST_ELEMENTS = (("pipewiresrc", "gstreamer1.0-pipewire"),
+                ("videoconvert", "gstreamer1.0-plugins-base"))  # fmt: skip
+
+
+def gst_missing() -> str:
+    """Why GNOME frames cannot be read here ("" when they can): gst-launch-1.0 and the
+    elements of media/mutter/frames.py's pipeline."""
+    import shutil
+    import subprocess
+
+    if shutil.which("gst-launch-1.0") is None:
+        return "gst-launch-1.0 is not installed (Debian package gstreamer1.0-tools)"
+    for element, package in GST_ELEMENTS:
+        try:
+            done = subprocess.run(["gst-inspect-1.0", element],
+                                  capture_output=True, timeout=X_PROBE_TIMEOUT_S)  # fmt: skip
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            return f"gst-inspect-1.0 could not check for {element}: {exc}"
+        if done.returncode:
+            return f"GStreamer has no {element} element (Debian package {package})"
+    return ""
+
+
+def probe_gnome(env) -> tuple[list | None, str]:
+    """(monitors, why not): mutter's monitors when its ScreenCast and RemoteDesktop are on the
+    session bus and GStreamer can read PipeWire, else None and the reason. Read-only: it asks
+    the bus which names exist and DisplayConfig for its state; it creates no session."""
+    from media.mutter import screencast
+    from media.mutter.remotedesktop import REMOTEDESKTOP
+
+    bus = (env.get("DBUS_SESSION_BUS_ADDRESS") or "").strip()
+    if not bus:
+        return (
+            None,
+            "DBUS_SESSION_BUS_ADDRESS is not set (the host does not run in a desktop session)",
+        )
+    try:
+        heads = screencast.monitors(bus, timeout=X_PROBE_TIMEOUT_S,
+                                    require=(screencast.SCREENCAST, REMOTEDESKTOP))  # fmt: skip
+    except screencast.ScreenCastError as exc:
+        return None, str(exc)
+    why = gst_missing()
+    return (None, why) if why else (heads, "")
 
 
 # -- the setting ---------------------------------------------------------------------------------
@@ -292,6 +354,25 @@ def select(env=None) -> Selection:
             wlr_why = f"the compositor at {wlr_path} has no output"
     if wlr_head is None:
         unusable["wlr"] = wlr_why
+    gnome_head, gnome_pin_error = None, False
+    heads, gnome_why = probe_gnome(env)
+    if heads is not None:
+        gnome_pin = _monitor_pin(env) or ("" if output_is_x else output)
+        live = [h for h in heads if h.width]
+        if gnome_pin:
+            gnome_head = next((h for h in live if h.connector.lower() == gnome_pin.lower()), None)
+            if gnome_head is None:
+                names = ", ".join(h.connector for h in live) or "none"
+                gnome_why = (
+                    f"no monitor named {gnome_pin!r} on the GNOME desktop (monitors: {names})"
+                )
+                gnome_pin_error = True
+        else:
+            gnome_head = next((h for h in live if h.primary), live[0] if live else None)
+            if gnome_head is None:
+                gnome_why = "the GNOME desktop has no monitor turned on"
+    if gnome_head is None:
+        unusable["gnome"] = gnome_why
 
     sel = Selection(requested or "auto", source, "", "", unusable=unusable)
     if conflict:
@@ -325,6 +406,18 @@ def select(env=None) -> Selection:
             sel.backend, sel.error = "wlr", f"capture = wlr: {unusable['wlr']}"
             return sel
         return attach_wlr(f"capture = wlr (output {wlr_head['name']} of {wlr_path})")
+
+    def attach_gnome(reason: str) -> Selection:
+        sel.backend, sel.reason, sel.output = "gnome", reason, gnome_head.connector
+        sel.region = {"left": 0, "top": 0, "width": gnome_head.width,
+                      "height": gnome_head.height}  # fmt: skip
+        return sel
+
+    if requested == "gnome":
+        if "gnome" in unusable:
+            sel.backend, sel.error = "gnome", f"capture = gnome: {unusable['gnome']}"
+            return sel
+        return attach_gnome(f"capture = gnome (monitor {gnome_head.connector})")
     if requested == "xvfb":
         sel.backend, sel.reason = "xvfb", "capture = xvfb"
         if "xvfb" in unusable:
@@ -333,6 +426,13 @@ def select(env=None) -> Selection:
     # auto: the operator's wlroots compositor first (its DISPLAY, if any, is its Xwayland)
     if "wlr" not in unusable:
         return attach_wlr(f"capture = auto and a wlroots compositor answers at {wlr_path}")
+    # then GNOME: its DISPLAY is Xwayland, whose root shows X windows only, never the desktop
+    if "gnome" not in unusable:
+        return attach_gnome(f"capture = auto and mutter's ScreenCast is on the session bus "
+                            f"(monitor {gnome_head.connector})")  # fmt: skip
+    if gnome_pin_error:
+        sel.backend, sel.error = "gnome", f"capture = auto: {unusable['gnome']}"
+        return sel
     if "x11" not in unusable:
         return attach(f"capture = auto and {x_from} {x_name} answers (a desktop session)")
     if wlr_pin_error and (env.get("DISPLAY") or "").strip() == "":
@@ -363,7 +463,7 @@ def _select_headless(sel: Selection) -> Selection:
     from displays.sway import CompositorError
 
     sel.backend = "headless"
-    if sel.requested in ("x11", "xvfb"):
+    if sel.requested in ("x11", "gnome", "xvfb"):
         sel.error = (f"headless_mode = true runs sessions on a headless compositor, but "
                      f"{sel.source} = {sel.requested}; set capture to auto or wlr, or turn "
                      "headless_mode off")  # fmt: skip
@@ -421,6 +521,8 @@ def _auto_view(sel: Selection, env) -> dict:
     # Not the setting in force: what auto would pick, from the same probes.
     if "wlr" not in sel.unusable:
         return {"available": True, "resolves_to": "wlr"}
+    if "gnome" not in sel.unusable:
+        return {"available": True, "resolves_to": "gnome"}
     if "x11" not in sel.unusable:
         return {"available": True, "resolves_to": "x11"}
     if "xvfb" not in sel.unusable:

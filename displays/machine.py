@@ -16,10 +16,10 @@ Headless displays (`headless_mode`) are outputs of the host's one headless sway
 (displays/headless.py), created at the client's mode at the layout's position and
 retired on teardown: the same states act on them as on Xvfb servers.
 
-Attached displays (capture `x11` / `wlr`: the operator's own X server or wlroots output, see
-displays/capture.py) are recorded with `owned = False`: every session shares the one row, it
-is never started, kept, lingered or torn down by the host; when its last session leaves the
-row goes and the server is left exactly as it was.
+Attached displays (capture `x11` / `wlr` / `gnome`: the operator's own X server, wlroots
+output or GNOME monitor, see displays/capture.py) are recorded with `owned = False`: every
+session shares the one row, it is never started, kept, lingered or torn down by the host; when
+its last session leaves the row goes and the server is left exactly as it was.
 """
 
 from __future__ import annotations
@@ -174,7 +174,7 @@ def acquire(client: str, mode: str, plane: str = "compat") -> dict:
         mode = _headless_defaults(mode)
     width, height, refresh = parse_mode(mode)
     mode = f"{width}x{height}@{refresh}"
-    if selection.backend in ("x11", "wlr"):
+    if selection.backend in ("x11", "wlr", "gnome"):
         return _attach(client, refresh, selection)
     if selection.backend == "headless":
         return _acquire_xvfb(client, mode, width, height, refresh, headless=True)
@@ -185,9 +185,12 @@ def _attach(client: str, refresh: int, selection) -> dict:
     """Join (or start recording) the operator's X display or wlroots output; nothing is
     started."""
     region = selection.region
-    wlr = selection.backend == "wlr"
-    ident = (f"attached:{selection.wayland_socket}|{selection.output}" if wlr
-             else f"attached:{selection.x_display}")  # fmt: skip
+    if selection.backend == "wlr":
+        ident = f"attached:{selection.wayland_socket}|{selection.output}"
+    elif selection.backend == "gnome":
+        ident = f"attached:gnome|{selection.output}"
+    else:
+        ident = f"attached:{selection.x_display}"
     with transaction.atomic():
         display = (
             VirtualDisplay.objects.select_for_update()
@@ -470,6 +473,10 @@ def info(display: VirtualDisplay, now: dt.datetime | None = None) -> dict:
 
         if display.backend == "wlr":
             running = _socket_live(display.wayland)
+        elif display.backend == "gnome":
+            from displays.capture import session_bus_live
+
+            running = session_bus_live()
         else:
             running = x_display_live(display.x_display)
         region = {"left": display.x, "top": display.y, "width": display.width,

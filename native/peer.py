@@ -271,9 +271,11 @@ class NativePeer:
         self._step()
         self.display = await asyncio.to_thread(self.core.acquire_display, self.name, "native")
         x_display = self.display["x_display"]
-        if session_display.is_wayland(self.display):
+        if session_display.input_at_start(self.display):
             # Keyboard and pointer before the app: it binds the seat's devices as they appear.
-            self.xinput = await asyncio.to_thread(session_display.wlr_input, self.display, self.id)
+            self.xinput = await asyncio.to_thread(
+                session_display.session_input, self.display, self.id
+            )
         values = await asyncio.to_thread(store.values)
         self._step()
         loop = asyncio.get_running_loop()
@@ -393,7 +395,9 @@ class NativePeer:
         if self.pads is None:
             self.pads = Pads()
         if self.xinput is None and ev.get("t") != "p":
-            if self.display.get("wayland_display"):
+            from streaming.session_display import input_at_start
+
+            if input_at_start(self.display):
                 return  # the compositor has no virtual keyboard/pointer (logged at start)
             from media.input.xtest import InputUnavailable, XInput
 

@@ -168,12 +168,12 @@ for _k in list(_AUDIO):
 
 # Capture backends this build can run (displays/capture.py), and the ones it knows but cannot:
 # a write of those is refused with the reason (both APIs and the console form).
-CAPTURE_METHODS = ("auto", "x11", "wlr", "xvfb")
+CAPTURE_METHODS = ("auto", "x11", "wlr", "gnome", "xvfb")
 CAPTURE_UNSUPPORTED = {
-    "portal": "this build has no XDG desktop portal (PipeWire) capture; use x11, wlr or xvfb",
-    "kwin": "this build has no KWin screencast capture; use x11, wlr or xvfb",
-    "kms": "this build has no KMS/DRM framebuffer capture; use x11, wlr or xvfb",
-    "nvfbc": "this build has no NVIDIA FBC capture; use x11, wlr or xvfb",
+    "portal": "this build has no XDG desktop portal capture; use x11, wlr, gnome or xvfb",
+    "kwin": "this build has no KWin screencast capture; use x11, wlr, gnome or xvfb",
+    "kms": "this build has no KMS/DRM framebuffer capture; use x11, wlr, gnome or xvfb",
+    "nvfbc": "this build has no NVIDIA FBC capture; use x11, wlr, gnome or xvfb",
 }
 _CAPTURE_RULE = {
     "type": "enum",

@@ -80,8 +80,9 @@ def _require_name(conn: DBusConnection, name: str, timeout: float) -> None:
         )
 
 
-def _monitors(conn: DBusConnection, timeout: float) -> list[Monitor]:
-    _require_name(conn, DISPLAYCONFIG, timeout)
+def _monitors(conn: DBusConnection, timeout: float, require=()) -> list[Monitor]:
+    for name in (*require, DISPLAYCONFIG):
+        _require_name(conn, name, timeout)
     dc = DBusAddress(_DC_PATH, DISPLAYCONFIG, DISPLAYCONFIG)
     reply = _call(conn, new_method_call(dc, "GetCurrentState"), timeout, "GetCurrentState")
     # Logical monitors: (x, y, scale, transform, primary, [(connector, ...)], props).
@@ -94,12 +95,13 @@ def _monitors(conn: DBusConnection, timeout: float) -> list[Monitor]:
     return out
 
 
-def monitors(bus_address: str | None = None, timeout: float = 5.0) -> list[Monitor]:
+def monitors(bus_address: str | None = None, timeout: float = 5.0, require=()) -> list[Monitor]:
     """The monitors mutter drives (DisplayConfig.GetCurrentState), each with its current mode
-    (0x0 when it has none: connected but off)."""
+    (0x0 when it has none: connected but off). `require`: bus names that must be there too
+    (ScreenCastError naming the first missing one)."""
     conn = _connect(bus_address, timeout)
     try:
-        return _monitors(conn, timeout)
+        return _monitors(conn, timeout, require)
     finally:
         conn.close()
 

@@ -44,11 +44,12 @@ def test_unsupported_capture_values_are_refused_by_both_apis(v1, admin, state, v
 
 
 def test_capture_choices_and_garbage(admin, state):
-    for value in ("auto", "x11", "wlr", "xvfb"):
+    for value in ("auto", "x11", "wlr", "gnome", "xvfb"):
         r = admin.post("/api/config", {"capture": value, "capture_method": value}, format="json")
         assert r.status_code == 200, r.content
     r = admin.post("/api/config", {"capture": "vnc"}, format="json")
-    assert r.status_code == 400 and "must be one of auto, x11, wlr, xvfb" in r.json()["error"]
+    assert r.status_code == 400
+    assert "must be one of auto, x11, wlr, gnome, xvfb" in r.json()["error"]
     rule = admin.get("/api/config").json()
     assert rule["capture"] == "xvfb"
 
@@ -80,6 +81,7 @@ def test_auto_without_a_display_is_the_private_xvfb(state):
     sel = capture.select({})
     assert (sel.requested, sel.source, sel.backend, sel.error) == ("auto", "default", "xvfb", "")
     assert "DISPLAY" in sel.unusable["x11"] and "WAYLAND_DISPLAY" in sel.unusable["wlr"]
+    assert "DBUS_SESSION_BUS_ADDRESS is not set" in sel.unusable["gnome"]
     assert sel.unusable["kms"].startswith("this build has no KMS")
 
 
@@ -181,7 +183,7 @@ def test_methods_and_preflight_say_which_backend_and_why(v1, state, desktop, mon
     methods = {m["id"]: m for m in v1.get("/api/v1/capture/methods").json()}
     assert methods["auto"]["resolves_to"] == "x11" and methods["x11"]["selected"] is True
     assert methods["xvfb"]["available"] is True and "selected" not in methods["xvfb"]
-    for mid in ("portal", "kwin", "kms", "nvfbc", "wlr"):
+    for mid in ("portal", "kwin", "kms", "nvfbc", "wlr", "gnome"):
         assert methods[mid]["available"] is False and methods[mid]["reason"], mid
     checks = {c["id"]: c for c in v1.get("/api/v1/diagnostics/preflight").json()["checks"]}
     cap = checks["capture-backends"]
