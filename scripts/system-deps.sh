@@ -43,12 +43,11 @@ check swaybg swaybg test
 # Playwright's driver is a Node.js binary from the playwright wheel; ldd on a fresh root shows
 # libatomic.so.1 as the one library it needs that minbase lacks (Debian's chromium brings its own).
 check_lib libatomic.so.1 libatomic1 test
-# GNOME capture (media/mutter/, docs/desktop-capture.md): gst-launch with pipewiresrc reads the
-# ScreenCast stream (the person's desktop runs PipeWire itself, and mutter). Test-only until a
-# capture method selects it; then `make run` installs these three too.
-check gst-launch-1.0 gstreamer1.0-tools test
-check_gst pipewiresrc gstreamer1.0-pipewire test
-check_gst videoconvert gstreamer1.0-plugins-base test
+# GNOME capture (`capture = gnome`, media/mutter/, docs/desktop-capture.md): gst-launch with
+# pipewiresrc reads the ScreenCast stream (the person's desktop runs PipeWire itself, and mutter).
+check gst-launch-1.0 gstreamer1.0-tools
+check_gst pipewiresrc gstreamer1.0-pipewire
+check_gst videoconvert gstreamer1.0-plugins-base
 # The tests run their own headless GNOME: mutter, PipeWire + WirePlumber, a session bus, and
 # foot (a native Wayland terminal) as a known picture.
 check mutter mutter test
