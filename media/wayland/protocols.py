@@ -119,7 +119,22 @@ INTERFACES: dict[str, tuple[list[tuple[str, str]], list[tuple[str, str]]]] = {
         [("configure", "u")],
     ),
     "xdg_toplevel": (
-        [("destroy", ""), ("set_parent", "?o"), ("set_title", "s"), ("set_app_id", "s")],
+        [
+            ("destroy", ""),
+            ("set_parent", "?o"),
+            ("set_title", "s"),
+            ("set_app_id", "s"),
+            ("show_window_menu", "ouii"),
+            ("move", "ou"),
+            ("resize", "ouu"),
+            ("set_max_size", "ii"),
+            ("set_min_size", "ii"),
+            ("set_maximized", ""),
+            ("unset_maximized", ""),
+            ("set_fullscreen", "?o"),
+            ("unset_fullscreen", ""),
+            ("set_minimized", ""),
+        ],
         [("configure", "iia"), ("close", ""), ("configure_bounds", "ii"), ("caps", "a")],
     ),
     "zwlr_screencopy_manager_v1": (

@@ -19,7 +19,9 @@ QUADRANTS = [(255, 0, 0), (0, 255, 0), (0, 0, 255), (255, 255, 0)]
 
 
 class WaylandApp:
-    def __init__(self, socket_path: str, title: str = "wl-test-app"):
+    def __init__(self, socket_path: str, title: str = "wl-test-app", fullscreen: bool = False):
+        """`fullscreen`: ask for the whole output (mutter configures a plain toplevel at the
+        size the client picks, sway tiles it to the output)."""
         self.d = Display(socket_path)
         self.compositor = self.d.bind("wl_compositor", 4)
         self.shm = self.d.bind("wl_shm", 1)
@@ -39,6 +41,8 @@ class WaylandApp:
         self.top.request("set_app_id", title)
         self.top.on("configure", self._on_top_configure)
         self.xdg.on("configure", self._on_configure)
+        if fullscreen:
+            self.top.request("set_fullscreen", None)
         self.surface.request("commit")
         self.keyboard = self.pointer = None
         self.keymaps = 0
@@ -49,7 +53,15 @@ class WaylandApp:
         self._thread.start()
 
     def _on_caps(self, caps: int) -> None:
-        # the seat has a keyboard / pointer only once a (virtual) device exists
+        # the seat has a keyboard / pointer only once a (virtual) device exists; one that goes
+        # away (headless mutter: a remote-desktop session ends) leaves an inert object, so a
+        # device that comes back is bound again, as toolkits do
+        if not caps & 2 and self.keyboard is not None:
+            self.keyboard.request("release")
+            self.keyboard = None
+        if not caps & 1 and self.pointer is not None:
+            self.pointer.request("release")
+            self.pointer = None
         if caps & 2 and self.keyboard is None:
             kb = self.keyboard = self.seat.request("get_keyboard", version=self.seat.version)
             kb.on("key", lambda _s, _t, key, state: self.events.append(("key", key, state)))
