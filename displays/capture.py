@@ -196,9 +196,27 @@ GST_ELEMENTS = (("pipewiresrc", "gstreamer1.0-pipewire"),
                 ("videoconvert", "gstreamer1.0-plugins-base"))  # fmt: skip
 
 
+_GST_CHECK_TTL_S = 60.0
+_gst_checked: dict[str, tuple[float, str]] = {}  # PATH -> (when, answer)
+
+
 def gst_missing() -> str:
     """Why GNOME frames cannot be read here ("" when they can): gst-launch-1.0 and the
-    elements of media/mutter/frames.py's pipeline."""
+    elements of media/mutter/frames.py's pipeline. Remembered for a minute per PATH: every
+    selection asks (each session start, /capture/methods, preflight) and the answer is two
+    gst-inspect runs, while installed packages change only by hand."""
+    import time
+
+    key = os.environ.get("PATH", "")
+    hit = _gst_checked.get(key)
+    if hit is not None and time.monotonic() - hit[0] < _GST_CHECK_TTL_S:
+        return hit[1]
+    answer = _gst_missing_now()
+    _gst_checked[key] = (time.monotonic(), answer)
+    return answer
+
+
+def _gst_missing_now() -> str:
     import shutil
     import subprocess
 
