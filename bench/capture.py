@@ -15,7 +15,24 @@
   DISPLAY exactly as a session start does (probe, monitor, region) and
   session_display.open_capture() gives the session's frame source for it (a DisplayCapture
   of that monitor's region). "1080p desk->720p" is a 1920x1080 desktop streamed to a
-  1280x720 client: the grab plus the session's resize.
+  1280x720 client: the grab plus the session's resize;
+- gnome: a private headless GNOME (tests/support/gnome.py: dbus-daemon, PipeWire, WirePlumber,
+  `mutter --headless` with a virtual monitor of the row's size, a fullscreen foot) grabbed
+  through media.framesource.MutterCapture on connector Meta-0, the frame source a session
+  opens for a `gnome` display (session_display.open_capture; here with the desktop's bus and
+  environment passed in): mutter -> PipeWire -> gst-launch pipewiresrc -> a pipe -> our reader
+  thread. "static": foot shows a still screen, mutter sends no frames and every grab returns
+  the held one; "changing": foot's background is set 60 times a second (OSC 11), so every
+  frame damages the whole monitor. "new/s" is the frames mutter sent per second; "idle" is
+  what mutter (and nothing else) costs per 1/60 s rendering that changing screen with no
+  capture open: the part of its CPU that is the desktop's, not the capture's.
+
+CPU per frame is CPU time over the row divided by its grabs: ours is this process's CPU less
+the grabbing thread's time outside grab() (pacing and the encoder stand-in), so it counts the
+grab and any reader thread; "gst" is gst-launch's (gnome only); "srv" is the compositor's or X
+server's (sway, Xvfb, mutter), from /proc/<pid>/stat. "total" = ours + gst + srv, the figure
+the gnome/xvfb ratio compares (goal: within 1.5x of Xvfb, and 60 grabs a second delivered at
+720p60 on every 60/s row).
 
 Run: .venv/bin/python bench/capture.py [frames]   (as root it starts sway as `nobody`)
 """
@@ -34,10 +51,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from displays import capture  # noqa: E402
 from displays.sway import SwayCompositor, repaint_rate  # noqa: E402
-from media.framesource import DisplayCapture  # noqa: E402
+from media.framesource import DisplayCapture, MutterCapture  # noqa: E402
 from media.wayland.screencopy import ScreenCopy  # noqa: E402
 from streaming.session_display import open_capture  # noqa: E402
 from tests.support.desktop import OperatorDesktop  # noqa: E402
+from tests.support.gnome import missing_tools, running_gnome  # noqa: E402
 from tests.support.wl_app import WaylandApp  # noqa: E402
 
 SIZES = [(1280, 720), (1920, 1080)]
@@ -53,12 +71,16 @@ def pct(values: list[float], p: float) -> float:
 
 
 TICK = os.sysconf("SC_CLK_TCK")
-SERVER = {"pid": 0}  # the process that renders/serves the frames (sway or Xvfb)
-CPU: dict[int, tuple[float, float]] = {}  # id(row list) -> (our CPU ms, server CPU ms) / frame
+# The processes that render/serve the frames: "srv" (sway, Xvfb, mutter) and, for gnome,
+# "gst" (gst-launch); `count` is a counter of frames the compositor sent (gnome).
+SERVER: dict = {"pid": 0, "gst": 0, "count": None}
+STATS: dict[int, dict] = {}  # id(row list) -> ours/gst/srv CPU ms per frame, fps, new/s
 
 
-def server_cpu_s() -> float:
-    with open(f"/proc/{SERVER['pid']}/stat") as f:
+def cpu_s(pid: int) -> float:
+    if not pid:
+        return 0.0
+    with open(f"/proc/{pid}/stat") as f:
         fields = f.read().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / TICK  # utime + stime
 
@@ -66,14 +88,19 @@ def server_cpu_s() -> float:
 def timed(fn, n: int, rate: float | None = None, work_ms: float = 0.0) -> list[float]:
     """ms per call; with `rate`, calls are paced at that many a second (as the video thread
     asks for frames) and only the time fn blocks is counted; `work_ms` of busy work after
-    each call stands in for the encoder. CPU per frame (ours: this thread's inside fn, so a
-    busy box that stretches the busy work does not skew it; the server's) goes to CPU."""
+    each call stands in for the encoder. CPU per frame goes to STATS: ours is the process's
+    CPU (so a reader thread counts) less this thread's outside fn (pacing, the busy work),
+    which a busy box would stretch; the server's and gst-launch's from /proc."""
     fn()  # warm-up: buffers allocated, connections open
     fn()
     out = []
-    ours = 0.0
-    tick = time.perf_counter()
-    s0 = server_cpu_s()
+    inside = 0.0
+    count = SERVER["count"]
+    f0 = count() if count else 0
+    s0, g0 = cpu_s(SERVER["pid"]), cpu_s(SERVER["gst"])
+    p0, th0 = time.process_time(), time.thread_time()
+    start = tick = time.perf_counter()
+    first = 0.0
     for _ in range(n):
         if rate:
             tick += 1 / rate
@@ -82,12 +109,27 @@ def timed(fn, n: int, rate: float | None = None, work_ms: float = 0.0) -> list[f
         t0 = time.perf_counter()
         fn()
         t1 = time.perf_counter()
-        ours += time.thread_time() - c0
+        inside += time.thread_time() - c0
         out.append((t1 - t0) * 1000)
+        first = first or t1
         while work_ms and time.perf_counter() - t1 < work_ms / 1000:
             pass
-    CPU[id(out)] = (ours * 1000 / n, (server_cpu_s() - s0) * 1000 / n)
+    wall = time.perf_counter() - start
+    others = (time.process_time() - p0) - (time.thread_time() - th0)  # other threads
+    STATS[id(out)] = {
+        "ours": (inside + others) * 1000 / n,
+        "gst": (cpu_s(SERVER["gst"]) - g0) * 1000 / n,
+        "srv": (cpu_s(SERVER["pid"]) - s0) * 1000 / n,
+        "fps": (n - 1) / (t1 - first),  # first to last grab returned
+        "new": (count() - f0) / wall if count else None,
+    }
+    SERVER.update(gst=0, count=None)
     return out
+
+
+def total(ms: list[float]) -> float:
+    st = STATS[id(ms)]
+    return st["ours"] + st["gst"] + st["srv"]
 
 
 def wlr_rows(comp: SwayCompositor, w: int, h: int) -> dict[str, list[float]]:
@@ -183,49 +225,122 @@ def x11_rows(w: int, h: int) -> dict[str, list[float]]:
     return rows
 
 
+CHANGER = (  # foot's background set 60 times a second: every frame damages the whole monitor
+    "import sys, time\n"
+    "t0 = time.monotonic()\n"
+    "for i in range(10**9):\n"
+    "    c = '3366cc' if i % 2 else 'cc6633'\n"
+    "    sys.stdout.write('\\033]11;#' + c + '\\a'); sys.stdout.flush()\n"
+    "    time.sleep(max(0, t0 + (i + 1) / 60 - time.monotonic()))\n"
+)
+IDLE: dict[tuple[int, int], float] = {}  # size -> mutter CPU ms per 1/60 s, changing, no capture
+
+
+def gnome_rows(w: int, h: int) -> dict[str, list[float]]:
+    rows: dict[str, list[float]] = {}
+    with running_gnome(f"{w}x{h}") as desk:
+        mutter = desk.procs["mutter"].pid
+        screens = (("static", ["sleep", "3600"]), ("changing", [sys.executable, "-c", CHANGER]))
+        for label, argv in screens:
+            foot = desk.foot("3366cc", argv)
+            time.sleep(1.0)  # foot up and fullscreen
+            if label == "changing":  # mutter rendering the changing screen, nothing capturing
+                c0, t0 = cpu_s(mutter), time.perf_counter()
+                time.sleep(FRAMES / RATE)
+                IDLE[(w, h)] = (cpu_s(mutter) - c0) * 1000 / ((time.perf_counter() - t0) * RATE)
+            # The session's frame source for a gnome display (open_capture: MutterCapture of
+            # the display's output), with this desktop's bus and environment.
+            cap = MutterCapture("Meta-0", bus_address=desk.bus_address, env=desk.env)
+            try:
+                frame = cap(w, h)
+                assert frame.shape == (h, w, 4) and cap.failures == 0, (frame.shape, cap.failures)
+                time.sleep(0.5)  # past the first frames
+                SERVER.update(pid=mutter, gst=cap._frames.proc.pid)
+                SERVER["count"] = lambda cap=cap: cap.frames_received
+                rows[f"gnome {label}, 60/s + 8 ms"] = timed(
+                    lambda cap=cap: cap(w, h), FRAMES, RATE, ENCODE_MS
+                )
+                assert cap.failures == 0, cap.failures
+            finally:
+                cap.close()
+                foot.terminate()
+                foot.wait(5)
+    return rows
+
+
 def main() -> None:
     # The bench's own state dir: capture.select() must not read the operator's host.conf.
     os.environ["HOST_STATE_DIR"] = tempfile.mkdtemp(prefix="bench-capture-")
+    missing = missing_tools()
+    if missing:
+        print(f"no gnome rows: not installed: {', '.join(missing)}")
     comp = SwayCompositor(run_as=(65534, 65534) if os.geteuid() == 0 else None)
     comp.start()
     try:
         load = " ".join(f"{v:.1f}" for v in os.getloadavg())
         print(f"{os.cpu_count()} CPUs, load average at the start {load}")
         print(
-            f"frames per row: {FRAMES} (grim: {GRIM_FRAMES}); ms per frame: wall time the"
-            " grab blocks, and CPU per frame of this process (cpu us) and of the compositor"
-            " or X server (cpu srv)"
+            f"frames per row: {FRAMES} (grim: {GRIM_FRAMES}); grab ms: wall time the grab"
+            " blocks; fps: grabs returned a second; new/s: frames mutter sent a second; CPU ms"
+            " per frame of this process (us), gst-launch (gst), the compositor or X server (srv)"
         )
         print(
             f"{'size':>10}  {'backend':<30} {'p50':>7} {'p99':>7} {'mean':>7} {'fps':>6}"
-            f" {'cpu us':>7} {'cpu srv':>7}"
+            f" {'new/s':>6} {'cpu us':>7} {'gst':>6} {'srv':>6} {'total':>6}"
         )
+        goals = []
         for w, h in SIZES:
             rows = wlr_rows(comp, w, h)
             rows.update(xvfb_rows(w, h))
             rows.update(x11_rows(w, h))
+            if not missing:
+                rows.update(gnome_rows(w, h))
             for name, ms in rows.items():
-                mean = statistics.fmean(ms)
-                fps = f"{1000 / mean:6.1f}" if "back-to-back" in name or "grim" in name else ""
-                ours, srv = CPU[id(ms)]
+                st = STATS[id(ms)]
+                new = f"{st['new']:6.1f}" if st["new"] is not None else ""
                 print(
                     f"{w}x{h:<5}  {name:<30} {pct(ms, 50):7.2f} {pct(ms, 99):7.2f}"
-                    f" {mean:7.2f} {fps:>6} {ours:7.2f} {srv:7.2f}"
+                    f" {statistics.fmean(ms):7.2f} {st['fps']:6.1f} {new:>6} {st['ours']:7.2f}"
+                    f" {st['gst']:6.2f} {st['srv']:6.2f} {total(ms):6.2f}"
+                )
+            if (w, h) in IDLE:
+                print(
+                    f"{'':>10}  gnome changing, no capture: mutter {IDLE[(w, h)]:.2f} ms"
+                    " CPU per 1/60 s (the desktop's own rendering)"
                 )
             for what in ("60/s + 8 ms", "back-to-back"):
                 x = [v for k, v in rows.items() if k.startswith("xvfb") and what in k][0]
                 pairs = (("wlr", "wlr,"), ("wlr prefetch", "wlr prefetch,"),
-                         ("x11", "x11 attached,"))  # fmt: skip
+                         ("x11", "x11 attached,"), ("gnome static", "gnome static,"),
+                         ("gnome changing", "gnome changing,"))  # fmt: skip
                 for which, prefix in pairs:
                     found = [v for k, v in rows.items() if k.startswith(prefix) and what in k]
                     if not found:
                         continue
                     ms = found[0]
+                    ratio = total(ms) / total(x)
                     print(
                         f"{'':>10}  {which}/xvfb, {what}: wall p50"
-                        f" {pct(ms, 50) / pct(x, 50):.2f}x, CPU (ours + server)"
-                        f" {sum(CPU[id(ms)]) / sum(CPU[id(x)]):.2f}x"
+                        f" {pct(ms, 50) / pct(x, 50):.2f}x, CPU (ours + gst + server)"
+                        f" {ratio:.2f}x"
                     )
+                    if which.startswith("gnome"):
+                        goals.append(f"{w}x{h} {which}: CPU {ratio:.2f}x Xvfb's (goal 1.5x):"
+                                     f" {'met' if ratio <= 1.5 else 'NOT met'}")  # fmt: skip
+            if (w, h) == (1280, 720):
+                for name, ms in rows.items():
+                    if "60/s" in name:
+                        fps = STATS[id(ms)]["fps"]
+                        goals.append(f"{w}x{h} {name}: {fps:.1f} grabs/s (goal 60):"
+                                     f" {'met' if fps >= 59 else 'NOT met'}")  # fmt: skip
+                        new = STATS[id(ms)]["new"]
+                        if "changing" in name:
+                            ok = "met" if new >= 59 else "NOT met"
+                            goals.append(f"{w}x{h} {name}: mutter sent {new:.1f} new frames/s"
+                                         f" of 60 changes/s: {ok}")  # fmt: skip
+        print("goals:")
+        for line in goals:
+            print(f"  {line}")
     finally:
         comp.stop()
 
