@@ -55,99 +55,38 @@ def _shm_view(sct, monitor: dict) -> np.ndarray | None:
 _ALL_PLANES = 0xFFFFFFFF
 
 
-class DisplayCapture:
-    def __init__(self, x_display: str, region: dict | None = None):
-        """`region` ({left, top, width, height}): one monitor of an attached desktop; None
-        grabs the display's first monitor (the whole screen of a private Xvfb)."""
-        self.x_display = x_display
-        self.what = f"X display {x_display}"
-        self.region = dict(region) if region else None
+class _FrameSource:
+    """What every frame source does around its grab: time it, give the client's size, and on
+    a failure repeat the last frame, count the failure and time the run of them for `lost`.
+    A source supplies `what`, `_grab(width, height)` and, when it reopens after a failure,
+    `_drop()`."""
+
+    what = ""
+
+    def _start_counting(self) -> None:
         self.capture_ms = Samples()
         self.failures = 0
         self.failing_since: float | None = None  # first failure of the current run of them
-        self._sct = None
-        self._monitor = None
         self._last: np.ndarray | None = None
+
+    def _grab(self, width: int, height: int) -> np.ndarray:
+        raise NotImplementedError
+
+    def _drop(self) -> None:
+        """Forget the connection after a failure, so the next grab opens it again."""
 
     def __call__(self, width: int, height: int) -> np.ndarray:
         t0 = time.perf_counter()
         try:
-            if self._sct is None:
-                import mss
-
-                self._sct = mss.MSS(display=self.x_display)
-                self._monitor = self.region or self._sct.monitors[1]
-            frame = _shm_view(self._sct, self._monitor)
-            if frame is None:
-                shot = self._sct.grab(self._monitor)
-                frame = np.frombuffer(shot.raw, np.uint8).reshape(shot.height, shot.width, 4)
+            frame = self._grab(width, height)
             if frame.shape[0] != height or frame.shape[1] != width:
                 import cv2  # another size than the client's: an attached desktop, or /launch
 
                 # LINEAR, not AREA: 1920x1080 -> 1280x720 took 16 ms (p50) with AREA on this
                 # 2-core box, a whole 60 fps frame; LINEAR 3.3 ms.
-
                 frame = cv2.resize(frame, (width, height), interpolation=cv2.INTER_LINEAR)
             self.failing_since = None
         except Exception as exc:  # noqa: BLE001 - see module docstring
-            if self.failing_since is None:
-                self.failing_since = time.monotonic()
-            self.failures += 1
-            if self.failures == 1:
-                log.warning("capture of %s failed: %s", self.x_display, exc)
-            frame = self._last if self._last is not None else np.zeros((height, width, 4), np.uint8)
-        self.capture_ms.append((time.perf_counter() - t0) * 1000)
-        self._last = frame
-        return frame
-
-    def lost(self, after_s: float = LOST_AFTER_S) -> bool:
-        """True when every grab has failed for `after_s`: the X server is gone (an operator's
-        desktop logged out, a killed Xvfb); the session ends instead of repeating a frame."""
-        since = self.failing_since
-        return since is not None and time.monotonic() - since >= after_s
-
-    def close(self) -> None:
-        self._last = None  # may be a view of mss's shared memory, which close unmaps
-        if self._sct is not None:
-            try:
-                self._sct.close()
-            except Exception:  # noqa: BLE001 - the server may be gone already
-                pass
-            self._sct = None
-
-
-class WaylandCapture:
-    """The same frame source over one output of a wlroots compositor (wlr-screencopy): the
-    operator's (capture `wlr`) or an output of the host's headless sway. Opened in the video
-    thread on first use (a Wayland connection is used from one thread); reopened after a
-    failure, so a grab that fails for LOST_AFTER_S means the compositor or output is gone."""
-
-    def __init__(self, wayland_socket: str, output: str | None):
-        self.wayland_socket, self.output = wayland_socket, output
-        self.x_display = ""  # the X path's name, kept for callers that read it
-        self.what = f"output {output} of the compositor at {wayland_socket}"
-        self.capture_ms = Samples()
-        self.failures = 0
-        self.failing_since: float | None = None
-        self._cap = None
-        self._last: np.ndarray | None = None
-
-    def __call__(self, width: int, height: int) -> np.ndarray:
-        from media.wayland.screencopy import ScreenCopy
-
-        t0 = time.perf_counter()
-        try:
-            if self._cap is None:
-                self._cap = ScreenCopy(
-                    self.wayland_socket, self.output, timeout=2.0, prefetch=True
-                )  # see docs/host-state.md
-            frame = self._cap.grab()  # a copy: the shared buffer is reused by the next grab
-            if frame.shape[0] != height or frame.shape[1] != width:
-                import cv2
-
-                frame = cv2.resize(frame, (width, height), interpolation=cv2.INTER_LINEAR)
-            self.failing_since = None
-        except Exception as exc:  # noqa: BLE001 - see DisplayCapture
             self._drop()
             if self.failing_since is None:
                 self.failing_since = time.monotonic()
@@ -160,8 +99,68 @@ class WaylandCapture:
         return frame
 
     def lost(self, after_s: float = LOST_AFTER_S) -> bool:
+        """True when every grab has failed for `after_s`: the display is gone (an operator's
+        desktop logged out, a killed Xvfb or compositor); the session ends instead of
+        repeating a frame."""
         since = self.failing_since
         return since is not None and time.monotonic() - since >= after_s
+
+
+class DisplayCapture(_FrameSource):
+    def __init__(self, x_display: str, region: dict | None = None):
+        """`region` ({left, top, width, height}): one monitor of an attached desktop; None
+        grabs the display's first monitor (the whole screen of a private Xvfb)."""
+        self.x_display = x_display
+        self.what = f"X display {x_display}"
+        self.region = dict(region) if region else None
+        self._start_counting()
+        self._sct = None
+        self._monitor = None
+
+    def _grab(self, width: int, height: int) -> np.ndarray:
+        # No reopen after a failure: the mss handle outlives a failed grab of a live server.
+        if self._sct is None:
+            import mss
+
+            self._sct = mss.MSS(display=self.x_display)
+            self._monitor = self.region or self._sct.monitors[1]
+        frame = _shm_view(self._sct, self._monitor)
+        if frame is None:
+            shot = self._sct.grab(self._monitor)
+            frame = np.frombuffer(shot.raw, np.uint8).reshape(shot.height, shot.width, 4)
+        return frame
+
+    def close(self) -> None:
+        self._last = None  # may be a view of mss's shared memory, which close unmaps
+        if self._sct is not None:
+            try:
+                self._sct.close()
+            except Exception:  # noqa: BLE001 - the server may be gone already
+                pass
+            self._sct = None
+
+
+class WaylandCapture(_FrameSource):
+    """The same frame source over one output of a wlroots compositor (wlr-screencopy): the
+    operator's (capture `wlr`) or an output of the host's headless sway. Opened in the video
+    thread on first use (a Wayland connection is used from one thread); reopened after a
+    failure, so a grab that fails for LOST_AFTER_S means the compositor or output is gone."""
+
+    def __init__(self, wayland_socket: str, output: str | None):
+        self.wayland_socket, self.output = wayland_socket, output
+        self.x_display = ""  # the X path's name, kept for callers that read it
+        self.what = f"output {output} of the compositor at {wayland_socket}"
+        self._start_counting()
+        self._cap = None
+
+    def _grab(self, width: int, height: int) -> np.ndarray:
+        from media.wayland.screencopy import ScreenCopy
+
+        if self._cap is None:
+            self._cap = ScreenCopy(
+                self.wayland_socket, self.output, timeout=2.0, prefetch=True
+            )  # see docs/host-state.md
+        return self._cap.grab()  # a copy: the shared buffer is reused by the next grab
 
     def _drop(self) -> None:
         if self._cap is not None:
@@ -175,7 +174,7 @@ class WaylandCapture:
         self._drop()
 
 
-class MutterCapture:
+class MutterCapture(_FrameSource):
     """The same frame source over a GNOME (mutter) monitor: a ScreenCast session on the desktop
     user's session bus and its PipeWire stream read through gst-launch (media/mutter/).
     `connector` names the monitor (DisplayConfig's connector, e.g. "Meta-0", "DP-1"); None
@@ -202,12 +201,9 @@ class MutterCapture:
         self.x_display = ""  # the X path's name, kept for callers that read it
         where = f"monitor {connector}" if connector else "a virtual monitor"
         self.what = f"{where} of mutter's ScreenCast"
-        self.capture_ms = Samples()
-        self.failures = 0
-        self.failing_since: float | None = None
+        self._start_counting()
         self._cast = None
         self._frames = None
-        self._last: np.ndarray | None = None
 
     @property
     def frames_received(self) -> int:
@@ -218,31 +214,14 @@ class MutterCapture:
     def node_id(self) -> int | None:
         return self._cast.node_id if self._cast is not None else None
 
-    def __call__(self, width: int, height: int) -> np.ndarray:
-        t0 = time.perf_counter()
-        try:
-            if self._cast is None:
-                self._open(width, height)
-            ended = self._cast.ended()
-            if ended:
-                raise RuntimeError(ended)
-            frame = self._frames.latest(self.first_frame_timeout)
-            if frame.shape[0] != height or frame.shape[1] != width:
-                import cv2  # the client's size changed since the stream was opened
-
-                frame = cv2.resize(frame, (width, height), interpolation=cv2.INTER_LINEAR)
-            self.failing_since = None
-        except Exception as exc:  # noqa: BLE001 - see DisplayCapture
-            self._drop()
-            if self.failing_since is None:
-                self.failing_since = time.monotonic()
-            self.failures += 1
-            if self.failures == 1:
-                log.warning("capture of %s failed: %s", self.what, exc)
-            frame = self._last if self._last is not None else np.zeros((height, width, 4), np.uint8)
-        self.capture_ms.append((time.perf_counter() - t0) * 1000)
-        self._last = frame
-        return frame
+    def _grab(self, width: int, height: int) -> np.ndarray:
+        # Opened at this call's size; a later size change is resized by __call__.
+        if self._cast is None:
+            self._open(width, height)
+        ended = self._cast.ended()
+        if ended:
+            raise RuntimeError(ended)
+        return self._frames.latest(self.first_frame_timeout)
 
     def _open(self, width: int, height: int) -> None:
         from media.mutter.frames import PipeWireFrames
@@ -250,10 +229,6 @@ class MutterCapture:
 
         self._cast = ScreenCast(self.connector, bus_address=self.bus_address)
         self._frames = PipeWireFrames(self._cast.node_id, width, height, env=self.env)
-
-    def lost(self, after_s: float = LOST_AFTER_S) -> bool:
-        since = self.failing_since
-        return since is not None and time.monotonic() - since >= after_s
 
     def _drop(self) -> None:
         frames, self._frames = self._frames, None
