@@ -19,7 +19,7 @@ from __future__ import annotations
 import logging
 import time
 
-from jeepney import DBusAddress, MatchRule, Properties, new_method_call
+from jeepney import DBusAddress, Properties, new_method_call
 from jeepney.wrappers import DBusErrorResponse, unwrap_msg
 
 from media.input.injector import Injector, _clamp
@@ -29,11 +29,12 @@ from media.input.xtest import InputUnavailable, char_keysym
 from media.mutter.screencast import (
     SCREENCAST,
     ScreenCastError,
-    _add_match,
     _call,
     _connect,
     _monitors,
     _require_name,
+    end_seen,
+    watch_end,
 )
 from media.wayland import xkbmap
 
@@ -127,16 +128,7 @@ class MutterInput(Injector):
         props = {"cursor-mode": ("u", 0)}
         msg = new_method_call(session, "RecordMonitor", "sa{sv}", (connector, props))
         (self.stream_path,) = _call(conn, msg, timeout, f"RecordMonitor({connector})")
-        # Watched by `ended()`: mutter closing the session, or mutter leaving the bus.
-        closed = MatchRule(type="signal", interface=_RD_SESSION_IF, member="Closed", path=rd_path)
-        gone = MatchRule(
-            type="signal", sender="org.freedesktop.DBus", interface="org.freedesktop.DBus",
-            member="NameOwnerChanged", path="/org/freedesktop/DBus",
-        )  # fmt: skip
-        gone.add_arg_condition(0, REMOTEDESKTOP)
-        for rule in (closed, gone):
-            _call(conn, _add_match(rule), timeout, "AddMatch")
-        self._watch = [conn.filter(closed), conn.filter(gone)]
+        self._watch = watch_end(conn, _RD_SESSION_IF, rd_path, REMOTEDESKTOP, timeout)
         # Start on the RemoteDesktop session; it starts the linked ScreenCast session.
         _call(conn, new_method_call(self._rd_session, "Start"), timeout,
               "RemoteDesktop.Session.Start")  # fmt: skip
@@ -220,18 +212,7 @@ class MutterInput(Injector):
         if self._closed:
             return "closed"
         with self._lock:
-            try:
-                while True:
-                    self._conn.recv_messages(timeout=0)
-            except TimeoutError:
-                pass
-            except (OSError, ValueError) as exc:
-                return f"the D-Bus session bus connection ended ({exc})"
-        if self._watch[0].queue:
-            return "mutter closed the RemoteDesktop session"
-        if any(not m.body[2] for m in self._watch[1].queue):
-            return "mutter left the session bus"
-        return None
+            return end_seen(self._conn, self._watch, "RemoteDesktop")
 
     def release_all(self) -> int:
         """Let go of every key and button still held; how many there were."""

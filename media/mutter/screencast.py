@@ -70,6 +70,37 @@ def _add_match(rule: MatchRule):
     return new_method_call(_BUS, "AddMatch", "s", (rule.serialise(),))
 
 
+def watch_end(conn: DBusConnection, interface: str, path: str, owner: str, timeout: float) -> list:
+    """Filters that catch mutter ending a session: the session's `Closed` signal, or `owner`
+    (the service's bus name) leaving the bus. Read by `end_seen`."""
+    closed = MatchRule(type="signal", interface=interface, member="Closed", path=path)
+    gone = MatchRule(
+        type="signal", sender="org.freedesktop.DBus", interface="org.freedesktop.DBus",
+        member="NameOwnerChanged", path="/org/freedesktop/DBus",
+    )  # fmt: skip
+    gone.add_arg_condition(0, owner)
+    for rule in (closed, gone):
+        _call(conn, _add_match(rule), timeout, "AddMatch")
+    return [conn.filter(closed), conn.filter(gone)]
+
+
+def end_seen(conn: DBusConnection, watch: list, kind: str) -> str | None:
+    """Why mutter ended the `kind` session watched by `watch_end`, or None while it runs.
+    Never blocks: it reads what the bus has already sent."""
+    try:
+        while True:
+            conn.recv_messages(timeout=0)
+    except TimeoutError:
+        pass
+    except (OSError, ValueError) as exc:
+        return f"the D-Bus session bus connection ended ({exc})"
+    if watch[0].queue:
+        return f"mutter closed the {kind} session"
+    if any(not m.body[2] for m in watch[1].queue):
+        return "mutter left the session bus"
+    return None
+
+
 def _require_name(conn: DBusConnection, name: str, timeout: float) -> None:
     msg = new_method_call(_BUS, "NameHasOwner", "s", (name,))
     (owned,) = _call(conn, msg, timeout, f"asking the bus for {name}")
@@ -169,18 +200,7 @@ class ScreenCast:
                     "(is PipeWire running for this user, in the same XDG_RUNTIME_DIR?)"
                 ) from exc
         (self.node_id,) = signal.body
-        # Watched by `ended()`: mutter closing the session, or mutter leaving the bus.
-        closed = MatchRule(
-            type="signal", interface=_SESSION_IF, member="Closed", path=self.session_path
-        )
-        gone = MatchRule(
-            type="signal", sender="org.freedesktop.DBus", interface="org.freedesktop.DBus",
-            member="NameOwnerChanged", path="/org/freedesktop/DBus",
-        )  # fmt: skip
-        gone.add_arg_condition(0, SCREENCAST)
-        for rule in (closed, gone):
-            _call(conn, _add_match(rule), timeout, "AddMatch")
-        self._watch = [conn.filter(closed), conn.filter(gone)]
+        self._watch = watch_end(conn, _SESSION_IF, self.session_path, SCREENCAST, timeout)
 
     def ended(self) -> str | None:
         """Why the stream has ended (mutter closed the session, left the bus, or the bus
@@ -190,17 +210,7 @@ class ScreenCast:
         if self._conn is None:
             return "closed"
         if self._ended is None:
-            try:
-                while True:
-                    self._conn.recv_messages(timeout=0)
-            except TimeoutError:
-                pass
-            except (OSError, ValueError) as exc:
-                self._ended = f"the D-Bus session bus connection ended ({exc})"
-            if self._watch[0].queue:
-                self._ended = "mutter closed the ScreenCast session"
-            elif any(not m.body[2] for m in self._watch[1].queue):
-                self._ended = "mutter left the session bus"
+            self._ended = end_seen(self._conn, self._watch, "ScreenCast")
         return self._ended
 
     def close(self) -> None:
