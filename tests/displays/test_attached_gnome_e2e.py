@@ -14,14 +14,13 @@ import tempfile
 import time
 from pathlib import Path
 
-import psutil
 import pytest
 
 from tests.conftest import ADMIN_PASSWORD, ADMIN_USER
 from tests.displays.test_headless_e2e import QUAD_POINTS, H, W, bgr, close, stream
 from tests.streaming.conftest import pair, wait_for
 from tests.support import wl_app
-from tests.support.gnome import missing_tools, running_gnome
+from tests.support.gnome import gst_pipelines, missing_tools, running_gnome
 from tests.support.livehost import running_host
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
@@ -40,23 +39,6 @@ def operator_gnome():
             yield desk, app
         finally:
             app.close()
-
-
-def gst_pipelines(desk) -> list[int]:
-    """Live gst-launch processes reading this desktop's PipeWire (by their runtime dir)."""
-    mark = f"XDG_RUNTIME_DIR={desk.runtime_dir}".encode()
-    found = []
-    for p in psutil.process_iter(["name"]):
-        try:
-            if (
-                p.info["name"].startswith("gst-launch")
-                and p.status() != psutil.STATUS_ZOMBIE
-                and mark + b"\0" in Path(f"/proc/{p.pid}/environ").read_bytes() + b"\0"
-            ):
-                found.append(p.pid)
-        except (psutil.Error, OSError):
-            continue
-    return found
 
 
 @pytest.mark.parametrize("method", ["gnome", "auto"])

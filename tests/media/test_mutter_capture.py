@@ -11,14 +11,13 @@ import subprocess
 import time
 
 import numpy as np
-import psutil
 import pytest
 
 from media.framesource import MutterCapture
 from media.mutter import screencast
 from media.mutter.frames import PipeWireFrames
 from media.mutter.screencast import ScreenCast, ScreenCastError
-from tests.support.gnome import missing_tools, running_gnome
+from tests.support.gnome import gst_pipelines, missing_tools, running_gnome
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
@@ -64,10 +63,6 @@ def grab_until(cap: MutterCapture, size, rgb, timeout=5.0) -> np.ndarray:
         if close_to(centre_rgb(frame), rgb) or time.monotonic() > deadline:
             return frame
         time.sleep(0.05)
-
-
-def gst_pids() -> set[int]:
-    return {p.pid for p in psutil.process_iter(["name"]) if p.info["name"] == "gst-launch-1.0"}
 
 
 def video_nodes(desk) -> set[int]:
@@ -132,15 +127,15 @@ def test_a_static_screen_still_gives_a_frame_per_grab_at_60_hz(gnome):
 
 
 def test_close_ends_the_pipeline_and_the_screencast(gnome):
-    before_gst = gst_pids()
+    before_gst = set(gst_pipelines(gnome))  # this desktop's: other tests may run beside
     cap = MutterCapture("Meta-0", bus_address=gnome.bus_address, env=gnome.env)
     grab_until(cap, (1280, 720), BLUE)
     node, proc = cap.node_id, cap._frames.proc
     assert node in video_nodes(gnome)
-    assert proc.pid in gst_pids() - before_gst
+    assert proc.pid in set(gst_pipelines(gnome)) - before_gst
     cap.close()
     assert proc.returncode is not None  # reaped
-    assert gst_pids() - before_gst == set()
+    assert set(gst_pipelines(gnome)) - before_gst == set()
     deadline = time.monotonic() + 3
     while node in video_nodes(gnome) and time.monotonic() < deadline:
         time.sleep(0.1)

@@ -164,3 +164,20 @@ def running_gnome(size: str = "1280x720"):
     finally:
         gnome.stop()
         shutil.rmtree(root, ignore_errors=True)
+
+
+def gst_pipelines(desk) -> list[int]:
+    """Live gst-launch processes reading this desktop's PipeWire (by their runtime dir)."""
+    mark = f"XDG_RUNTIME_DIR={desk.runtime_dir}".encode()
+    found = []
+    for p in psutil.process_iter(["name"]):
+        try:
+            if (
+                p.info["name"].startswith("gst-launch")
+                and p.status() != psutil.STATUS_ZOMBIE
+                and mark + b"\0" in Path(f"/proc/{p.pid}/environ").read_bytes() + b"\0"
+            ):
+                found.append(p.pid)
+        except (psutil.Error, OSError):
+            continue
+    return found
