@@ -259,12 +259,12 @@ _HOST = _keys(
         "capture_method",
         **_CAPTURE_RULE,
         env="HOST_CAPTURE_METHOD",
-        help="capture backend (auto, x11, wlr, xvfb); the same setting as `capture`",
+        help="capture backend (auto, x11, wlr, gnome, xvfb); the same setting as `capture`",
     ),
     Key(
         "capture",
         **_CAPTURE_RULE,
-        help="capture backend (auto, x11, wlr, xvfb); the same setting as `capture_method`",
+        help="capture backend (auto, x11, wlr, gnome, xvfb); the same setting as `capture_method`",
     ),
     E(
         name="compositor",
