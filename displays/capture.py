@@ -15,8 +15,10 @@ else the environment's `HOST_CAPTURE_METHOD`, else `auto`. Backends:
   (`DBUS_SESSION_BUS_ADDRESS`): the monitor `capture_monitor` / `output_name` names (a
   connector such as `DP-1`), else the primary one; captured with mutter's ScreenCast over
   PipeWire (gst-launch-1.0 with pipewiresrc), input through mutter's RemoteDesktop. Attached.
-* `headless` (`headless_mode = true`): an output per display of the host's own headless sway
-  (displays/headless.py), captured and driven like wlr.
+* `headless` (`headless_mode = true`): a display per session. On a GNOME session (and
+  `compositor_backend` auto or mutter) a virtual monitor of the person's own desktop
+  (displays/gnome_monitors.py), captured and driven like `gnome`; else an output of the host's
+  own headless sway (displays/headless.py), captured and driven like wlr.
 * `xvfb`: a private Xvfb per session (displays/xvfb.py), the fallback.
 
 `auto` is wlr when WAYLAND_DISPLAY answers with screencopy, else gnome when the session bus
@@ -86,6 +88,8 @@ class Selection:
     region: dict | None = None  # x11: {left, top, width, height} of the captured monitor
     wayland_socket: str = ""  # wlr: the operator compositor's socket (absolute)
     output: str = ""  # wlr: the output captured; gnome: the connector (monitor) captured
+    headless: str = ""  # headless: what each display is, "mutter" (GNOME) or "sway"
+    gnome_why: str = ""  # why the user's GNOME cannot take virtual monitors ("" when it can)
     unusable: dict[str, str] = field(default_factory=dict)  # backend -> why not here
 
 
@@ -392,7 +396,8 @@ def select(env=None) -> Selection:
     if gnome_head is None:
         unusable["gnome"] = gnome_why
 
-    sel = Selection(requested or "auto", source, "", "", unusable=unusable)
+    sel = Selection(requested or "auto", source, "", "", unusable=unusable,
+                    gnome_why="" if heads is not None else gnome_why)  # fmt: skip
     if conflict:
         sel.error = f"capture setting refused: {conflict}"
         return sel
@@ -474,21 +479,29 @@ def _headless_mode() -> bool:
 
 
 def _select_headless(sel: Selection) -> Selection:
-    """headless_mode = true: sessions run on outputs of the host's headless compositor,
-    captured with wlr screencopy. A capture setting that names another backend contradicts it
-    and is refused rather than one of the two silently winning."""
+    """headless_mode = true: each session gets a display of its own, a virtual monitor of the
+    user's GNOME (`sel.output` empty: made per display) or an output of the host's headless
+    sway. A capture setting that names another backend contradicts it and is refused rather
+    than one of the two silently winning."""
     from displays import headless
     from displays.sway import CompositorError
 
     sel.backend = "headless"
-    if sel.requested in ("x11", "gnome", "xvfb"):
-        sel.error = (f"headless_mode = true runs sessions on a headless compositor, but "
-                     f"{sel.source} = {sel.requested}; set capture to auto or wlr, or turn "
-                     "headless_mode off")  # fmt: skip
+    name, why = headless.backend(sel.gnome_why)
+    fits = {"mutter": ("auto", "gnome"), "sway": ("auto", "wlr")}.get(name or "", ("auto",))
+    if sel.requested not in fits:
+        sel.error = (f"headless_mode = true runs sessions on "
+                     f"{'GNOME virtual monitors' if name == 'mutter' else 'a headless compositor'}"
+                     f", but {sel.source} = {sel.requested}; set capture to "
+                     f"{' or '.join(fits)}, or turn headless_mode off")  # fmt: skip
         return sel
-    name, why = headless.backend()
     if name is None:
         sel.error = f"headless_mode = true: {why}"
+        return sel
+    sel.headless = name
+    if name == "mutter":
+        sel.reason = f"headless_mode = true: each session gets a virtual monitor of the " \
+                     f"GNOME desktop ({why})"  # fmt: skip
         return sel
     try:
         user = headless.run_as()

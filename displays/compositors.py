@@ -19,6 +19,7 @@ DESKTOP_HINTS = {"kde": "kwin", "gnome": "mutter", "sway": "wlroots", "hyprland"
 # The headless backends `compositor_backend` names (with `auto`), then Xvfb, the fallback.
 HEADLESS = {
     "sway": ("sway (wlroots)", "sway"),
+    "mutter": ("GNOME virtual monitors (mutter)", "mutter"),
     "labwc": ("labwc (wlroots)", "labwc"),
     "krfb": ("krfb-virtualmonitor", "krfb-virtualmonitor"),
     "gamescope": ("Gamescope", "gamescope"),
@@ -58,6 +59,13 @@ def headless() -> list[dict]:
         row = {"id": hid, "label": label, "available": False}
         if hid == "xvfb":
             row["available"] = xvfb.available()
+        elif hid == "mutter":  # the user's running GNOME, not a binary the host starts
+            from displays.capture import probe_gnome
+
+            heads, why = probe_gnome(os.environ)
+            row["available"] = heads is not None
+            if heads is None:
+                row["reason"] = why
         elif hid in COMPOSITOR_BACKEND_REFUSED:
             row["reason"] = COMPOSITOR_BACKEND_REFUSED[hid]
         else:

@@ -42,7 +42,7 @@ USER_ENV = "HOST_COMPOSITOR_USER"
 BACKGROUND_ENV = "HOST_COMPOSITOR_BACKGROUND"
 CONFIG_ENV = "HOST_COMPOSITOR_CONFIG"
 DEFAULT_BACKGROUND = "#285577"  # sway's own focus blue: a private desktop is never black
-BACKENDS = ("sway",)  # compositor_backend values this build can run
+BACKENDS = ("sway", "mutter")  # compositor_backend values this build can run
 
 
 def owner() -> str:
@@ -50,11 +50,19 @@ def owner() -> str:
     return "host-" + hashlib.sha256(str(state_dir()).encode()).hexdigest()[:16]
 
 
-def backend() -> tuple[str | None, str]:
-    """(the compositor this host would run, or None, why)."""
+def backend(gnome_why: str | None = None) -> tuple[str | None, str]:
+    """(the backend this host would give each display, or None, why). `gnome_why` is why the
+    user's GNOME (mutter's ScreenCast and RemoteDesktop on the session bus) cannot serve, ""
+    when it can (displays/capture.py probes it): there each display is a virtual monitor of
+    the person's own desktop (displays/gnome_monitors.py), else an output of the host's sway."""
     from hostmgmt.config import store
 
     wanted = store.get("compositor_backend") or "auto"
+    if wanted in ("auto", "mutter"):
+        if gnome_why == "":
+            return "mutter", f"compositor_backend = {wanted}: the desktop is GNOME (mutter)"
+        if wanted == "mutter":
+            return None, f"compositor_backend = mutter: {gnome_why or 'no GNOME session'}"
     if wanted in ("auto", "sway"):
         if swaymod.available():
             return "sway", f"compositor_backend = {wanted}: sway is installed"
@@ -245,10 +253,17 @@ def sweep() -> list[int]:
     return pids
 
 
-def status() -> dict:
-    """For preflight and listings: the backend, whether a compositor runs, its outputs."""
-    name, why = backend()
+def status(gnome_why: str | None = None) -> dict:
+    """For preflight and listings: the backend, whether a compositor runs, its outputs.
+    On GNOME (`gnome_why` "", see `backend`) nothing of the host's runs: it counts the
+    virtual monitors it keeps there."""
+    name, why = backend(gnome_why)
     out = {"backend": name, "reason": why, "running": False, "outputs": []}
+    if name == "mutter":
+        from displays import gnome_monitors
+
+        out["monitors_kept"] = len(gnome_monitors.owned_pids())
+        return out
     try:
         user = run_as()
         out["user"] = pwd.getpwuid(user[0]).pw_name if user else None

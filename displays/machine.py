@@ -14,7 +14,9 @@ survive a restart while leaving no X server behind (`reaper`).
 
 Headless displays (`headless_mode`) are outputs of the host's one headless sway
 (displays/headless.py), created at the client's mode at the layout's position and
-retired on teardown: the same states act on them as on Xvfb servers.
+retired on teardown; on a GNOME session they are virtual monitors of the person's desktop
+(displays/gnome_monitors.py: one keeper process each, placed by mutter, always one desktop
+with the others). The same states act on them as on Xvfb servers.
 
 Attached displays (capture `x11` / `wlr` / `gnome`: the operator's own X server, wlroots
 output or GNOME monitor, see displays/capture.py) are recorded with `owned = False`: every
@@ -31,8 +33,8 @@ import re
 from django.db import transaction
 from django.utils import timezone
 
+from displays import gnome_monitors, xvfb
 from displays import policy as policies
-from displays import xvfb
 from displays.models import VirtualDisplay
 from hostmgmt.lib.errors import DomainError
 
@@ -84,7 +86,9 @@ def _lowest_free(used: set[int], start: int = 0) -> int:
 
 
 def _teardown(display: VirtualDisplay) -> None:
-    if display.owned and display.backend == SWAY:
+    if display.owned and display.backend == MUTTER:
+        gnome_monitors.stop(display.pid)  # mutter removes the monitor with its keeper
+    elif display.owned and display.backend == SWAY:
         from displays import headless
 
         headless.retire_output(display.output)  # the compositor stays for the others
@@ -94,6 +98,7 @@ def _teardown(display: VirtualDisplay) -> None:
 
 
 SWAY = "sway"
+MUTTER = gnome_monitors.BACKEND
 
 
 def _alive(display: VirtualDisplay) -> bool:
@@ -102,6 +107,8 @@ def _alive(display: VirtualDisplay) -> bool:
         from displays import headless
 
         return bool(display.output) and headless.output_alive(display.output)
+    if display.backend == MUTTER:
+        return gnome_monitors.alive(display.pid)
     return xvfb.alive(display.pid)
 
 
@@ -109,7 +116,10 @@ def resolve_topology(wanted: str, backend: str) -> str:
     """What the policy's topology means on this backend. Xvfb displays are separate X servers,
     so each is exclusive whatever was asked. The headless compositor is the host's own (not
     the operator's desktop), so `auto` is exclusive there; `extend` and `primary` join the
-    other live outputs into one desktop."""
+    other live outputs into one desktop. A GNOME virtual monitor is always part of the
+    person's one desktop: `auto` is `extend` there, and `acquire` refuses the others."""
+    if backend == MUTTER:
+        return "extend" if wanted in ("auto", "extend") else wanted
     if backend != SWAY:
         return "exclusive"
     return "exclusive" if wanted == "auto" else wanted
@@ -177,8 +187,8 @@ def acquire(client: str, mode: str, plane: str = "compat") -> dict:
     if selection.backend in ("x11", "wlr", "gnome"):
         return _attach(client, refresh, selection)
     if selection.backend == "headless":
-        return _acquire_xvfb(client, mode, width, height, refresh, headless=True)
-    return _acquire_xvfb(client, mode, width, height, refresh)
+        return _acquire_private(client, mode, width, height, refresh, selection.headless)
+    return _acquire_private(client, mode, width, height, refresh, xvfb.BACKEND)
 
 
 def _attach(client: str, refresh: int, selection) -> dict:
@@ -231,12 +241,12 @@ def _attach(client: str, refresh: int, selection) -> dict:
     return info(display)
 
 
-def _acquire_xvfb(
-    client: str, mode: str, width: int, height: int, refresh: int, headless: bool = False
+def _acquire_private(
+    client: str, mode: str, width: int, height: int, refresh: int, backend: str
 ) -> dict:
     """A private display: an Xvfb server, or (headless) an output of the host's headless
-    compositor. Both go through the same policy: identity, mode conflicts, max_displays."""
-    backend = SWAY if headless else xvfb.BACKEND
+    compositor or a virtual monitor of the user's GNOME. All go through the same policy:
+    identity, mode conflicts, max_displays."""
     stored, _ = policies.load()
     axes = policies.effective(stored)
     ident = _identity_key(axes["identity"], client, mode)
@@ -283,6 +293,10 @@ def _acquire_xvfb(
             )
         )
         topology = resolve_topology(axes["topology"], backend)
+        if backend == MUTTER and topology != "extend":
+            raise DisplayError(409, f"topology = {topology} cannot be kept on GNOME: its "
+                                    "virtual monitors join the person's one desktop (set "
+                                    "topology to auto or extend)")  # fmt: skip
         display = VirtualDisplay(
             slot=_lowest_free(slots),
             width=width,
@@ -298,7 +312,9 @@ def _acquire_xvfb(
             backend=backend,
         )
         _place(display, axes)
-        if headless:
+        if backend == MUTTER:
+            _start_monitor(display)
+        elif backend == SWAY:
             _start_output(display)
         else:
             try:
@@ -311,7 +327,7 @@ def _acquire_xvfb(
             _teardown_server(display)
             raise
         event = {"backend": display.backend, "mode": display.mode}
-        if headless:
+        if backend != xvfb.BACKEND:
             event["output"] = display.output
         _emit("display.created", event)
         return info(display)
@@ -336,8 +352,20 @@ def _start_output(display: VirtualDisplay) -> None:
         comp.detach()
 
 
+def _start_monitor(display: VirtualDisplay) -> None:
+    """A virtual monitor of the user's GNOME at the display's mode, where mutter puts it."""
+    try:
+        got = gnome_monitors.start(display.width, display.height, display.refresh)
+    except gnome_monitors.MonitorError as exc:
+        raise DisplayError(503, f"GNOME virtual monitor: {exc}") from None
+    display.pid, display.output = got["pid"], got["connector"]
+    display.x, display.y = got["x"], got["y"]
+
+
 def _teardown_server(display: VirtualDisplay) -> None:
-    if display.backend == SWAY:
+    if display.backend == MUTTER:
+        gnome_monitors.stop(display.pid)
+    elif display.backend == SWAY:
         from displays import headless
 
         headless.retire_output(display.output)

@@ -34,7 +34,7 @@ def tick() -> int:
 def on_host_stop() -> int:
     """Sessions end with the host: active displays move on per their policy; no server stays."""
     try:
-        from displays import headless, machine, xvfb
+        from displays import gnome_monitors, headless, machine, xvfb
         from displays.models import VirtualDisplay
 
         # Attached displays (the operator's X server) are only forgotten, never stopped.
@@ -47,7 +47,9 @@ def on_host_stop() -> int:
                 display.state = VirtualDisplay.LINGERING
                 display.deadline = timezone.now() + dt.timedelta(seconds=keep["seconds"])
             else:
-                if display.backend != "sway":
+                if display.backend == machine.MUTTER:
+                    gnome_monitors.stop(display.pid)
+                elif display.backend != machine.SWAY:
                     xvfb.stop(display.pid)
                 display.delete()  # a headless output goes with the compositor, below
                 continue
@@ -55,7 +57,7 @@ def on_host_stop() -> int:
             display.save()
         if headless.stop():
             log.info("stopped the headless compositor")
-        killed = xvfb.stop_all()
+        killed = xvfb.stop_all() + gnome_monitors.stop_all()  # GNOME's monitors go too
         VirtualDisplay.objects.update(pid=None, x_display="", output="", wayland="")
         if killed:
             log.info("stopped %d virtual display server(s)", killed)
@@ -69,11 +71,12 @@ def on_host_start() -> dict:
     """Expire countdowns that ended while the host was down; bring the kept displays back."""
     result = {"expired": 0, "restored": 0}
     try:
-        from displays import headless, machine, xvfb
+        from displays import gnome_monitors, headless, machine, xvfb
         from displays.models import VirtualDisplay
 
         headless.sweep()  # a crashed run's compositor, Xwayland and apps
         xvfb.stop_all()  # strays of a crashed run
+        gnome_monitors.stop_all()
         VirtualDisplay.objects.filter(owned=False).delete()  # no session survived; never restart
         VirtualDisplay.objects.filter(state=VirtualDisplay.ACTIVE).update(
             state=VirtualDisplay.LINGERING, deadline=timezone.now(), sessions=0
@@ -84,6 +87,8 @@ def on_host_start() -> dict:
                 if display.backend == machine.SWAY:
                     display.output = ""
                     machine._start_output(display)  # a kept output, on a new compositor
+                elif display.backend == machine.MUTTER:
+                    machine._start_monitor(display)
                 else:
                     display.pid, display.x_display = xvfb.start(display.width, display.height)
             except machine.DisplayError as exc:
@@ -94,7 +99,8 @@ def on_host_start() -> dict:
                 log.warning("kept display slot %d not restored: %s", display.slot, exc)
                 display.delete()
                 continue
-            display.save(update_fields=["pid", "x_display", "output", "wayland", "updated_at"])
+            display.save(update_fields=["pid", "x_display", "output", "wayland", "x", "y",
+                                        "updated_at"])  # fmt: skip
             machine._emit("display.created", {"backend": display.backend, "mode": display.mode})
             result["restored"] += 1
     except Exception:  # noqa: BLE001

@@ -186,9 +186,12 @@ def _headless_check(sel) -> dict:
     from displays import headless
     from hostmgmt.config import store
 
-    st = headless.status()
+    st = headless.status(sel.gnome_why)
     on = bool(store.get("headless_mode"))
-    if st["running"]:
+    if st["backend"] == "mutter":
+        detail = f"each session gets a virtual monitor of the GNOME desktop " \
+                 f"({st['monitors_kept']} kept now): {st['reason']}"  # fmt: skip
+    elif st["running"]:
         names = ", ".join(o["name"] for o in st["outputs"]) or "no session output"
         detail = f"{st['backend']} runs (pid {st.get('pid')}, {st.get('wayland_display')}): {names}"
     elif st["backend"] is None or st.get("error"):

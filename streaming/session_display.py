@@ -1,10 +1,11 @@
 """What a session of either plane does with the display `machine.acquire` gave it.
 
-Why one module: the compat runner (compat/session.py) and the native peer
-(native/peer.py) stream the same backends (`xvfb`, `x11`, `wlr`, `gnome`, `sway`), so the
-choices that depend on the backend live here once: which X display an app gets, the virtual
-keyboard and pointer of a wlroots output or a GNOME monitor, launching onto an output of the
-host's headless compositor, the frame source, and whether the compositor under a session is
+Why one module: the compat runner (compat/session.py) and the native peer (native/peer.py)
+stream the same backends (`xvfb`, `x11`, `wlr`, `gnome`, `sway`, and `mutter`: a virtual
+monitor of the user's GNOME), so the choices that depend on the backend live here once: which
+X display an app gets, the virtual keyboard and pointer of a wlroots output or a GNOME
+monitor, launching onto an output of the host's headless compositor, the frame source, and
+whether the compositor under a session is
 gone. Plain Python; no Django.
 """
 
@@ -40,21 +41,37 @@ def is_wayland(display: dict) -> bool:
 def app_x_display(display: dict) -> str:
     """DISPLAY for the session's app: the display's own X server; on `wlr` the operator's
     compositor's Xwayland (the host's DISPLAY), since the output has no X server of ours."""
-    if display.get("backend") in ("wlr", "gnome"):
+    if display.get("backend") in ("wlr", "gnome", "mutter"):
         return (os.environ.get("DISPLAY") or "").strip()
     return display.get("x_display") or ""
 
 
+def app_wayland_display(display: dict) -> str:
+    """WAYLAND_DISPLAY for the session's app: the display's compositor on wlroots backends;
+    on GNOME the user's own (native Wayland apps open on the desktop, on the pointer's
+    monitor); "" on X-only backends, so an app never lands on another compositor."""
+    if is_gnome(display):
+        return (os.environ.get("WAYLAND_DISPLAY") or "").strip()
+    return display.get("wayland_display") or ""
+
+
+def is_gnome(display: dict) -> bool:
+    """A monitor of the user's GNOME: attached (`gnome`) or a virtual one (`mutter`)."""
+    return display.get("backend") in ("gnome", "mutter")
+
+
 def input_at_start(display: dict) -> bool:
     """Backends whose keyboard and pointer are made at session start (wlroots, GNOME): apps
-    bind a seat's new devices when they appear; X11 gets XTest on the first event."""
-    return is_wayland(display) or display.get("backend") == "gnome"
+    bind a seat's new devices when they appear; X11 gets XTest on the first event. On GNOME
+    it also puts the pointer on the session's monitor before the app starts, and mutter
+    opens a new window on the pointer's monitor."""
+    return is_wayland(display) or is_gnome(display)
 
 
 def session_input(display: dict, label: str = ""):
     """The session's keyboard and pointer on `input_at_start` backends: MutterInput on the
     GNOME monitor, else WlrInput on the wlroots output; None (logged) when unavailable."""
-    if display.get("backend") != "gnome":
+    if not is_gnome(display):
         return wlr_input(display, label)
     from media.mutter.remotedesktop import MutterInput, MutterInputUnavailable
 
@@ -110,7 +127,7 @@ def open_capture(display: dict):
     backends, else an X grab of its display (the attached monitor's region, or the whole Xvfb)."""
     from media.framesource import DisplayCapture, MutterCapture, WaylandCapture
 
-    if display.get("backend") == "gnome":
+    if is_gnome(display):
         return MutterCapture(display["output"])
     if is_wayland(display):
         return WaylandCapture(display["wayland_display"], display.get("output"))
@@ -118,7 +135,14 @@ def open_capture(display: dict):
 
 
 def compositor_gone(display: dict | None) -> str:
-    """Headless sessions: why the compositor under the session is gone, else ""."""
+    """Headless sessions: why the compositor (or GNOME virtual monitor) under the session is
+    gone, else ""."""
+    if display is not None and display.get("backend") == "mutter":
+        from displays import gnome_monitors
+
+        if not gnome_monitors.alive(display.get("pid")):
+            return f"the GNOME virtual monitor {display.get('output')} is gone"
+        return ""
     if display is None or display.get("backend") != "sway":
         return ""
     from displays.sway import _alive

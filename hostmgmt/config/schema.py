@@ -33,9 +33,9 @@ def _keys(*keys: Key) -> dict[str, Key]:
 # compositor_backend values this build cannot run here (a write is refused with the reason);
 # sway only where it is installed (checked when the host starts).
 COMPOSITOR_BACKEND_REFUSED = {
-    "labwc": "this build drives only sway as its headless compositor",
+    "labwc": "this build drives only sway (or GNOME's mutter) as its headless compositor",
     "krfb": "krfb is a VNC server, not a headless compositor this build can drive; use sway",
-    "gamescope": "this build drives only sway as its headless compositor",
+    "gamescope": "this build drives only sway (or GNOME's mutter) as its headless compositor",
 }
 if shutil.which("sway") is None:
     COMPOSITOR_BACKEND_REFUSED["sway"] = "sway is not installed (Debian package sway)"
@@ -121,10 +121,12 @@ _NETWORK = _keys(
     E(
         name="compositor_backend",
         default="auto",
-        choices=("auto", "sway", "labwc", "krfb", "gamescope"),
+        choices=("auto", "sway", "mutter", "labwc", "krfb", "gamescope"),
         refused=COMPOSITOR_BACKEND_REFUSED,
         group="headless",
-        help="headless compositor (auto = sway when installed); see docs/host-state.md",
+        help="what each headless display is: mutter = a virtual monitor of the GNOME desktop "
+        "the host runs in, sway = an output of the host's own sway (auto = mutter on a GNOME "
+        "session, else sway when installed); see docs/host-state.md",
     ),
     B(
         name="linux_use_cage_compositor",

@@ -97,12 +97,16 @@ class MutterInput(Injector):
         or pointer (headless mutter, measured) the client gains wl_keyboard/wl_pointer only
         then, and the first key or click was lost. A motion by (0, 0) and a Shift tap do
         nothing visible; WAKE_S later both are in place (measured: without the wait, a
-        Shift+key sent at once was lost with everything after it)."""
+        Shift+key sent at once was lost with everything after it).
+        Then the pointer goes to the middle of the session's monitor: mutter opens a new
+        window on the pointer's monitor, so the app the session starts next opens there."""
         with self._lock:
             self._notify("NotifyPointerMotionRelative", "dd", (0.0, 0.0))
             self._notify("NotifyKeyboardKeycode", "ub", (xkbmap.SHIFT_CODE, True))
             self._notify("NotifyKeyboardKeycode", "ub", (xkbmap.SHIFT_CODE, False))
         time.sleep(WAKE_S)
+        with self._lock:
+            self._send_move_to(self.width // 2, self.height // 2)
 
     def _start(self, connector: str) -> tuple[int, int]:
         conn, timeout = self._conn, self._timeout

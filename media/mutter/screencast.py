@@ -126,6 +126,29 @@ def _monitors(conn: DBusConnection, timeout: float, require=()) -> list[Monitor]
     return out
 
 
+def logical_monitors(bus_address: str | None = None, timeout: float = 5.0) -> list[dict]:
+    """Where each logical monitor sits on the desktop: {x, y, width, height, primary,
+    connectors}, its size from the first connector's current mode."""
+    conn = _connect(bus_address, timeout)
+    try:
+        _require_name(conn, DISPLAYCONFIG, timeout)
+        dc = DBusAddress(_DC_PATH, DISPLAYCONFIG, DISPLAYCONFIG)
+        reply = _call(conn, new_method_call(dc, "GetCurrentState"), timeout, "GetCurrentState")
+    finally:
+        conn.close()
+    sizes = {}
+    for (connector, *_), modes, _props in reply[1]:
+        current = next((m for m in modes if m[6].get("is-current", ("b", False))[1]), None)
+        sizes[connector] = (current[1], current[2]) if current else (0, 0)
+    out = []
+    for x, y, _scale, _transform, primary, specs, _props in reply[2]:
+        connectors = [spec[0] for spec in specs]
+        width, height = sizes.get(connectors[0], (0, 0)) if connectors else (0, 0)
+        out.append({"x": x, "y": y, "width": width, "height": height,
+                    "primary": bool(primary), "connectors": connectors})  # fmt: skip
+    return out
+
+
 def monitors(bus_address: str | None = None, timeout: float = 5.0, require=()) -> list[Monitor]:
     """The monitors mutter drives (DisplayConfig.GetCurrentState), each with its current mode
     (0x0 when it has none: connected but off). `require`: bus names that must be there too

@@ -87,7 +87,7 @@ class AppRun:
             return
         env = session_env(os.environ, x_display=session_display.app_x_display(display),
                           app=self.app, client=client, mode=mode,
-                          wayland=display.get("wayland_display") or "")  # fmt: skip
+                          wayland=session_display.app_wayland_display(display))  # fmt: skip
         env.update(extra_env)
         out_fd = appfields.open_output(self.output) if self.output else None
         try:

@@ -149,8 +149,12 @@ def test_capture_methods_and_compositors(v1):
     assert by_id["x11"]["available"] is False and "DISPLAY" in by_id["x11"]["reason"]
     assert by_id["xvfb"]["available"] == xvfb_here
     headless = v1.get("/api/v1/compositors/headless").json()
-    assert [h["id"] for h in headless] == ["auto", "sway", "labwc", "krfb", "gamescope", "xvfb"]
+    ids = [h["id"] for h in headless]
+    assert ids == ["auto", "sway", "mutter", "labwc", "krfb", "gamescope", "xvfb"]
     by_id = {h["id"]: h["available"] for h in headless}
+    if not os.environ.get("DBUS_SESSION_BUS_ADDRESS"):  # no GNOME: the row says why not
+        mutter = next(h for h in headless if h["id"] == "mutter")
+        assert mutter["available"] is False and "DBUS_SESSION_BUS_ADDRESS" in mutter["reason"]
     assert by_id["xvfb"] == (shutil.which("Xvfb") is not None)
     assert by_id["sway"] == (shutil.which("sway") is not None)
     # Installed or not, this build drives none of these: they say so rather than claim it.

@@ -86,6 +86,10 @@ def main() -> None:
     if last is not None:
         result["shape"] = list(last.shape)
         result["samples_bgr"] = [last[y, x].tolist() for x, y in samples]
+        if os.environ.get("STREAM_SAVE"):  # the last decoded picture, for a person to look at
+            import cv2
+
+            cv2.imwrite(os.environ["STREAM_SAVE"], last)
     print(json.dumps(result), flush=True)
 
 

@@ -20,8 +20,10 @@ QUADRANTS = [(255, 0, 0), (0, 255, 0), (0, 0, 255), (255, 255, 0)]
 
 class WaylandApp:
     def __init__(self, socket_path: str, title: str = "wl-test-app", fullscreen: bool = False):
-        """`fullscreen`: ask for the whole output (mutter configures a plain toplevel at the
-        size the client picks, sway tiles it to the output)."""
+        """`fullscreen`: ask for the whole output before the first frame (mutter configures a
+        plain toplevel at the size the client picks, sway tiles it to the output). Measured
+        on mutter 43 with several monitors: that goes to the primary monitor, while a mapped
+        window asking later (`go_fullscreen`) stays on the monitor it opened on."""
         self.d = Display(socket_path)
         self.compositor = self.d.bind("wl_compositor", 4)
         self.shm = self.d.bind("wl_shm", 1)
@@ -41,6 +43,7 @@ class WaylandApp:
         self.top.request("set_app_id", title)
         self.top.on("configure", self._on_top_configure)
         self.xdg.on("configure", self._on_configure)
+        self._fullscreen_later = False
         if fullscreen:
             self.top.request("set_fullscreen", None)
         self.surface.request("commit")
@@ -105,10 +108,18 @@ class WaylandApp:
         self.size = (w, h)
         self.painted.set()
 
+    def go_fullscreen(self) -> None:
+        """Ask for fullscreen now, from the event thread (a game's switch after start)."""
+        self._fullscreen_later = True
+
     def _loop(self) -> None:
         try:
             while not self._stop:
                 self.d.dispatch(0.05)
+                if self._fullscreen_later:
+                    self._fullscreen_later = False
+                    self.top.request("set_fullscreen", None)
+                    self.surface.request("commit")
         except WaylandError as e:
             if not self._stop:
                 self.error = e
@@ -127,3 +138,37 @@ class WaylandApp:
         self._stop = True
         self._thread.join(5)
         self.d.close()
+
+
+def main() -> None:
+    """`wl_app.py LOG`: run as a session's app on $WAYLAND_DISPLAY. It opens a plain window,
+    goes fullscreen once mapped (as a game does) and appends what it receives to LOG as JSON
+    lines, until terminated."""
+    import json
+    import signal
+    import sys
+
+    path = os.path.join(os.environ["XDG_RUNTIME_DIR"], os.environ["WAYLAND_DISPLAY"])
+    app = WaylandApp(path, title="wl-quadrants")
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    written, size = 0, None
+    with open(sys.argv[1], "a") as log:
+        try:
+            app.wait(lambda: app.size != (0, 0), 20)
+            time.sleep(0.3)  # mapped and placed on the pointer's monitor
+            app.go_fullscreen()
+            while app.error is None:
+                for kind, *args in app.events[written:]:
+                    log.write(json.dumps({"kind": kind, "args": args}) + "\n")
+                    written += 1
+                if app.size != size:
+                    size = app.size
+                    log.write(json.dumps({"kind": "size", "args": list(size)}) + "\n")
+                log.flush()
+                time.sleep(0.2)
+        finally:
+            app.close()
+
+
+if __name__ == "__main__":
+    main()
