@@ -1,7 +1,7 @@
 """What a session of either plane does with the display `machine.acquire` gave it.
 
 Why one module: the compat runner (compat/session.py) and the native peer
-(native/peer.py) stream the same backends (`xvfb`, `x11`, `wlr`, `gnome`, `sway`), so the
+(native/peer.py) stream the same backends (`xvfb`, `x11`, `wlr`, `gnome`, `portal`, `sway`), so the
 choices that depend on the backend live here once: which X display an app gets, the virtual
 keyboard and pointer of a wlroots output or a GNOME monitor, launching onto an output of the
 host's headless compositor, the frame source, and whether the compositor under a session is
@@ -40,7 +40,7 @@ def is_wayland(display: dict) -> bool:
 def app_x_display(display: dict) -> str:
     """DISPLAY for the session's app: the display's own X server; on `wlr` the operator's
     compositor's Xwayland (the host's DISPLAY), since the output has no X server of ours."""
-    if display.get("backend") in ("wlr", "gnome"):
+    if display.get("backend") in ("wlr", "gnome", "portal"):
         return (os.environ.get("DISPLAY") or "").strip()
     return display.get("x_display") or ""
 
@@ -48,12 +48,17 @@ def app_x_display(display: dict) -> str:
 def input_at_start(display: dict) -> bool:
     """Backends whose keyboard and pointer are made at session start (wlroots, GNOME): apps
     bind a seat's new devices when they appear; X11 gets XTest on the first event."""
-    return is_wayland(display) or display.get("backend") == "gnome"
+    return is_wayland(display) or display.get("backend") in ("gnome", "portal")
 
 
 def session_input(display: dict, label: str = ""):
     """The session's keyboard and pointer on `input_at_start` backends: MutterInput on the
-    GNOME monitor, else WlrInput on the wlroots output; None (logged) when unavailable."""
+    GNOME monitor, else WlrInput on the wlroots output (on `portal`: the compositor's, when it
+    has the wlroots virtual devices); None (logged) when unavailable."""
+    if display.get("backend") == "portal" and not is_wayland(display):
+        log.warning("no input for session %s: the desktop has no wlroots virtual keyboard and "
+                    "pointer, and the RemoteDesktop portal is not used yet", label)  # fmt: skip
+        return None
     if display.get("backend") != "gnome":
         return wlr_input(display, label)
     from media.mutter.remotedesktop import MutterInput, MutterInputUnavailable
@@ -72,7 +77,7 @@ def wlr_input(display: dict, label: str = ""):
     from media.wayland.vinput import WlrInput, WlrInputUnavailable
 
     try:
-        return WlrInput(display["wayland_display"], display["output"])
+        return WlrInput(display["wayland_display"], display["output"] or None)
     except WlrInputUnavailable as exc:
         log.warning("no input for session %s: %s", label, exc)
         return None
@@ -107,11 +112,14 @@ def launch_in_compositor(display: dict, cmd: str, env: dict, working_dir: str,
 def open_capture(display: dict):
     """The frame source of the session: mutter's ScreenCast of its monitor on `gnome`
     (the host's session bus and XDG_RUNTIME_DIR), wlr-screencopy of its output on wlroots
-    backends, else an X grab of its display (the attached monitor's region, or the whole Xvfb)."""
-    from media.framesource import DisplayCapture, MutterCapture, WaylandCapture
+    backends, the desktop portal's ScreenCast on `portal` (the screen the person picked), else
+    an X grab of its display (the attached monitor's region, or the whole Xvfb)."""
+    from media.framesource import DisplayCapture, MutterCapture, PortalCapture, WaylandCapture
 
     if display.get("backend") == "gnome":
         return MutterCapture(display["output"])
+    if display.get("backend") == "portal":
+        return PortalCapture()
     if is_wayland(display):
         return WaylandCapture(display["wayland_display"], display.get("output"))
     return DisplayCapture(display["x_display"], display.get("region"))
