@@ -300,11 +300,12 @@ def portal_consent(version: int | None = None) -> dict:
         detail = "consent is kept (a restore token is stored): sessions start without asking"
     elif outcome in ("refused", "timeout"):
         what = "was refused" if outcome == "refused" else "got no answer"
-        detail = f"the last screen-sharing request {what} at the desktop: {pc.HOW_TO_CONSENT}"
+        detail = f"the last screen-sharing request {what} at the desktop; to allow it, "
+        detail += pc.HOW_TO_CONSENT
     elif outcome in ("not-persisted", "failed"):
         detail = str(kept.get("detail") or outcome)[:400]
     else:
-        detail = "no consent is kept yet: the first session asks at the desktop; "
+        detail = "no consent is kept yet: the first session asks at the desktop; to allow it, "
         detail += pc.HOW_TO_CONSENT
     return {"kept": bool(token), "state": outcome, "detail": detail}
 

@@ -53,9 +53,10 @@ STATE_FILE = "portal-screencast.json"
 _UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
 
 HOW_TO_CONSENT = (
-    "start a session while someone is at the desktop and allow screen sharing in the "
-    "portal's dialog (with xdg-desktop-portal-wlr, its config's chooser: chooser_type=none "
-    "and output_name=OUTPUT share that output without asking)"
+    "start a session while someone is at the desktop to allow screen sharing in the portal's "
+    "dialog, with 'Remember this selection' kept on where the dialog has it; "
+    "xdg-desktop-portal-wlr shows no dialog: its config's chooser_type=none and "
+    "output_name=OUTPUT pick the output"
 )
 
 
@@ -259,7 +260,7 @@ class PortalScreenCast:
                     raise PortalError(f"the portal did not answer {doing} in {wait:g} s") from None
                 raise PortalRefused(
                     f"nobody answered the screen-sharing request in {wait:g} s: the person at "
-                    f"the desktop must answer the portal's dialog ({HOW_TO_CONSENT})",
+                    f"the desktop must answer the portal's dialog; {HOW_TO_CONSENT}",
                     "timeout",
                 ) from None
             except (OSError, ValueError) as exc:
@@ -268,11 +269,15 @@ class PortalScreenCast:
         if response == 1:
             raise PortalRefused(
                 f"screen sharing was refused at {doing} (the person cancelled the portal's "
-                f"dialog, or its chooser picked nothing): {HOW_TO_CONSENT}",
+                f"dialog, or its chooser picked nothing); to allow it, {HOW_TO_CONSENT}",
                 "refused",
             )
         if response != 0:
-            raise PortalError(f"the portal ended {doing} without success (response {response})")
+            raise PortalError(
+                f"the portal ended {doing} without success (response {response}): its backend "
+                "failed; its log says why (xdg-desktop-portal-wlr 0.7 fails here on a "
+                "compositor whose screencopy offers no dmabuf, i.e. software rendering)"
+            )
         return {k: v[1] for k, v in results.items()}
 
     def _close_request(self, handle: str) -> None:

@@ -47,8 +47,10 @@ class PortalDesktop(Gnome):
     question asked). `persist`: XDPW_PERSIST_MODE (`permanent`, `transient`, or "" for none).
     `portal`: False boots everything but the front end (a bus where no portal answers)."""
 
-    def __init__(self, root: Path, chooser: str = "", persist: str = "permanent"):
+    def __init__(self, root: Path, chooser: str = "", persist: str = "permanent",
+                 backends: bool = True):  # fmt: skip
         super().__init__(root)
+        self.backends = backends
         self.home = root / "home"
         self.home.mkdir(mode=0o700)
         self.chooser = chooser or "chooser_type=none\noutput_name=HEADLESS-1\n"
@@ -66,6 +68,8 @@ class PortalDesktop(Gnome):
             XDG_SESSION_TYPE="wayland",
             WAYLAND_DISPLAY=self.sway.wayland_socket if self.sway else "",
         )
+        if not self.backends:  # the front end finds no .portal file: no ScreenCast at all
+            env["XDG_DESKTOP_PORTAL_DIR"] = str(self.root / "no-portals")
         if self.persist:
             env["XDPW_PERSIST_MODE"] = self.persist
         else:
@@ -92,6 +96,7 @@ class PortalDesktop(Gnome):
         sock = self.runtime_dir / "pipewire-0"
         _wait("pipewire", sock.exists, 10, pw, self.root / "pipewire.log")
         self.start("wireplumber", ["wireplumber"])
+        (self.root / "no-portals").mkdir()
         conf = self.root / "xdpw.conf"
         conf.write_text("[screencast]\n" + self.chooser)
         xdpw = self.start("xdpw", [XDPW, "-l", "DEBUG", "-c", str(conf)])
@@ -136,10 +141,11 @@ def activated(desk) -> list[int]:
 
 @contextlib.contextmanager
 def running_portal(size: str = "1280x720", *, chooser: str = "", persist: str = "permanent",
-                   portal: bool = True):  # fmt: skip
-    """A booted private sway + portal session; everything ends when the block does."""
+                   portal: bool = True, backends: bool = True):  # fmt: skip
+    """A booted private sway + portal session; everything ends when the block does.
+    `backends` False: the front end runs without any backend (no ScreenCast interface)."""
     root = Path(tempfile.mkdtemp(prefix="portal-"))
-    desk = PortalDesktop(root, chooser=chooser, persist=persist)
+    desk = PortalDesktop(root, chooser=chooser, persist=persist, backends=backends)
     try:
         desk.boot(size, portal=portal)
         yield desk
@@ -163,10 +169,10 @@ def missing_gnome_tools() -> list[str]:
 
 
 @contextlib.contextmanager
-def running_gnome_portal(size: str = "1280x720", background: str = "1e90c8"):
+def running_gnome_portal(size: str = "1280x720"):
     """A private headless GNOME (tests/support/gnome.py) with xdg-desktop-portal-gnome and the
-    front end in its session (XDG_CURRENT_DESKTOP=GNOME), a fullscreen foot of `background`
-    behind whatever dialog the portal shows."""
+    front end in its session (XDG_CURRENT_DESKTOP=GNOME). The front end logs verbosely: its
+    log says when a screencast session is created and closed."""
     from tests.support.gnome import running_gnome
 
     with running_gnome(size) as desk:
@@ -175,12 +181,11 @@ def running_gnome_portal(size: str = "1280x720", background: str = "1e90c8"):
         desk.extra_env = {"XDG_CURRENT_DESKTOP": "GNOME", "XDG_SESSION_TYPE": "wayland",
                           "HOME": str(home), "XDG_CONFIG_HOME": str(home / ".config"),
                           "XDG_DATA_HOME": str(home / ".local/share")}  # fmt: skip
-        desk.foot(background, ["sleep", "600"])
         impl = desk.start("xdpg", [XDPG])
         _wait("xdg-desktop-portal-gnome on the bus",
               lambda: name_on_bus(desk.bus_address, "org.freedesktop.impl.portal.desktop.gnome"),
               15, impl, desk.root / "xdpg.log")  # fmt: skip
-        front = desk.start("portal", [PORTAL])
+        front = desk.start("portal", [PORTAL, "--verbose"])
         _wait("xdg-desktop-portal on the bus",
               lambda: name_on_bus(desk.bus_address, "org.freedesktop.portal.Desktop"),
               15, front, desk.root / "portal.log")  # fmt: skip
