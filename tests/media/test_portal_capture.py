@@ -106,6 +106,12 @@ def video_nodes(desk) -> set[int]:
     }  # fmt: skip
 
 
+def sessions(desk) -> tuple[int, int]:
+    """Screencast sessions the front end logged as (created, closed) (`--verbose`)."""
+    lines = [ln for ln in desk.log("portal").splitlines() if "screen cast session owned by" in ln]
+    return sum(ln.endswith("created") for ln in lines), sum(ln.endswith("closed") for ln in lines)
+
+
 def wait_for(pred, timeout=5.0) -> bool:
     deadline = time.monotonic() + timeout
     while not pred():
@@ -126,6 +132,7 @@ def test_consent_once_then_the_kept_token_streams_unattended(gdesk, state):
     cap = PortalCapture(bus_address=gdesk.bus_address, env=gdesk.env, consent_timeout=20)
     person.dialog_shown()  # the person's own view of the screen is a gst-launch too
     before_gst = set(gst_pipelines(gdesk))
+    opened_before = sessions(gdesk)[0]
     try:
         t, out = in_thread(lambda: cap(640, 360))
         assert person.wait_dialog(), "the portal showed no dialog"
@@ -149,8 +156,8 @@ def test_consent_once_then_the_kept_token_streams_unattended(gdesk, state):
     # Close leaks nothing: gst-launch reaped, the stream node and the portal session gone.
     assert proc.returncode is not None and set(gst_pipelines(gdesk)) - before_gst == set()
     assert wait_for(lambda: node not in video_nodes(gdesk), 3), "the stream outlived close()"
-    assert wait_for(lambda: gdesk.log("portal").count("screen cast session owned by") >= 2, 3)
-    assert "closed" in gdesk.log("portal").splitlines()[-1] or "closed" in gdesk.log("portal")
+    created, _closed = sessions(gdesk)
+    assert created > opened_before and wait_for(lambda: sessions(gdesk)[1] == created, 3)
 
     t0 = time.monotonic()
     cap = PortalCapture(bus_address=gdesk.bus_address, env=gdesk.env, consent_timeout=3)
