@@ -158,10 +158,17 @@ def _version(conn: DBusConnection, timeout: float) -> int:
     (owned,) = _call(conn, new_method_call(_BUS, "NameHasOwner", "s", (PORTAL,)), timeout,
                      f"asking the bus for {PORTAL}")  # fmt: skip
     if not owned:
-        raise PortalError(
-            f"{PORTAL} is not on the session bus: xdg-desktop-portal does not run in this "
-            "desktop session (Debian package xdg-desktop-portal, and a backend for the desktop)"
+        # Not started: say whether the bus could start it, but do not (a probe starts nothing).
+        (names,) = _call(conn, new_method_call(_BUS, "ListActivatableNames"), timeout,
+                         "asking the bus for its activatable names")  # fmt: skip
+        how = (
+            "it is installed and the bus can start it: any portal client, or `systemctl --user "
+            "start xdg-desktop-portal`, starts it"
+            if PORTAL in names
+            else "xdg-desktop-portal is not installed for this session (Debian package "
+            "xdg-desktop-portal, and a backend for the desktop)"
         )
+        raise PortalError(f"{PORTAL} is not running on the session bus: {how}")
     props = DBusAddress(_PATH, PORTAL, "org.freedesktop.DBus.Properties")
     try:
         msg = new_method_call(props, "Get", "ss", (SCREENCAST, "version"))
@@ -177,6 +184,15 @@ def _version(conn: DBusConnection, timeout: float) -> int:
     if not isinstance(version, int):
         raise PortalError(f"the desktop portal's ScreenCast version is {version!r}, not a number")
     return version
+
+
+def _property(conn: DBusConnection, name: str, timeout: float) -> int:
+    props = DBusAddress(_PATH, PORTAL, "org.freedesktop.DBus.Properties")
+    msg = new_method_call(props, "Get", "ss", (SCREENCAST, name))
+    ((_sig, value),) = _call(conn, msg, timeout, f"reading the portal's {name}")
+    if not isinstance(value, int):
+        raise PortalError(f"the portal's ScreenCast {name} is {value!r}, not a number")
+    return value
 
 
 def probe(bus_address: str | None = None, timeout: float = 3.0) -> int:
@@ -214,6 +230,7 @@ class PortalScreenCast:
         self.token_sent: str | None = None
         self.restore_token: str | None = None
         self.restored = False
+        self.cursor_mode = cursor_mode
         self._timeout, self._consent_timeout = timeout, consent_timeout
         self._keep = keep_token
         self._ended: str | None = None
@@ -289,6 +306,16 @@ class PortalScreenCast:
 
     def _start(self, cursor_mode: int) -> None:
         self.version = _version(self._conn, self._timeout)
+        if not _property(self._conn, "AvailableSourceTypes", self._timeout) & SOURCE_MONITOR:
+            raise PortalError("the desktop portal's ScreenCast offers no monitor to share")
+        cursors = _property(self._conn, "AvailableCursorModes", self._timeout)
+        if not cursors & cursor_mode:
+            # A cursor the backend cannot draw into the picture: the screen without it
+            # (the client still has its own) rather than no screen.
+            log.info("the portal cannot %s the cursor (modes %d): it is left out",
+                     "embed" if cursor_mode == CURSOR_EMBEDDED else "send", cursors)  # fmt: skip
+            cursor_mode = CURSOR_HIDDEN
+        self.cursor_mode = cursor_mode
         results = self._request(
             "CreateSession", "a{sv}", (),
             {"session_handle_token": ("s", "host" + secrets.token_hex(8))},

@@ -88,7 +88,7 @@ def test_no_portal_says_why(state, tmp_path):
         conf(state, capture="portal")
         sel = capture.select(env)
         assert sel.backend == "portal" and sel.error.startswith(
-            "capture = portal: org.freedesktop.portal.Desktop is not on the session bus"
+            "capture = portal: org.freedesktop.portal.Desktop is not running on the session bus"
         )
         with pytest.raises(capture.CaptureError):
             capture.require(env)
