@@ -15,6 +15,12 @@ else the environment's `HOST_CAPTURE_METHOD`, else `auto`. Backends:
   (`DBUS_SESSION_BUS_ADDRESS`): the monitor `capture_monitor` / `output_name` names (a
   connector such as `DP-1`), else the primary one; captured with mutter's ScreenCast over
   PipeWire (gst-launch-1.0 with pipewiresrc), input through mutter's RemoteDesktop. Attached.
+* `portal`: xdg-desktop-portal's ScreenCast on the session bus, for desktops whose own
+  interfaces the host cannot use (KDE, Hyprland without screencopy, ...): the person picks
+  the screen in the portal's dialog once, and the restore token the portal gives (kept in
+  the state directory) starts later sessions unattended, where the portal's backend grants
+  persistence (media/portal/screencast.py). Input through the compositor's wlroots virtual
+  keyboard and pointer when it has them; the RemoteDesktop portal is not used yet.
 * `headless` (`headless_mode = true`): a display per session. On a GNOME session (and
   `compositor_backend` auto or mutter) a virtual monitor of the person's own desktop
   (displays/gnome_monitors.py), captured and driven like `gnome`; else an output of the host's
@@ -23,8 +29,9 @@ else the environment's `HOST_CAPTURE_METHOD`, else `auto`. Backends:
 
 `auto` is wlr when WAYLAND_DISPLAY answers with screencopy, else gnome when the session bus
 has mutter's ScreenCast (on GNOME Wayland DISPLAY is Xwayland, whose root shows only X
-windows: never the desktop), else x11 when the host's DISPLAY answers (it runs inside a
-desktop session), else xvfb.
+windows: never the desktop), else portal in a Wayland session (WAYLAND_DISPLAY set) whose
+portal has ScreenCast (DISPLAY is Xwayland there too), else x11 when the host's DISPLAY
+answers (it runs inside a desktop session), else xvfb.
 Probes open only what a session would read from (an X connection, a socket connect), so
 `/capture/methods` and preflight stay read-only.
 """
@@ -45,8 +52,8 @@ METHODS = (
     ("x11", "X11 display of the desktop session (XShm)"),
     ("wlr", "wlroots screencopy"),
     ("gnome", "GNOME (mutter) ScreenCast and RemoteDesktop"),
+    ("portal", "XDG desktop portal ScreenCast (PipeWire)"),
     ("xvfb", "Private Xvfb display"),
-    ("portal", "XDG desktop portal (PipeWire)"),
     ("kwin", "KWin screencast"),
     ("kms", "KMS/DRM framebuffer"),
     ("nvfbc", "NVIDIA FBC"),
@@ -148,14 +155,15 @@ def _socket_live(path: str) -> bool:
         s.close()
 
 
-def wlr_screencopy_advertised(socket_path: str) -> bool | None:
-    """True when the compositor at `socket_path` advertises `zwlr_screencopy_manager_v1` in
-    its registry, False when it does not, None when its registry could not be read."""
+def wlr_screencopy_advertised(socket_path: str,
+                              name: str = "zwlr_screencopy_manager_v1") -> bool | None:  # fmt: skip
+    """True when the compositor at `socket_path` advertises global `name` (screencopy unless
+    told) in its registry, False when it does not, None when its registry could not be read."""
     from media.wayland.client import Display, WaylandError
 
     try:
         with Display(socket_path, timeout=X_PROBE_TIMEOUT_S) as d:
-            return d.find_global("zwlr_screencopy_manager_v1") is not None
+            return d.find_global(name) is not None
     except (WaylandError, OSError):
         return None
 
@@ -257,6 +265,53 @@ def probe_gnome(env) -> tuple[list | None, str]:
         return None, str(exc)
     why = gst_missing()
     return (None, why) if why else (heads, "")
+
+
+def probe_portal(env) -> tuple[int | None, str]:
+    """(ScreenCast version, why not): the desktop portal's ScreenCast version when the portal
+    and its ScreenCast interface are on the session bus and GStreamer can read PipeWire, else
+    None and the reason. Read-only: no session is created, so no dialog is shown."""
+    from media.portal import screencast
+
+    bus = (env.get("DBUS_SESSION_BUS_ADDRESS") or "").strip()
+    if not bus:
+        return (
+            None,
+            "DBUS_SESSION_BUS_ADDRESS is not set (the host does not run in a desktop session)",
+        )
+    try:
+        version = screencast.probe(bus, timeout=X_PROBE_TIMEOUT_S)
+    except screencast.PortalError as exc:
+        return None, str(exc)
+    why = gst_missing()
+    return (None, why) if why else (version, "")
+
+
+def portal_consent(version: int | None = None) -> dict:
+    """What the host knows of the person's consent to the portal screencast, for
+    /capture/methods and preflight: `kept` (a restore token is stored: sessions start without
+    asking), `state` (the last outcome, or `none`) and `detail`, a sentence that says how to
+    give consent when there is none. Never asks the portal (that could show a dialog)."""
+    from media.portal import screencast as pc
+
+    kept = pc.load_state()
+    token, outcome = kept.get("restore_token"), kept.get("outcome") or "none"
+    if version is not None and version < pc.PERSIST_VERSION:
+        detail = (f"the portal's ScreenCast is version {version}, which cannot keep consent "
+                  f"(restore tokens need version {pc.PERSIST_VERSION}): every session asks at "
+                  "the desktop")  # fmt: skip
+    elif token:
+        detail = "consent is kept (a restore token is stored): sessions start without asking"
+    elif outcome in ("refused", "timeout"):
+        what = "was refused" if outcome == "refused" else "got no answer"
+        detail = f"the last screen-sharing request {what} at the desktop; to allow it, "
+        detail += pc.HOW_TO_CONSENT
+    elif outcome in ("not-persisted", "failed"):
+        detail = str(kept.get("detail") or outcome)[:400]
+    else:
+        detail = "no consent is kept yet: the first session asks at the desktop; to allow it, "
+        detail += pc.HOW_TO_CONSENT
+    return {"kept": bool(token), "state": outcome, "detail": detail}
 
 
 # -- the setting ---------------------------------------------------------------------------------
@@ -395,6 +450,9 @@ def select(env=None) -> Selection:
                 gnome_why = "the GNOME desktop has no monitor turned on"
     if gnome_head is None:
         unusable["gnome"] = gnome_why
+    portal_version, portal_why = probe_portal(env)
+    if portal_version is None:
+        unusable["portal"] = portal_why
 
     sel = Selection(requested or "auto", source, "", "", unusable=unusable,
                     gnome_why="" if heads is not None else gnome_why)  # fmt: skip
@@ -441,6 +499,21 @@ def select(env=None) -> Selection:
             sel.backend, sel.error = "gnome", f"capture = gnome: {unusable['gnome']}"
             return sel
         return attach_gnome(f"capture = gnome (monitor {gnome_head.connector})")
+
+    def attach_portal(reason: str) -> Selection:
+        # The screen is the one the person picks in the portal's dialog; its size comes with
+        # the stream. Input: the compositor's wlroots virtual devices, when it has them.
+        sel.backend, sel.reason, sel.output = "portal", reason, ""
+        path = wayland_socket(env) or ""
+        if path and wlr_screencopy_advertised(path, "zwlr_virtual_pointer_manager_v1"):
+            sel.wayland_socket = path
+        return sel
+
+    if requested == "portal":
+        if "portal" in unusable:
+            sel.backend, sel.error = "portal", f"capture = portal: {unusable['portal']}"
+            return sel
+        return attach_portal(f"capture = portal (ScreenCast version {portal_version})")
     if requested == "xvfb":
         sel.backend, sel.reason = "xvfb", "capture = xvfb"
         if "xvfb" in unusable:
@@ -456,6 +529,12 @@ def select(env=None) -> Selection:
     if gnome_pin_error:
         sel.backend, sel.error = "gnome", f"capture = auto: {unusable['gnome']}"
         return sel
+    # then the portal, in a Wayland session only: under X the x11 grab needs no consent
+    if "portal" not in unusable and (env.get("WAYLAND_DISPLAY") or "").strip():
+        return attach_portal(
+            "capture = auto, neither wlroots screencopy nor mutter answers, and the desktop "
+            f"portal has ScreenCast (version {portal_version})"
+        )
     if "x11" not in unusable:
         return attach(f"capture = auto and {x_from} {x_name} answers (a desktop session)")
     if wlr_pin_error and (env.get("DISPLAY") or "").strip() == "":
@@ -540,6 +619,8 @@ def methods(env=None) -> list[dict]:
             record["reason"] = why_not[mid]
         if (mid == sel.backend or (mid == "wlr" and sel.backend == "headless")) and not sel.error:
             record["selected"] = True
+        if mid == "portal" and mid not in why_not:
+            record["consent"] = portal_consent()
         out.append(record)
     return out
 
@@ -554,6 +635,8 @@ def _auto_view(sel: Selection, env) -> dict:
         return {"available": True, "resolves_to": "wlr"}
     if "gnome" not in sel.unusable:
         return {"available": True, "resolves_to": "gnome"}
+    if "portal" not in sel.unusable and (env.get("WAYLAND_DISPLAY") or "").strip():
+        return {"available": True, "resolves_to": "portal"}
     if "x11" not in sel.unusable:
         return {"available": True, "resolves_to": "x11"}
     if "xvfb" not in sel.unusable:

@@ -18,8 +18,9 @@ retired on teardown; on a GNOME session they are virtual monitors of the person'
 (displays/gnome_monitors.py: one keeper process each, placed by mutter, always one desktop
 with the others). The same states act on them as on Xvfb servers.
 
-Attached displays (capture `x11` / `wlr` / `gnome`: the operator's own X server, wlroots
-output or GNOME monitor, see displays/capture.py) are recorded with `owned = False`: every
+Attached displays (capture `x11` / `wlr` / `gnome` / `portal`: the operator's own X server,
+wlroots output, GNOME monitor or the screen picked in the desktop portal's dialog, see
+displays/capture.py) are recorded with `owned = False`: every
 session shares the one row, it is never started, kept, lingered or torn down by the host; when
 its last session leaves the row goes and the server is left exactly as it was.
 """
@@ -184,18 +185,21 @@ def acquire(client: str, mode: str, plane: str = "compat") -> dict:
         mode = _headless_defaults(mode)
     width, height, refresh = parse_mode(mode)
     mode = f"{width}x{height}@{refresh}"
-    if selection.backend in ("x11", "wlr", "gnome"):
-        return _attach(client, refresh, selection)
+    if selection.backend in ("x11", "wlr", "gnome", "portal"):
+        return _attach(client, refresh, selection, (width, height))
     if selection.backend == "headless":
         return _acquire_private(client, mode, width, height, refresh, selection.headless)
     return _acquire_private(client, mode, width, height, refresh, xvfb.BACKEND)
 
 
-def _attach(client: str, refresh: int, selection) -> dict:
+def _attach(client: str, refresh: int, selection, size: tuple[int, int]) -> dict:
     """Join (or start recording) the operator's X display or wlroots output; nothing is
-    started."""
-    region = selection.region
-    if selection.backend == "wlr":
+    started. A portal display's screen is picked in the portal's dialog, so its size is
+    known only once streaming: until then it is recorded at the client's `size`."""
+    region = selection.region or {"left": 0, "top": 0, "width": size[0], "height": size[1]}
+    if selection.backend == "portal":
+        ident = "attached:portal|" + _bus_key()
+    elif selection.backend == "wlr":
         ident = f"attached:{selection.wayland_socket}|{selection.output}"
     elif selection.backend == "gnome":
         ident = f"attached:gnome|{selection.output}"
@@ -489,6 +493,15 @@ def expire_due(now: dt.datetime | None = None) -> int:
     return len(due)
 
 
+def _bus_key() -> str:
+    """The session bus the portal is on (its socket path; the guid changes at each login)."""
+    import os
+
+    addr = os.environ.get("DBUS_SESSION_BUS_ADDRESS") or ""
+    m = re.search(r"unix:(?:path|abstract)=([^,;]+)", addr)
+    return (m.group(1) if m else addr)[:200]
+
+
 def info(display: VirtualDisplay, now: dt.datetime | None = None) -> dict:
     expires = None
     if display.state == VirtualDisplay.LINGERING and display.deadline:
@@ -501,7 +514,7 @@ def info(display: VirtualDisplay, now: dt.datetime | None = None) -> dict:
 
         if display.backend == "wlr":
             running = _socket_live(display.wayland)
-        elif display.backend == "gnome":
+        elif display.backend in ("gnome", "portal"):
             from displays.capture import session_bus_live
 
             running = session_bus_live()

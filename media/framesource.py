@@ -240,3 +240,93 @@ class MutterCapture(_FrameSource):
 
     def close(self) -> None:
         self._drop()
+
+
+class PortalCapture(_FrameSource):
+    """The same frame source over the screen the person shared through the desktop portal
+    (media/portal/): a ScreenCast session on the desktop user's session bus and its PipeWire
+    stream, read through gst-launch on the remote the portal hands over (an fd). Opened in the
+    video thread on first use, at that call's size; reopened after a failure like
+    MutterCapture. The first open may wait up to `consent_timeout` for the person to answer
+    the portal's dialog; with a restore token kept from an earlier session it does not ask.
+
+    A refusal (or nobody answering) is final for this source: every later grab fails at once
+    without asking again, so the session ends through `lost()` instead of showing the dialog
+    sixty times a second. The outcome is kept in the state directory for /capture/methods."""
+
+    def __init__(
+        self,
+        *,
+        bus_address: str | None = None,
+        env: dict | None = None,
+        first_frame_timeout: float = 2.0,
+        consent_timeout: float | None = None,
+    ):
+        from media.portal.screencast import CONSENT_TIMEOUT_S
+
+        self.bus_address, self.env = bus_address, env
+        self.first_frame_timeout = first_frame_timeout
+        self.consent_timeout = CONSENT_TIMEOUT_S if consent_timeout is None else consent_timeout
+        self.x_display = ""  # the X path's name, kept for callers that read it
+        self.what = "the screen shared through the desktop portal"
+        self._start_counting()
+        self._cast = None
+        self._frames = None
+        self.refused: str | None = None  # why consent is missing: final for this source
+
+    @property
+    def frames_received(self) -> int:
+        return self._frames.frames if self._frames is not None else 0
+
+    @property
+    def node_id(self) -> int | None:
+        return self._cast.stream.node_id if self._cast is not None else None
+
+    @property
+    def cast(self):
+        """The portal session (restore token, persistence), None while closed."""
+        return self._cast
+
+    def _grab(self, width: int, height: int) -> np.ndarray:
+        if self.refused:
+            raise RuntimeError(self.refused)
+        if self._cast is None:
+            self._open(width, height)
+        ended = self._cast.ended()
+        if ended:
+            raise RuntimeError(ended)
+        return self._frames.latest(self.first_frame_timeout)
+
+    def _open(self, width: int, height: int) -> None:
+        import os
+
+        from media.mutter.frames import PipeWireFrames
+        from media.portal.screencast import PortalRefused, PortalScreenCast, save_state
+
+        try:
+            cast = PortalScreenCast(bus_address=self.bus_address,
+                                    consent_timeout=self.consent_timeout)  # fmt: skip
+        except PortalRefused as exc:
+            self.refused = str(exc)
+            save_state(outcome=exc.outcome, detail=str(exc))
+            raise
+        self._cast = cast
+        cast.remember()
+        log.info("portal screencast of node %s (%sx%s): consent %s", cast.stream.node_id,
+                 cast.stream.width, cast.stream.height, cast.persistence())  # fmt: skip
+        fd = cast.open_remote()
+        try:
+            self._frames = PipeWireFrames(cast.stream.node_id, width, height, env=self.env, fd=fd)
+        finally:
+            os.close(fd)  # gst-launch holds its own copy
+
+    def _drop(self) -> None:
+        frames, self._frames = self._frames, None
+        cast, self._cast = self._cast, None
+        if frames is not None:
+            frames.close()
+        if cast is not None:
+            cast.close()
+
+    def close(self) -> None:
+        self._drop()

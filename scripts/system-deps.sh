@@ -56,6 +56,14 @@ check wireplumber wireplumber test
 check pw-dump pipewire-bin test
 check dbus-daemon dbus-daemon test
 check foot foot test
+# Portal capture (`capture = portal`, media/portal/, docs/portal-capture.md) needs nothing more
+# to run: the person's desktop brings its portal, and the frames come through gst-launch as
+# above. The tests run the real portals: the front end, the wlroots backend on their sway,
+# and GNOME's backend (whose real dialog they answer) on their headless mutter. The portals
+# live in /usr/libexec, off PATH: checked by path.
+check /usr/libexec/xdg-desktop-portal xdg-desktop-portal test
+check /usr/libexec/xdg-desktop-portal-wlr xdg-desktop-portal-wlr test
+check /usr/libexec/xdg-desktop-portal-gnome xdg-desktop-portal-gnome test
 # `systemd-analyze verify` checks the user unit install_user_service writes.
 check systemd-analyze systemd test
 

@@ -157,12 +157,24 @@ def capture() -> list[dict]:
     else:
         where = f" on {sel.x_display}" if sel.x_display else ""
         detail = f"using {sel.backend}{where}: {sel.reason}"
+        status, fix, consent = PASS, None, None
+        if sel.backend == "portal":
+            # Usable, but a session waits for the person at the desktop until consent is kept.
+            consent = cap.portal_consent()
+            detail += f"; portal consent: {consent['detail']}"
+            if not consent["kept"]:
+                from media.portal.screencast import HOW_TO_CONSENT
+
+                status, fix = WARN, HOW_TO_CONSENT
         check = _check(
             "capture-backends",
             "Capture backend usable",
-            PASS,
+            status,
             f"{detail}. Not usable: {others}" if others else detail,
+            fix,
         )
+        if consent is not None:
+            check["consent"] = consent
     check["backend"] = sel.backend or None
     check["requested"] = sel.requested
     check["unusable"] = dict(sel.unusable)

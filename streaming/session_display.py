@@ -1,11 +1,11 @@
 """What a session of either plane does with the display `machine.acquire` gave it.
 
 Why one module: the compat runner (compat/session.py) and the native peer (native/peer.py)
-stream the same backends (`xvfb`, `x11`, `wlr`, `gnome`, `sway`, and `mutter`: a virtual
-monitor of the user's GNOME), so the choices that depend on the backend live here once: which
-X display an app gets, the virtual keyboard and pointer of a wlroots output or a GNOME
-monitor, launching onto an output of the host's headless compositor, the frame source, and
-whether the compositor under a session is
+stream the same backends (`xvfb`, `x11`, `wlr`, `gnome`, `portal`, `sway`, and `mutter`: a
+virtual monitor of the user's GNOME), so the choices that depend on the backend live here
+once: which X display an app gets, the virtual keyboard and pointer of a wlroots output or a
+GNOME monitor, launching onto an output of the host's headless compositor, the frame source,
+and whether the compositor under a session is
 gone. Plain Python; no Django.
 """
 
@@ -41,7 +41,7 @@ def is_wayland(display: dict) -> bool:
 def app_x_display(display: dict) -> str:
     """DISPLAY for the session's app: the display's own X server; on `wlr` the operator's
     compositor's Xwayland (the host's DISPLAY), since the output has no X server of ours."""
-    if display.get("backend") in ("wlr", "gnome", "mutter"):
+    if display.get("backend") in ("wlr", "gnome", "mutter", "portal"):
         return (os.environ.get("DISPLAY") or "").strip()
     return display.get("x_display") or ""
 
@@ -49,8 +49,9 @@ def app_x_display(display: dict) -> str:
 def app_wayland_display(display: dict) -> str:
     """WAYLAND_DISPLAY for the session's app: the display's compositor on wlroots backends;
     on GNOME the user's own (native Wayland apps open on the desktop, on the pointer's
-    monitor); "" on X-only backends, so an app never lands on another compositor."""
-    if is_gnome(display):
+    monitor), as on a portal's desktop; "" on X-only backends, so an app never lands on
+    another compositor."""
+    if is_gnome(display) or display.get("backend") == "portal":
         return (os.environ.get("WAYLAND_DISPLAY") or "").strip()
     return display.get("wayland_display") or ""
 
@@ -65,12 +66,17 @@ def input_at_start(display: dict) -> bool:
     bind a seat's new devices when they appear; X11 gets XTest on the first event. On GNOME
     it also puts the pointer on the session's monitor before the app starts, and mutter
     opens a new window on the pointer's monitor."""
-    return is_wayland(display) or is_gnome(display)
+    return is_wayland(display) or is_gnome(display) or display.get("backend") == "portal"
 
 
 def session_input(display: dict, label: str = ""):
     """The session's keyboard and pointer on `input_at_start` backends: MutterInput on the
-    GNOME monitor, else WlrInput on the wlroots output; None (logged) when unavailable."""
+    GNOME monitor, else WlrInput on the wlroots output (on `portal`: the compositor's, when it
+    has the wlroots virtual devices); None (logged) when unavailable."""
+    if display.get("backend") == "portal" and not is_wayland(display):
+        log.warning("no input for session %s: the desktop has no wlroots virtual keyboard and "
+                    "pointer, and the RemoteDesktop portal is not used yet", label)  # fmt: skip
+        return None
     if not is_gnome(display):
         return wlr_input(display, label)
     from media.mutter.remotedesktop import MutterInput, MutterInputUnavailable
@@ -89,7 +95,7 @@ def wlr_input(display: dict, label: str = ""):
     from media.wayland.vinput import WlrInput, WlrInputUnavailable
 
     try:
-        return WlrInput(display["wayland_display"], display["output"])
+        return WlrInput(display["wayland_display"], display["output"] or None)
     except WlrInputUnavailable as exc:
         log.warning("no input for session %s: %s", label, exc)
         return None
@@ -124,11 +130,14 @@ def launch_in_compositor(display: dict, cmd: str, env: dict, working_dir: str,
 def open_capture(display: dict):
     """The frame source of the session: mutter's ScreenCast of its monitor on `gnome`
     (the host's session bus and XDG_RUNTIME_DIR), wlr-screencopy of its output on wlroots
-    backends, else an X grab of its display (the attached monitor's region, or the whole Xvfb)."""
-    from media.framesource import DisplayCapture, MutterCapture, WaylandCapture
+    backends, the desktop portal's ScreenCast on `portal` (the screen the person picked), else
+    an X grab of its display (the attached monitor's region, or the whole Xvfb)."""
+    from media.framesource import DisplayCapture, MutterCapture, PortalCapture, WaylandCapture
 
     if is_gnome(display):
         return MutterCapture(display["output"])
+    if display.get("backend") == "portal":
+        return PortalCapture()
     if is_wayland(display):
         return WaylandCapture(display["wayland_display"], display.get("output"))
     return DisplayCapture(display["x_display"], display.get("region"))

@@ -26,13 +26,16 @@ class FrameStreamError(Exception):
     with the end of gst-launch's stderr."""
 
 
-def pipeline_argv(node_id: int, width: int, height: int) -> list[str]:
+def pipeline_argv(node_id: int, width: int, height: int, fd: int | None = None) -> list[str]:
     """always-copy: mutter reuses its shared-memory buffers, and a buffer held past its
     release would tear. `path` is deprecated in GStreamer 1.22 in favour of `target-object`,
-    which takes a node name or object serial, not the node id mutter announces."""
+    which takes a node name or object serial, not the node id mutter announces. `fd`: a
+    PipeWire remote already connected (the desktop portal's), used instead of the default
+    socket."""
+    remote = [f"fd={fd}"] if fd is not None else []
     return [
         GST_LAUNCH, "-q",
-        "pipewiresrc", f"path={node_id}", "always-copy=true",
+        "pipewiresrc", *remote, f"path={node_id}", "always-copy=true",
         "!", "videoconvert", "!", "videoscale",
         "!", f"video/x-raw,format=BGRx,width={width},height={height}",
         "!", "fdsink", "fd=1", "sync=false",
@@ -42,9 +45,14 @@ def pipeline_argv(node_id: int, width: int, height: int) -> list[str]:
 class PipeWireFrames:
     """Reads `width`x`height` BGRx frames of PipeWire node `node_id`. `env` is the
     subprocess's environment: it needs the XDG_RUNTIME_DIR (or PIPEWIRE_REMOTE) of the
-    PipeWire daemon mutter streams to."""
+    PipeWire daemon mutter streams to. `fd`: a PipeWire remote to read through instead (the
+    portal's OpenPipeWireRemote): passed to gst-launch under the same number; the caller
+    keeps and closes its own copy."""
 
-    def __init__(self, node_id: int, width: int, height: int, env: dict | None = None):
+    def __init__(
+        self, node_id: int, width: int, height: int, env: dict | None = None,
+        fd: int | None = None,
+    ):  # fmt: skip
         if shutil.which(GST_LAUNCH) is None:
             raise FrameStreamError(
                 f"{GST_LAUNCH} is not installed (Debian: gstreamer1.0-tools, and "
@@ -59,7 +67,8 @@ class PipeWireFrames:
         # A file, not a pipe: gst can never block on it. Closed by close().
         self._stderr = tempfile.TemporaryFile()  # noqa: SIM115 - lives as long as the process
         self.proc = subprocess.Popen(
-            pipeline_argv(node_id, width, height),
+            pipeline_argv(node_id, width, height, fd),
+            pass_fds=(fd,) if fd is not None else (),
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=self._stderr,

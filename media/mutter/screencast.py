@@ -84,9 +84,9 @@ def watch_end(conn: DBusConnection, interface: str, path: str, owner: str, timeo
     return [conn.filter(closed), conn.filter(gone)]
 
 
-def end_seen(conn: DBusConnection, watch: list, kind: str) -> str | None:
-    """Why mutter ended the `kind` session watched by `watch_end`, or None while it runs.
-    Never blocks: it reads what the bus has already sent."""
+def end_seen(conn: DBusConnection, watch: list, kind: str, who: str = "mutter") -> str | None:
+    """Why `who` (the service) ended the `kind` session watched by `watch_end`, or None while
+    it runs. Never blocks: it reads what the bus has already sent."""
     try:
         while True:
             conn.recv_messages(timeout=0)
@@ -95,9 +95,9 @@ def end_seen(conn: DBusConnection, watch: list, kind: str) -> str | None:
     except (OSError, ValueError) as exc:
         return f"the D-Bus session bus connection ended ({exc})"
     if watch[0].queue:
-        return f"mutter closed the {kind} session"
+        return f"{who} closed the {kind} session"
     if any(not m.body[2] for m in watch[1].queue):
-        return "mutter left the session bus"
+        return f"{who} left the session bus"
     return None
 
 

@@ -66,6 +66,7 @@ class Gnome:
         self.wayland_display = "wayland-test"
         self.bus_address = ""
         self.procs: dict[str, subprocess.Popen] = {}
+        self.extra_env: dict[str, str] = {}  # more variables for every process started later
 
     @property
     def env(self) -> dict:
@@ -78,6 +79,7 @@ class Gnome:
         )
         env.pop("DISPLAY", None)
         env.pop("PIPEWIRE_REMOTE", None)
+        env.update(self.extra_env)
         return env
 
     def start(self, name: str, argv: list[str], **kw) -> subprocess.Popen:
