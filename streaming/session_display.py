@@ -11,8 +11,11 @@ gone. Plain Python; no Django.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import logging
 import os
+import time
 
 log = logging.getLogger("streaming.sessions")
 
@@ -63,9 +66,7 @@ def is_gnome(display: dict) -> bool:
 
 def input_at_start(display: dict) -> bool:
     """Backends whose keyboard and pointer are made at session start (wlroots, GNOME): apps
-    bind a seat's new devices when they appear; X11 gets XTest on the first event. On GNOME
-    it also puts the pointer on the session's monitor before the app starts, and mutter
-    opens a new window on the pointer's monitor."""
+    bind a seat's new devices when they appear; X11 gets XTest on the first event."""
     return is_wayland(display) or is_gnome(display) or display.get("backend") == "portal"
 
 
@@ -125,6 +126,51 @@ def launch_in_compositor(display: dict, cmd: str, env: dict, working_dir: str,
     finally:
         if comp is not None:
             comp.detach()
+
+
+PLACING_LOCK = "gnome-placing.lock"
+PLACE_WAIT_MAX_S = 10.0
+
+
+@contextlib.contextmanager
+def placing(display: dict, timeout: float):
+    """Around an app's launch on a GNOME monitor, so its window opens there. Mutter opens a
+    new window on the pointer's monitor, and a GNOME desktop has one pointer: sessions
+    starting together would race for it. So, under a host-wide lock, the pointer goes to the
+    middle of this monitor, the app starts, and the lock is held until the monitor shows a
+    change (the window mapped) or `timeout` (at most PLACE_WAIT_MAX_S) passes. Other
+    backends place apps themselves: nothing happens."""
+    if not is_gnome(display):
+        yield
+        return
+    from hostmgmt.lib.statedir import state_dir
+    from media.framesource import MutterCapture
+    from media.mutter.remotedesktop import MutterInput, MutterInputUnavailable
+
+    with open(state_dir() / PLACING_LOCK, "a+") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        pointer = watch = None
+        try:
+            try:
+                pointer = MutterInput(display["output"], home=True)
+                watch = MutterCapture(display["output"])
+                watch(64, 36)  # the first frame: what the monitor shows before the app
+            except MutterInputUnavailable as exc:
+                log.warning("app placement on %s: %s", display.get("output"), exc)
+            wait = min(timeout, PLACE_WAIT_MAX_S) if watch and not watch.failures else 0.0
+            yield
+            deadline = time.monotonic() + wait
+            while watch is not None and watch.frames_received < 2:
+                if time.monotonic() > deadline:
+                    log.info("no window seen on %s in %.0f s: a launch after this one may "
+                             "take the pointer first", display.get("output"), wait)  # fmt: skip
+                    break
+                time.sleep(0.05)
+        finally:
+            for held in (watch, pointer):
+                if held is not None:
+                    held.close()
+            fcntl.flock(lock, fcntl.LOCK_UN)
 
 
 def open_capture(display: dict):

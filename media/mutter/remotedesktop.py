@@ -67,7 +67,12 @@ class MutterInput(Injector):
         bus_address: str | None = None,
         limiter: RateLimiter | None = None,
         timeout: float = 5.0,
+        home: bool = False,
     ):
+        """`home`: put the pointer in the middle of the monitor once the devices exist (see
+        streaming/session_display.placing: mutter opens new windows on the pointer's
+        monitor). Off for a session's own input: the desktop's one pointer stays where it is
+        until the player moves it."""
         self.connector = connector
         self._timeout = timeout
         self._rd_session: DBusAddress | None = None
@@ -86,27 +91,27 @@ class MutterInput(Injector):
         self._setup(width, height, limiter)
         self._pos = (width // 2, height // 2)
         try:
-            self._wake()
+            self._wake(home)
         except BaseException:
             self.close()
             raise
 
-    def _wake(self) -> None:
+    def _wake(self, home: bool) -> None:
         """Bring the session's virtual keyboard and pointer into the seat now. Mutter adds a
         virtual device on its first event, asynchronously: on a seat with no other keyboard
         or pointer (headless mutter, measured) the client gains wl_keyboard/wl_pointer only
         then, and the first key or click was lost. A motion by (0, 0) and a Shift tap do
         nothing visible; WAKE_S later both are in place (measured: without the wait, a
-        Shift+key sent at once was lost with everything after it).
-        Then the pointer goes to the middle of the session's monitor: mutter opens a new
-        window on the pointer's monitor, so the app the session starts next opens there."""
+        Shift+key sent at once was lost with everything after it). Then, with `home`, the
+        pointer goes to the middle of the monitor."""
         with self._lock:
             self._notify("NotifyPointerMotionRelative", "dd", (0.0, 0.0))
             self._notify("NotifyKeyboardKeycode", "ub", (xkbmap.SHIFT_CODE, True))
             self._notify("NotifyKeyboardKeycode", "ub", (xkbmap.SHIFT_CODE, False))
         time.sleep(WAKE_S)
-        with self._lock:
-            self._send_move_to(self.width // 2, self.height // 2)
+        if home:
+            with self._lock:
+                self._send_move_to(self.width // 2, self.height // 2)
 
     def _start(self, connector: str) -> tuple[int, int]:
         conn, timeout = self._conn, self._timeout

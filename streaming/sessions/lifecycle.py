@@ -109,8 +109,9 @@ class AppRun:
                     display, cmd, own, self.app.working_dir, self.app.exit_timeout, map_timeout
                 )
             else:
-                self.proc = AppProcess(self.cmd, env, self.app.working_dir,
-                                       self.app.exit_timeout, out_fd)  # fmt: skip
+                with session_display.placing(display, map_timeout):
+                    self.proc = AppProcess(self.cmd, env, self.app.working_dir,
+                                           self.app.exit_timeout, out_fd)  # fmt: skip
         finally:
             if out_fd is not None:
                 os.close(out_fd)  # the children hold their own copies

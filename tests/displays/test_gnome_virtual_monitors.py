@@ -102,17 +102,19 @@ def test_two_sessions_get_their_own_monitors_at_their_own_modes(on_gnome):
 
 
 def test_an_app_opens_on_its_sessions_monitor(on_gnome):
-    """The session's input (made before the app starts) puts the pointer on its monitor, and
-    mutter opens the new window there: the quadrant app, going fullscreen once mapped (as a
-    game does), fills that monitor, not Meta-0."""
+    """A launch inside `placing` puts the pointer on the session's monitor, and mutter opens
+    the new window there: the quadrant app, going fullscreen once mapped (as a game does),
+    fills that monitor, not Meta-0; `placing` returns once the window shows."""
     desk = on_gnome
     display = machine.acquire("alice", "960x540@60")
     device = session_display.session_input(display, "t")
     assert device is not None
-    app = wl_app.WaylandApp(str(desk.runtime_dir / desk.wayland_display))
+    t0 = time.monotonic()
+    with session_display.placing(display, 10):
+        app = wl_app.WaylandApp(str(desk.runtime_dir / desk.wayland_display))
+    assert app.size == (640, 480) and time.monotonic() - t0 < 5, app.size  # held until mapped
     cap = MutterCapture(display["output"])
     try:
-        assert app.wait(lambda: app.size == (640, 480), 20), app.size
         time.sleep(0.3)  # mapped and placed
         app.go_fullscreen()
         assert app.wait(lambda: app.size == (960, 540), 20), app.size

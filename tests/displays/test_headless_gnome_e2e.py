@@ -49,12 +49,16 @@ def gnome_host():
         pytest.skip(f"not installed: {', '.join(missing)} (scripts/system-deps.sh installs them)")
     state = Path(tempfile.mkdtemp(prefix="gnome-headless-e2e-"))
     log = state / "wl_app.jsonl"
-    (state / "host.conf").write_text("ping_timeout = 3000\nheadless_mode = true\n")
+    conf = "ping_timeout = 3000\nheadless_mode = true\nmax_sessions = 2\n"
+    (state / "host.conf").write_text(conf)
     (state / "display-settings.json").write_text(json.dumps({"preset": "custom",
         "keep_alive": {"mode": "off"}, "topology": "auto", "mode_conflict": "separate",
         "identity": "per-client", "layout": {"mode": "auto-row"}, "max_displays": 4}))  # fmt: skip
-    app_cmd = f"{sys.executable} {ROOT / 'tests/support/wl_app.py'} {log}"
-    (state / "apps.json").write_text(json.dumps({"apps": [{"name": "Quadrants", "cmd": app_cmd}]}))
+    app_cmd = f"{sys.executable} {ROOT / 'tests/support/wl_app.py'}"
+    apps = [{"name": "Quadrants", "cmd": f"{app_cmd} {log}"},
+            {"name": "Red", "cmd": f"{app_cmd} {state / 'red.jsonl'} ff0000"},
+            {"name": "Blue", "cmd": f"{app_cmd} {state / 'blue.jsonl'} 0000ff"}]  # fmt: skip
+    (state / "apps.json").write_text(json.dumps({"apps": apps}))
     with running_gnome("1280x720") as desk:
         desk.foot(META0, ["sleep", "600"])
         env = {
@@ -151,3 +155,58 @@ def test_a_monitor_that_goes_mid_session_ends_it_with_display_lost(gnome_host):
     assert wait_for(lambda: gst_pipelines(desk) == [], 10), gst_pipelines(desk)
     r = stream(host, cfg, "Quadrants", (W // 2, H // 2), QUAD_POINTS[:1], seconds=4)
     assert close(r["samples_bgr"][0], bgr(wl_app.QUADRANTS[0])), r
+
+
+@pytest.mark.exclusive
+def test_two_sessions_at_once_each_on_its_own_monitor_at_its_own_mode(gnome_host, tmp_path):
+    """Two Moonlight clients at 1280x720 and 1024x576 at once: two virtual monitors at those
+    modes, and each client decodes its own app's colour at its own size."""
+    from tests.compat.test_concurrent_e2e import Player, close_to
+
+    desk, host, _, _ = gnome_host
+    host.marks = tmp_path
+    cfg_a, cfg_b = tmp_path / "a", tmp_path / "b"
+    pair(host, cfg_a, pin="1111", name="TV")
+    pair(host, cfg_b, pin="2222", name="Phone")
+    start_at = time.time() + 6
+    a = Player(host, cfg_a, "Red", 0x41, start_at, "cancel", max_s=20)
+    os.environ["STREAM_MODE"] = "1024x576"
+    try:
+        b = Player(host, cfg_b, "Blue", 0x42, start_at, "cancel", max_s=20)
+    finally:
+        del os.environ["STREAM_MODE"]
+    try:
+        assert a.connected() and b.connected(), (a.proc.poll(), b.proc.poll())
+        shown: list = []
+
+        def two_live():
+            with host.mgmt() as c:
+                shown[:] = c.get("/api/v1/display/state").json()["displays"]
+            return len(shown) == 2 and all(d["running"] for d in shown)
+
+        assert wait_for(two_live, 20), shown
+        assert sorted((d["backend"], d["mode"]) for d in shown) == [
+            ("mutter", "1024x576@60"), ("mutter", "1280x720@60")
+        ], shown  # fmt: skip
+        sizes = {tuple(m[2:]) for c, m in monitors_now(desk).items() if c != "Meta-0"}
+        assert sizes == {(1280, 720), (1024, 576)}, sizes
+        time.sleep(4)
+        a.stop()
+        b.stop()
+        ra, rb = a.result(), b.result()
+    finally:
+        a.kill()
+        b.kill()
+    print("two gnome sessions:", json.dumps(ra), json.dumps(rb))
+    assert ra["shape"] == [720, 1280, 3] and rb["shape"] == [576, 1024, 3], (ra, rb)
+    # (the centre shows the pointer: the session put it in the middle of its monitor)
+    assert close_to(ra["quarter_rgb"], (255, 0, 0)) and close_to(rb["quarter_rgb"], (0, 0, 255))
+    assert ra["frames"] > 60 and rb["frames"] > 60, (ra, rb)
+    with host.mgmt() as c:
+        assert wait_for(lambda: c.get("/api/v1/display/state").json()["displays"] == [], 20)
+    assert wait_for(lambda: connectors(desk) == ["Meta-0"], 10), connectors(desk)
+
+
+def monitors_now(desk) -> dict[str, tuple]:
+    found = screencast.logical_monitors(desk.bus_address)
+    return {c: (m["x"], m["y"], m["width"], m["height"]) for m in found for c in m["connectors"]}

@@ -2,13 +2,14 @@
 
     concurrent_client.py BASE_PORT CONFIG_DIR APP OUT_DIR START_AT VK MAX_S {cancel|hold}
 
-At wall-clock START_AT it launches APP at 1280x720@60 (several clients start together this
-way), streams video and audio, sends the key VK (a Windows virtual-key code, as Moonlight
-does) three times from 2 s after it connected, and streams until OUT_DIR/stop appears, the
-host ends the stream, or MAX_S pass. Then `cancel` quits the app (/cancel); `hold` only
-stops streaming. It writes OUT_DIR/connected once the stream runs, and prints one JSON line:
-the launch time and URL (or the refusal), frame count, fps, the longest gap between two
-frames after the first second, the centre colour of the last picture (RGB), the loudest
+At wall-clock START_AT it launches APP at 1280x720@60, or at STREAM_MODE (`WxH`) from the
+environment (several clients start together this way), streams video and audio, sends the
+key VK (a Windows virtual-key code, as Moonlight does) three times from 2 s after it
+connected, and streams until OUT_DIR/stop appears, the host ends the stream, or MAX_S pass.
+Then `cancel` quits the app (/cancel); `hold` only stops streaming. It writes
+OUT_DIR/connected once the stream runs, and prints one JSON line: the launch time and URL (or
+the refusal), frame count, fps, the longest gap between two frames after the first second,
+the centre and quarter-point colours and the size of the last picture (RGB), the loudest
 frequency of the last second of sound, and how the stream ended.
 """
 
@@ -28,6 +29,8 @@ import numpy as np
 
 KEY_DOWN, KEY_UP = 0x03, 0x04
 W, H, FPS = 1280, 720, 60
+if os.environ.get("STREAM_MODE"):
+    W, H = (int(v) for v in os.environ["STREAM_MODE"].split("x"))
 
 
 def main() -> None:
@@ -115,6 +118,8 @@ def main() -> None:
     if last is not None:
         rgb = last.to_ndarray(format="rgb24")
         result["centre_rgb"] = rgb[H // 2, W // 2].tolist()
+        result["shape"] = list(rgb.shape)
+        result["quarter_rgb"] = rgb[H // 4, W // 4].tolist()  # off the centre's cursor
     if packets:
         cfg = session.wait_for_opus_config(0.1)
         dec = AudioDecoder(cfg.sample_rate, cfg.channel_count, cfg.streams,

@@ -19,9 +19,16 @@ QUADRANTS = [(255, 0, 0), (0, 255, 0), (0, 0, 255), (255, 255, 0)]
 
 
 class WaylandApp:
-    def __init__(self, socket_path: str, title: str = "wl-test-app", fullscreen: bool = False):
+    def __init__(
+        self,
+        socket_path: str,
+        title: str = "wl-test-app",
+        fullscreen: bool = False,
+        colours: list[tuple[int, int, int]] | None = None,
+    ):
         """`fullscreen`: ask for the whole output before the first frame (mutter configures a
-        plain toplevel at the size the client picks, sway tiles it to the output). Measured
+        plain toplevel at the size the client picks, sway tiles it to the output). `colours`:
+        the four quadrants (RGB), QUADRANTS unless given. Measured
         on mutter 43 with several monitors: that goes to the primary monitor, while a mapped
         window asking later (`go_fullscreen`) stays on the monitor it opened on."""
         self.d = Display(socket_path)
@@ -31,6 +38,7 @@ class WaylandApp:
         self.seat = self.d.bind("wl_seat", 5)
         self.wm.on("ping", lambda serial: self.wm.request("pong", serial))
         self.events: list[tuple] = []
+        self.colours = colours or QUADRANTS
         self.size = (0, 0)
         self.painted = threading.Event()
         self.error: Exception | None = None
@@ -97,7 +105,7 @@ class WaylandApp:
                 self._pool.destroy()
             self._pool = ShmPool(self.shm, w, h, w * 4, SHM_XRGB8888)
             px = np.frombuffer(self._pool.map, np.uint8).reshape(h, w, 4)
-            for i, (r, g, b) in enumerate(QUADRANTS):
+            for i, (r, g, b) in enumerate(self.colours):
                 ys = slice(0, h // 2) if i < 2 else slice(h // 2, h)
                 xs = slice(0, w // 2) if i % 2 == 0 else slice(w // 2, w)
                 px[ys, xs] = (b, g, r, 255)
@@ -141,7 +149,8 @@ class WaylandApp:
 
 
 def main() -> None:
-    """`wl_app.py LOG`: run as a session's app on $WAYLAND_DISPLAY. It opens a plain window,
+    """`wl_app.py LOG [RRGGBB]`: run as a session's app on $WAYLAND_DISPLAY (one solid
+    colour when given, else the quadrants). It opens a plain window,
     goes fullscreen once mapped (as a game does) and appends what it receives to LOG as JSON
     lines, until terminated."""
     import json
@@ -149,7 +158,10 @@ def main() -> None:
     import sys
 
     path = os.path.join(os.environ["XDG_RUNTIME_DIR"], os.environ["WAYLAND_DISPLAY"])
-    app = WaylandApp(path, title="wl-quadrants")
+    solid = None
+    if len(sys.argv) > 2:
+        solid = [tuple(int(sys.argv[2][i : i + 2], 16) for i in (0, 2, 4))] * 4
+    app = WaylandApp(path, title="wl-quadrants", colours=solid)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     written, size = 0, None
     with open(sys.argv[1], "a") as log:
