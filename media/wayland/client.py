@@ -381,6 +381,10 @@ _CREATES = {
         "zwlr_virtual_pointer_manager_v1",
         "create_virtual_pointer_with_output",
     ): "zwlr_virtual_pointer_v1",
+    ("zkde_screencast_unstable_v1", "stream_output"): "zkde_screencast_stream_unstable_v1",
+    ("zkde_screencast_unstable_v1", "stream_window"): "zkde_screencast_stream_unstable_v1",
+    ("zkde_screencast_unstable_v1", "stream_virtual_output"): "zkde_screencast_stream_unstable_v1",
+    ("zkde_screencast_unstable_v1", "stream_region"): "zkde_screencast_stream_unstable_v1",
 }
 
 
