@@ -301,6 +301,7 @@ class Display:
                 xo = mgr.request("get_xdg_output", info.proxy)
                 xo.on("name", lambda n, info=info: setattr(info, "name", info.name or n))
                 xo.on("logical_position", lambda x, y, info=info: _set_pos(info, x, y))
+                xo.on("logical_size", lambda w, h, info=info: info.extra.update(logical=(w, h)))
                 xdg.append(xo)
             self.roundtrip()
             for xo in xdg:

@@ -113,7 +113,9 @@ class Kde(Gnome):
         found: list[str] = []
         with Display(self.socket) as d:
             wm = d.bind("org_kde_plasma_window_management", 16, 12)
-            wm.on("stacking_order_uuid_changed", lambda s: found.extend(u for u in s.split(";") if u))
+            wm.on(
+                "stacking_order_uuid_changed", lambda s: found.extend(u for u in s.split(";") if u)
+            )
             d.roundtrip()
         return found
 
