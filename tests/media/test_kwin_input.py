@@ -60,7 +60,6 @@ def test_a_click_lands_where_the_pointer_was_moved(kde, app):
         assert app.wait(lambda: any(e[0] == "button" for e in app.events), 10), app.events
         at = [e[1:] for e in app.events if e[0] in ("enter", "motion")][-1]
         assert abs(at[0] - 640.5) < 1 and abs(at[1] - 360.5) < 1, at
-        buttons = [e[1:] for e in app.events if e[0] == "button"]
         assert app.wait(lambda: len([e for e in app.events if e[0] == "button"]) >= 2, 5)
         buttons = [e[1:] for e in app.events if e[0] == "button"]
         assert buttons == [(BTN_LEFT, 1), (BTN_LEFT, 0)]
@@ -105,9 +104,9 @@ def test_errors_name_the_cause(kde, tmp_path):
 def test_a_process_kwin_does_not_allow_is_refused():
     if missing_tools():
         pytest.skip("KWin is not installed")
-    with running_kde(grant=None) as kde:  # no desktop file names this interpreter
-        with pytest.raises(KWinInputUnavailable, match="org_kde_kwin_fake_input.*desktop file"):
-            KWinInput(kde.socket)
+    refused = pytest.raises(KWinInputUnavailable, match="org_kde_kwin_fake_input.*desktop file")
+    with running_kde(grant=None) as kde, refused:  # no desktop file names this interpreter
+        KWinInput(kde.socket)
 
 
 def test_kwin_ending_is_reported(kde):
