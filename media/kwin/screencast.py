@@ -65,6 +65,7 @@ class KWinScreenCast:
         self._failed: str | None = None
         self._closed_by_kwin = False
         self._stream = None
+        self._label = "the stream"
         self._d = Display(wayland_socket, timeout=timeout)
         try:
             self._start(output, window, virtual_size, virtual_name, pointer)
@@ -81,7 +82,7 @@ class KWinScreenCast:
         if window is not None:
             if not isinstance(window, str) or not window or len(window) > 64:
                 raise KWinScreenCastError(f"window {window!r} is not a KWin window uuid")
-            self.output = f"window {window}"
+            self.output, self._label = window, f"window {window}"
             stream = mgr.request("stream_window", window, pointer)
         elif virtual_size is not None:
             width, height = (int(v) for v in virtual_size)
@@ -91,18 +92,19 @@ class KWinScreenCast:
                 raise KWinScreenCastError(
                     f"KWin offers {SCREENCAST} version {mgr.version}: no virtual outputs"
                 )
-            self.output = virtual_name
+            self.output, self._label = virtual_name, f"virtual output {virtual_name}"
             stream = mgr.request("stream_virtual_output", virtual_name, width, height, 1.0, pointer)
             self.width, self.height = width, height
         else:
             head = d.output(output)
             self.output, self.width, self.height = head.name, head.width, head.height
+            self._label = f"output {head.name}"
             stream = mgr.request("stream_output", head.proxy, pointer)
         self._stream = stream
         stream.on("created", lambda node: setattr(self, "node_id", node))
         stream.on("failed", lambda error: setattr(self, "_failed", error or "no reason given"))
         stream.on("closed", lambda: setattr(self, "_closed_by_kwin", True))
-        what = f"KWin's stream of {self._what()}"
+        what = f"KWin's stream of {self._label}"
         try:
             d.wait_for(lambda: self.node_id is not None or self._failed or self._closed_by_kwin,
                        self._timeout, f"{what} (created)")  # fmt: skip
@@ -115,9 +117,6 @@ class KWinScreenCast:
         if self.node_id is None:
             raise KWinScreenCastError(f"KWin closed {what} before it started")
 
-    def _what(self) -> str:
-        return self.output if self.output.startswith("window ") else f"output {self.output}"
-
     def ended(self) -> str | None:
         """Why the stream has ended (KWin closed it, or the compositor went away), or None
         while it runs. Never blocks: it reads what KWin has already sent."""
@@ -128,9 +127,9 @@ class KWinScreenCast:
         except WaylandError as exc:
             return f"the KWin connection ended ({exc})"
         if self._closed_by_kwin:
-            return f"KWin closed the stream of {self._what()}"
+            return f"KWin closed the stream of {self._label}"
         if self._failed:
-            return f"KWin's stream of {self._what()} failed: {self._failed}"
+            return f"KWin's stream of {self._label} failed: {self._failed}"
         return None
 
     def close(self) -> None:
