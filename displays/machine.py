@@ -16,10 +16,11 @@ Headless displays (`headless_mode`) are outputs of the host's one headless sway
 (displays/headless.py), created at the client's mode at the layout's position and
 retired on teardown: the same states act on them as on Xvfb servers.
 
-Attached displays (capture `x11` / `wlr` / `gnome`: the operator's own X server, wlroots
-output or GNOME monitor, see displays/capture.py) are recorded with `owned = False`: every
-session shares the one row, it is never started, kept, lingered or torn down by the host; when
-its last session leaves the row goes and the server is left exactly as it was.
+Attached displays (capture `x11` / `wlr` / `gnome` / `kwin`: the operator's own X server,
+wlroots output, GNOME monitor or KDE output, see displays/capture.py) are recorded with
+`owned = False`: every session shares the one row, it is never started, kept, lingered or torn
+down by the host; when its last session leaves the row goes and the server is left exactly as
+it was.
 """
 
 from __future__ import annotations
@@ -174,7 +175,7 @@ def acquire(client: str, mode: str, plane: str = "compat") -> dict:
         mode = _headless_defaults(mode)
     width, height, refresh = parse_mode(mode)
     mode = f"{width}x{height}@{refresh}"
-    if selection.backend in ("x11", "wlr", "gnome"):
+    if selection.backend in ("x11", "wlr", "gnome", "kwin"):
         return _attach(client, refresh, selection)
     if selection.backend == "headless":
         return _acquire_xvfb(client, mode, width, height, refresh, headless=True)
@@ -189,6 +190,8 @@ def _attach(client: str, refresh: int, selection) -> dict:
         ident = f"attached:{selection.wayland_socket}|{selection.output}"
     elif selection.backend == "gnome":
         ident = f"attached:gnome|{selection.output}"
+    elif selection.backend == "kwin":
+        ident = f"attached:kwin|{selection.output}"
     else:
         ident = f"attached:{selection.x_display}"
     with transaction.atomic():
@@ -471,7 +474,7 @@ def info(display: VirtualDisplay, now: dt.datetime | None = None) -> dict:
     else:
         from displays.capture import _socket_live, x_display_live
 
-        if display.backend == "wlr":
+        if display.backend in ("wlr", "kwin"):
             running = _socket_live(display.wayland)
         elif display.backend == "gnome":
             from displays.capture import session_bus_live

@@ -168,12 +168,11 @@ for _k in list(_AUDIO):
 
 # Capture backends this build can run (displays/capture.py), and the ones it knows but cannot:
 # a write of those is refused with the reason (both APIs and the console form).
-CAPTURE_METHODS = ("auto", "x11", "wlr", "gnome", "xvfb")
+CAPTURE_METHODS = ("auto", "x11", "wlr", "gnome", "kwin", "xvfb")
 CAPTURE_UNSUPPORTED = {
-    "portal": "this build has no XDG desktop portal capture; use x11, wlr, gnome or xvfb",
-    "kwin": "this build has no KWin screencast capture; use x11, wlr, gnome or xvfb",
-    "kms": "this build has no KMS/DRM framebuffer capture; use x11, wlr, gnome or xvfb",
-    "nvfbc": "this build has no NVIDIA FBC capture; use x11, wlr, gnome or xvfb",
+    "portal": "this build has no XDG desktop portal capture; use x11, wlr, gnome, kwin or xvfb",
+    "kms": "this build has no KMS/DRM framebuffer capture; use x11, wlr, gnome, kwin or xvfb",
+    "nvfbc": "this build has no NVIDIA FBC capture; use x11, wlr, gnome, kwin or xvfb",
 }
 _CAPTURE_RULE = {
     "type": "enum",
@@ -259,12 +258,13 @@ _HOST = _keys(
         "capture_method",
         **_CAPTURE_RULE,
         env="HOST_CAPTURE_METHOD",
-        help="capture backend (auto, x11, wlr, gnome, xvfb); the same setting as `capture`",
+        help="capture backend (auto, x11, wlr, gnome, kwin, xvfb); the same setting as `capture`",
     ),
     Key(
         "capture",
         **_CAPTURE_RULE,
-        help="capture backend (auto, x11, wlr, gnome, xvfb); the same setting as `capture_method`",
+        help="capture backend (auto, x11, wlr, gnome, kwin, xvfb); the same setting as "
+        "`capture_method`",
     ),
     E(
         name="compositor",
