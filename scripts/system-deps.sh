@@ -56,6 +56,10 @@ check wireplumber wireplumber test
 check pw-dump pipewire-bin test
 check dbus-daemon dbus-daemon test
 check foot foot test
+# The KDE tests run their own KWin 5.27 (`kwin_wayland --virtual`, tests/support/kde.py) with
+# the same PipeWire, session bus and GStreamer pieces; `capture = kwin` on a person's desktop
+# needs only the GStreamer packages above (docs/kde-capture.md).
+check kwin_wayland kwin-wayland test
 # `systemd-analyze verify` checks the user unit install_user_service writes.
 check systemd-analyze systemd test
 
