@@ -15,6 +15,12 @@ else the environment's `HOST_CAPTURE_METHOD`, else `auto`. Backends:
   (`DBUS_SESSION_BUS_ADDRESS`): the monitor `capture_monitor` / `output_name` names (a
   connector such as `DP-1`), else the primary one; captured with mutter's ScreenCast over
   PipeWire (gst-launch-1.0 with pipewiresrc), input through mutter's RemoteDesktop. Attached.
+* `kwin`: the operator's KDE Plasma desktop: KWin at WAYLAND_DISPLAY in a KDE session
+  (XDG_CURRENT_DESKTOP names KDE) that lets this process use its screencast and fake-input
+  protocols (a desktop file, docs/kde-capture.md): the output `capture_monitor` /
+  `output_name` names, else its first; captured through zkde_screencast_unstable_v1 over
+  PipeWire (the same gst-launch reader as gnome), input through org_kde_kwin_fake_input.
+  Attached.
 * `portal`: xdg-desktop-portal's ScreenCast on the session bus, for desktops whose own
   interfaces the host cannot use (KDE, Hyprland without screencopy, ...): the person picks
   the screen in the portal's dialog once, and the restore token the portal gives (kept in
@@ -27,7 +33,8 @@ else the environment's `HOST_CAPTURE_METHOD`, else `auto`. Backends:
   own headless sway (displays/headless.py), captured and driven like wlr.
 * `xvfb`: a private Xvfb per session (displays/xvfb.py), the fallback.
 
-`auto` is wlr when WAYLAND_DISPLAY answers with screencopy, else gnome when the session bus
+`auto` is wlr when WAYLAND_DISPLAY answers with screencopy, else kwin on a KDE session whose
+KWin lets this process stream, else gnome when the session bus
 has mutter's ScreenCast (on GNOME Wayland DISPLAY is Xwayland, whose root shows only X
 windows: never the desktop), else portal in a Wayland session (WAYLAND_DISPLAY set) whose
 portal has ScreenCast (DISPLAY is Xwayland there too), else x11 when the host's DISPLAY
@@ -52,9 +59,9 @@ METHODS = (
     ("x11", "X11 display of the desktop session (XShm)"),
     ("wlr", "wlroots screencopy"),
     ("gnome", "GNOME (mutter) ScreenCast and RemoteDesktop"),
+    ("kwin", "KDE Plasma (KWin) screencast and fake input"),
     ("portal", "XDG desktop portal ScreenCast (PipeWire)"),
     ("xvfb", "Private Xvfb display"),
-    ("kwin", "KWin screencast"),
     ("kms", "KMS/DRM framebuffer"),
     ("nvfbc", "NVIDIA FBC"),
 )
@@ -86,15 +93,15 @@ class XDisplay:
 
 @dataclass
 class Selection:
-    requested: str  # the configured value: auto, x11, wlr, gnome or xvfb
+    requested: str  # the configured value: auto, x11, wlr, gnome, kwin or xvfb
     source: str  # where it came from: capture, capture_method, HOST_CAPTURE_METHOD, default
-    backend: str  # what a session gets: x11, wlr, gnome, headless or xvfb
+    backend: str  # what a session gets: x11, wlr, gnome, kwin, headless or xvfb
     reason: str  # why that backend
     error: str = ""  # non-empty: the session must not start (the backend cannot be used)
     x_display: str = ""  # x11: the display to attach to
     region: dict | None = None  # x11: {left, top, width, height} of the captured monitor
-    wayland_socket: str = ""  # wlr: the operator compositor's socket (absolute)
-    output: str = ""  # wlr: the output captured; gnome: the connector (monitor) captured
+    wayland_socket: str = ""  # wlr, kwin: the operator compositor's socket (absolute)
+    output: str = ""  # wlr, kwin: the output captured; gnome: the connector (monitor) captured
     headless: str = ""  # headless: what each display is, "mutter" (GNOME) or "sway"
     gnome_why: str = ""  # why the user's GNOME cannot take virtual monitors ("" when it can)
     unusable: dict[str, str] = field(default_factory=dict)  # backend -> why not here
@@ -314,6 +321,48 @@ def portal_consent(version: int | None = None) -> dict:
     return {"kept": bool(token), "state": outcome, "detail": detail}
 
 
+def kde_session(env) -> bool:
+    """XDG_CURRENT_DESKTOP names KDE (a colon-separated list: "KDE", "KDE:plasma")."""
+    parts = (env.get("XDG_CURRENT_DESKTOP") or "").split(":")
+    return any(p.strip().lower() == "kde" for p in parts)
+
+
+def probe_kwin(env) -> tuple[list | None, str]:
+    """(outputs, why not): KWin's outputs (name, x, y, width, height) when the host runs in a
+    KDE session whose KWin, at WAYLAND_DISPLAY, offers this process its screencast and fake
+    input and GStreamer can read PipeWire; else None and the reason. Read-only: it reads the
+    registry and the outputs; it starts no stream."""
+    from media.kwin.input import FAKE_INPUT
+    from media.kwin.screencast import SCREENCAST, refused_reason
+    from media.wayland.client import Display, WaylandError
+
+    if not kde_session(env):
+        desktop = (env.get("XDG_CURRENT_DESKTOP") or "").strip()
+        return None, (f"XDG_CURRENT_DESKTOP is {desktop[:40]!r}, not a KDE session" if desktop
+                      else "XDG_CURRENT_DESKTOP is not set (the host does not run in a KDE "
+                      "session)")  # fmt: skip
+    path = wayland_socket(env)
+    if path is None:
+        return None, "WAYLAND_DISPLAY is not set, or relative without XDG_RUNTIME_DIR"
+    if not _socket_live(path):
+        return None, f"no compositor answers at WAYLAND_DISPLAY ({path})"
+    try:
+        with Display(path, timeout=X_PROBE_TIMEOUT_S) as d:
+            if d.find_global(SCREENCAST) is None:
+                return None, refused_reason(path)
+            fake = d.find_global(FAKE_INPUT)
+            if fake is None or fake.version < 4:
+                return None, (f"KWin at {path} does not offer {FAKE_INPUT} (version 4) to this "
+                              "process: the desktop file's X-KDE-Wayland-Interfaces must name it "
+                              "too (docs/kde-capture.md)")  # fmt: skip
+            outs = [{"name": o.name, "x": o.x, "y": o.y, "width": o.width, "height": o.height}
+                    for o in d.outputs()]  # fmt: skip
+    except (WaylandError, OSError) as exc:
+        return None, f"KWin at {path} did not answer its registry ({exc})"
+    why = gst_missing()
+    return (None, why) if why else (outs, "")
+
+
 # -- the setting ---------------------------------------------------------------------------------
 def configured(env=None) -> tuple[str, str, str]:
     """(value, source, conflict): the capture setting in force and where it came from.
@@ -450,6 +499,24 @@ def select(env=None) -> Selection:
                 gnome_why = "the GNOME desktop has no monitor turned on"
     if gnome_head is None:
         unusable["gnome"] = gnome_why
+    kwin_head, kwin_pin_error = None, False
+    kwin_outs, kwin_why = probe_kwin(env)
+    if kwin_outs is not None:
+        kwin_pin = _monitor_pin(env) or ("" if output_is_x else output)
+        live = [o for o in kwin_outs if o["width"]]
+        if kwin_pin:
+            kwin_head = next((o for o in live if (o["name"] or "").lower() == kwin_pin.lower()),
+                             None)  # fmt: skip
+            if kwin_head is None:
+                names = ", ".join(str(o["name"]) for o in live) or "none"
+                kwin_why = f"no output named {kwin_pin!r} on the KDE desktop (outputs: {names})"
+                kwin_pin_error = True
+        else:
+            kwin_head = live[0] if live else None
+            if kwin_head is None:
+                kwin_why = "the KDE desktop has no output turned on"
+    if kwin_head is None:
+        unusable["kwin"] = kwin_why
     portal_version, portal_why = probe_portal(env)
     if portal_version is None:
         unusable["portal"] = portal_why
@@ -514,6 +581,19 @@ def select(env=None) -> Selection:
             sel.backend, sel.error = "portal", f"capture = portal: {unusable['portal']}"
             return sel
         return attach_portal(f"capture = portal (ScreenCast version {portal_version})")
+
+    def attach_kwin(reason: str) -> Selection:
+        sel.backend, sel.reason = "kwin", reason
+        sel.wayland_socket, sel.output = wayland_socket(env) or "", kwin_head["name"]
+        sel.region = {"left": kwin_head["x"], "top": kwin_head["y"],
+                      "width": kwin_head["width"], "height": kwin_head["height"]}  # fmt: skip
+        return sel
+
+    if requested == "kwin":
+        if "kwin" in unusable:
+            sel.backend, sel.error = "kwin", f"capture = kwin: {unusable['kwin']}"
+            return sel
+        return attach_kwin(f"capture = kwin (output {kwin_head['name']})")
     if requested == "xvfb":
         sel.backend, sel.reason = "xvfb", "capture = xvfb"
         if "xvfb" in unusable:
@@ -522,6 +602,13 @@ def select(env=None) -> Selection:
     # auto: the operator's wlroots compositor first (its DISPLAY, if any, is its Xwayland)
     if "wlr" not in unusable:
         return attach_wlr(f"capture = auto and a wlroots compositor answers at {wlr_path}")
+    # then KDE: KWin has no screencopy, and its DISPLAY too is Xwayland
+    if "kwin" not in unusable:
+        return attach_kwin(f"capture = auto and KWin streams for this process on a KDE session "
+                           f"(output {kwin_head['name']})")  # fmt: skip
+    if kwin_pin_error:
+        sel.backend, sel.error = "kwin", f"capture = auto: {unusable['kwin']}"
+        return sel
     # then GNOME: its DISPLAY is Xwayland, whose root shows X windows only, never the desktop
     if "gnome" not in unusable:
         return attach_gnome(f"capture = auto and mutter's ScreenCast is on the session bus "
@@ -532,7 +619,7 @@ def select(env=None) -> Selection:
     # then the portal, in a Wayland session only: under X the x11 grab needs no consent
     if "portal" not in unusable and (env.get("WAYLAND_DISPLAY") or "").strip():
         return attach_portal(
-            "capture = auto, neither wlroots screencopy nor mutter answers, and the desktop "
+            "capture = auto, neither wlroots screencopy, KWin nor mutter answers, and the desktop "
             f"portal has ScreenCast (version {portal_version})"
         )
     if "x11" not in unusable:
@@ -633,6 +720,8 @@ def _auto_view(sel: Selection, env) -> dict:
     # Not the setting in force: what auto would pick, from the same probes.
     if "wlr" not in sel.unusable:
         return {"available": True, "resolves_to": "wlr"}
+    if "kwin" not in sel.unusable:
+        return {"available": True, "resolves_to": "kwin"}
     if "gnome" not in sel.unusable:
         return {"available": True, "resolves_to": "gnome"}
     if "portal" not in sel.unusable and (env.get("WAYLAND_DISPLAY") or "").strip():

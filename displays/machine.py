@@ -18,11 +18,11 @@ retired on teardown; on a GNOME session they are virtual monitors of the person'
 (displays/gnome_monitors.py: one keeper process each, placed by mutter, always one desktop
 with the others). The same states act on them as on Xvfb servers.
 
-Attached displays (capture `x11` / `wlr` / `gnome` / `portal`: the operator's own X server,
-wlroots output, GNOME monitor or the screen picked in the desktop portal's dialog, see
-displays/capture.py) are recorded with `owned = False`: every
-session shares the one row, it is never started, kept, lingered or torn down by the host; when
-its last session leaves the row goes and the server is left exactly as it was.
+Attached displays (capture `x11` / `wlr` / `gnome` / `kwin` / `portal`: the operator's own X
+server, wlroots output, GNOME monitor, KDE output or the screen picked in the desktop portal's
+dialog, see displays/capture.py) are recorded with `owned = False`: every session shares the
+one row, it is never started, kept, lingered or torn down by the host; when its last session
+leaves the row goes and the server is left exactly as it was.
 """
 
 from __future__ import annotations
@@ -185,7 +185,7 @@ def acquire(client: str, mode: str, plane: str = "compat") -> dict:
         mode = _headless_defaults(mode)
     width, height, refresh = parse_mode(mode)
     mode = f"{width}x{height}@{refresh}"
-    if selection.backend in ("x11", "wlr", "gnome", "portal"):
+    if selection.backend in ("x11", "wlr", "gnome", "kwin", "portal"):
         return _attach(client, refresh, selection, (width, height))
     if selection.backend == "headless":
         return _acquire_private(client, mode, width, height, refresh, selection.headless)
@@ -203,6 +203,8 @@ def _attach(client: str, refresh: int, selection, size: tuple[int, int]) -> dict
         ident = f"attached:{selection.wayland_socket}|{selection.output}"
     elif selection.backend == "gnome":
         ident = f"attached:gnome|{selection.output}"
+    elif selection.backend == "kwin":
+        ident = f"attached:kwin|{selection.output}"
     else:
         ident = f"attached:{selection.x_display}"
     with transaction.atomic():
@@ -512,7 +514,7 @@ def info(display: VirtualDisplay, now: dt.datetime | None = None) -> dict:
     else:
         from displays.capture import _socket_live, x_display_live
 
-        if display.backend == "wlr":
+        if display.backend in ("wlr", "kwin"):
             running = _socket_live(display.wayland)
         elif display.backend in ("gnome", "portal"):
             from displays.capture import session_bus_live

@@ -64,6 +64,10 @@ check foot foot test
 check /usr/libexec/xdg-desktop-portal xdg-desktop-portal test
 check /usr/libexec/xdg-desktop-portal-wlr xdg-desktop-portal-wlr test
 check /usr/libexec/xdg-desktop-portal-gnome xdg-desktop-portal-gnome test
+# The KDE tests run their own KWin 5.27 (`kwin_wayland --virtual`, tests/support/kde.py) with
+# the same PipeWire, session bus and GStreamer pieces; `capture = kwin` on a person's desktop
+# needs only the GStreamer packages above (docs/kde-capture.md).
+check kwin_wayland kwin-wayland test
 # `systemd-analyze verify` checks the user unit install_user_service writes.
 check systemd-analyze systemd test
 

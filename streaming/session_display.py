@@ -1,12 +1,12 @@
 """What a session of either plane does with the display `machine.acquire` gave it.
 
 Why one module: the compat runner (compat/session.py) and the native peer (native/peer.py)
-stream the same backends (`xvfb`, `x11`, `wlr`, `gnome`, `portal`, `sway`, and `mutter`: a
-virtual monitor of the user's GNOME), so the choices that depend on the backend live here
-once: which X display an app gets, the virtual keyboard and pointer of a wlroots output or a
-GNOME monitor, launching onto an output of the host's headless compositor, the frame source,
-and whether the compositor under a session is
-gone. Plain Python; no Django.
+stream the same backends (`xvfb`, `x11`, `wlr`, `gnome`, `kwin`, `portal`, `sway`, and
+`mutter`: a virtual monitor of the user's GNOME), so the choices that depend on the backend
+live here once: which X display an app gets, the virtual keyboard and pointer of a wlroots
+output, a GNOME monitor or a KDE output, launching onto an output of the host's headless
+compositor, the frame source, and whether the compositor under a session is gone. Plain
+Python; no Django.
 """
 
 from __future__ import annotations
@@ -37,14 +37,15 @@ def map_timeout() -> float:
 
 
 def is_wayland(display: dict) -> bool:
-    """wlroots backends (`wlr`: the operator's compositor, `sway`: the host's headless one)."""
+    """Backends on a Wayland socket (`wlr`: the operator's wlroots compositor, `kwin`: the
+    operator's KWin, `sway`: the host's headless compositor)."""
     return bool(display.get("wayland_display"))
 
 
 def app_x_display(display: dict) -> str:
     """DISPLAY for the session's app: the display's own X server; on `wlr` the operator's
     compositor's Xwayland (the host's DISPLAY), since the output has no X server of ours."""
-    if display.get("backend") in ("wlr", "gnome", "mutter", "portal"):
+    if display.get("backend") in ("wlr", "gnome", "mutter", "kwin", "portal"):
         return (os.environ.get("DISPLAY") or "").strip()
     return display.get("x_display") or ""
 
@@ -65,15 +66,24 @@ def is_gnome(display: dict) -> bool:
 
 
 def input_at_start(display: dict) -> bool:
-    """Backends whose keyboard and pointer are made at session start (wlroots, GNOME): apps
+    """Backends whose keyboard and pointer are made at session start (Wayland, GNOME): apps
     bind a seat's new devices when they appear; X11 gets XTest on the first event."""
     return is_wayland(display) or is_gnome(display) or display.get("backend") == "portal"
 
 
 def session_input(display: dict, label: str = ""):
     """The session's keyboard and pointer on `input_at_start` backends: MutterInput on the
-    GNOME monitor, else WlrInput on the wlroots output (on `portal`: the compositor's, when it
-    has the wlroots virtual devices); None (logged) when unavailable."""
+    GNOME monitor, KWinInput on the KDE output, else WlrInput on the wlroots output (on
+    `portal`: the compositor's, when it has the wlroots virtual devices); None (logged) when
+    unavailable."""
+    if display.get("backend") == "kwin":
+        from media.kwin.input import KWinInput, KWinInputUnavailable
+
+        try:
+            return KWinInput(display["wayland_display"], display["output"])
+        except KWinInputUnavailable as exc:
+            log.warning("no input for session %s: %s", label, exc)
+            return None
     if display.get("backend") == "portal" and not is_wayland(display):
         log.warning("no input for session %s: the desktop has no wlroots virtual keyboard and "
                     "pointer, and the RemoteDesktop portal is not used yet", label)  # fmt: skip
@@ -175,15 +185,24 @@ def placing(display: dict, timeout: float):
 
 def open_capture(display: dict):
     """The frame source of the session: mutter's ScreenCast of its monitor on `gnome`
-    (the host's session bus and XDG_RUNTIME_DIR), wlr-screencopy of its output on wlroots
+    (the host's session bus and XDG_RUNTIME_DIR), KWin's screencast of its output on `kwin`
+    (the host's XDG_RUNTIME_DIR for PipeWire), wlr-screencopy of its output on wlroots
     backends, the desktop portal's ScreenCast on `portal` (the screen the person picked), else
     an X grab of its display (the attached monitor's region, or the whole Xvfb)."""
-    from media.framesource import DisplayCapture, MutterCapture, PortalCapture, WaylandCapture
+    from media.framesource import (
+        DisplayCapture,
+        KWinCapture,
+        MutterCapture,
+        PortalCapture,
+        WaylandCapture,
+    )
 
     if is_gnome(display):
         return MutterCapture(display["output"])
     if display.get("backend") == "portal":
         return PortalCapture()
+    if display.get("backend") == "kwin":
+        return KWinCapture(display["wayland_display"], display["output"])
     if is_wayland(display):
         return WaylandCapture(display["wayland_display"], display.get("output"))
     return DisplayCapture(display["x_display"], display.get("region"))

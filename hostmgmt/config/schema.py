@@ -170,11 +170,11 @@ for _k in list(_AUDIO):
 
 # Capture backends this build can run (displays/capture.py), and the ones it knows but cannot:
 # a write of those is refused with the reason (both APIs and the console form).
-CAPTURE_METHODS = ("auto", "x11", "wlr", "gnome", "portal", "xvfb")
+CAPTURE_METHODS = ("auto", "x11", "wlr", "gnome", "kwin", "portal", "xvfb")
 CAPTURE_UNSUPPORTED = {
-    "kwin": "this build has no KWin screencast capture; use x11, wlr, gnome, portal or xvfb",
-    "kms": "this build has no KMS/DRM framebuffer capture; use x11, wlr, gnome, portal or xvfb",
-    "nvfbc": "this build has no NVIDIA FBC capture; use x11, wlr, gnome, portal or xvfb",
+    "kms": "this build has no KMS/DRM framebuffer capture; use x11, wlr, gnome, kwin, portal or "
+    "xvfb",
+    "nvfbc": "this build has no NVIDIA FBC capture; use x11, wlr, gnome, kwin, portal or xvfb",
 }
 _CAPTURE_RULE = {
     "type": "enum",
@@ -260,12 +260,13 @@ _HOST = _keys(
         "capture_method",
         **_CAPTURE_RULE,
         env="HOST_CAPTURE_METHOD",
-        help="capture backend (auto, x11, wlr, gnome, portal, xvfb); the same setting as `capture`",
+        help="capture backend (auto, x11, wlr, gnome, kwin, portal, xvfb); the same setting as "
+        "`capture`",
     ),
     Key(
         "capture",
         **_CAPTURE_RULE,
-        help="capture backend (auto, x11, wlr, gnome, portal, xvfb); the same setting as "
+        help="capture backend (auto, x11, wlr, gnome, kwin, portal, xvfb); the same setting as "
         "`capture_method`",
     ),
     E(

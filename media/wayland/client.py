@@ -301,6 +301,7 @@ class Display:
                 xo = mgr.request("get_xdg_output", info.proxy)
                 xo.on("name", lambda n, info=info: setattr(info, "name", info.name or n))
                 xo.on("logical_position", lambda x, y, info=info: _set_pos(info, x, y))
+                xo.on("logical_size", lambda w, h, info=info: info.extra.update(logical=(w, h)))
                 xdg.append(xo)
             self.roundtrip()
             for xo in xdg:
@@ -381,6 +382,10 @@ _CREATES = {
         "zwlr_virtual_pointer_manager_v1",
         "create_virtual_pointer_with_output",
     ): "zwlr_virtual_pointer_v1",
+    ("zkde_screencast_unstable_v1", "stream_output"): "zkde_screencast_stream_unstable_v1",
+    ("zkde_screencast_unstable_v1", "stream_window"): "zkde_screencast_stream_unstable_v1",
+    ("zkde_screencast_unstable_v1", "stream_virtual_output"): "zkde_screencast_stream_unstable_v1",
+    ("zkde_screencast_unstable_v1", "stream_region"): "zkde_screencast_stream_unstable_v1",
 }
 
 

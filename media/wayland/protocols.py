@@ -1,7 +1,8 @@
 """The requests and events this client speaks, by interface: (name, signature) in opcode order.
 
 Written from the public protocol descriptions (wayland.xml; xdg-shell; xdg-output-unstable-v1;
-wlr-screencopy-unstable-v1; wlr-virtual-pointer-unstable-v1; virtual-keyboard-unstable-v1).
+wlr-screencopy-unstable-v1; wlr-virtual-pointer-unstable-v1; virtual-keyboard-unstable-v1;
+KDE's zkde-screencast-unstable-v1 and fake-input from plasma-wayland-protocols).
 Only the messages up to the last one used are needed for opcodes to line up, but events are
 listed in full where a compositor may send them, so an unknown event is never mis-decoded.
 """
@@ -180,6 +181,49 @@ INTERFACES: dict[str, tuple[list[tuple[str, str]], list[tuple[str, str]]]] = {
         ],
         [],
     ),
+    # KDE: restricted to privileged clients (docs/kde-capture.md says how one is let in)
+    "zkde_screencast_unstable_v1": (
+        [
+            ("stream_output", "nou"),
+            ("stream_window", "nsu"),
+            ("destroy", ""),
+            ("stream_virtual_output", "nsiifu"),  # since 2
+            ("stream_region", "niiuufu"),  # since 3
+            ("stream_virtual_output_with_description", "nssiifu"),  # since 4
+        ],
+        [],
+    ),
+    "zkde_screencast_stream_unstable_v1": (
+        [("close", "")],
+        [("closed", ""), ("created", "u"), ("failed", "s")],
+    ),
+    "org_kde_plasma_window_management": (
+        [("show_desktop", "u"), ("get_window", "nu"), ("get_window_by_uuid", "ns")],
+        [
+            ("show_desktop_changed", "u"),
+            ("window", "u"),
+            ("stacking_order_changed", "a"),
+            ("stacking_order_uuid_changed", "s"),  # since 12, on bind: the windows' uuids
+            ("window_with_uuid", "us"),  # since 13
+            ("stacking_order_changed_2", ""),  # since 17
+        ],
+    ),
+    "org_kde_kwin_fake_input": (
+        [
+            ("authenticate", "ss"),
+            ("pointer_motion", "ff"),
+            ("button", "uu"),
+            ("axis", "uf"),
+            ("touch_down", "uff"),  # since 2
+            ("touch_motion", "uff"),
+            ("touch_up", "u"),
+            ("touch_cancel", ""),
+            ("touch_frame", ""),
+            ("pointer_motion_absolute", "ff"),  # since 3
+            ("keyboard_key", "uu"),  # since 4
+        ],
+        [],
+    ),
 }
 
 # wl_shm formats (the DRM fourcc, except the two legacy values 0 and 1)
@@ -190,3 +234,6 @@ SHM_XBGR8888 = 0x34324258
 
 # zwlr_screencopy_frame_v1 flags
 SCREENCOPY_Y_INVERT = 1
+
+# zkde_screencast_unstable_v1 pointer modes
+KDE_POINTER_HIDDEN, KDE_POINTER_EMBEDDED, KDE_POINTER_METADATA = 1, 2, 4

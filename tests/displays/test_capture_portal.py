@@ -70,7 +70,9 @@ def test_auto_prefers_wlr_and_takes_the_portal_only_when_nothing_else_answers(st
     env = kde_like_env(sdesk, mutter)
     sel = capture.select(env)
     assert (sel.backend, sel.error) == ("portal", ""), (sel.reason, sel.unusable)
-    assert sel.reason.startswith("capture = auto, neither wlroots screencopy nor mutter answers")
+    assert sel.reason.startswith(
+        "capture = auto, neither wlroots screencopy, KWin nor mutter answers"
+    )
     assert "screencopy" in sel.unusable["wlr"] and "Mutter" in sel.unusable["gnome"]
     assert sel.wayland_socket == ""  # mutter has no wlroots virtual pointer: no input there
     methods = {m["id"]: m for m in capture.methods(env)}

@@ -29,7 +29,7 @@ def conf(state, **values) -> None:
 
 
 # -- refused at write time ------------------------------------------------------------------------
-@pytest.mark.parametrize("value", ["kwin", "kms", "nvfbc", "KMS"])
+@pytest.mark.parametrize("value", ["kms", "nvfbc", "KMS"])
 def test_unsupported_capture_values_are_refused_by_both_apis(v1, admin, state, value):
     r = v1.put("/api/v1/host/config", {"audio_video": {"capture_method": value}}, format="json")
     assert r.status_code == 400, r.content
@@ -44,12 +44,12 @@ def test_unsupported_capture_values_are_refused_by_both_apis(v1, admin, state, v
 
 
 def test_capture_choices_and_garbage(admin, state):
-    for value in ("auto", "x11", "wlr", "gnome", "portal", "xvfb"):
+    for value in ("auto", "x11", "wlr", "gnome", "kwin", "portal", "xvfb"):
         r = admin.post("/api/config", {"capture": value, "capture_method": value}, format="json")
         assert r.status_code == 200, r.content
     r = admin.post("/api/config", {"capture": "vnc"}, format="json")
     assert r.status_code == 400
-    assert "must be one of auto, x11, wlr, gnome, portal, xvfb" in r.json()["error"]
+    assert "must be one of auto, x11, wlr, gnome, kwin, portal, xvfb" in r.json()["error"]
     rule = admin.get("/api/config").json()
     assert rule["capture"] == "xvfb"
 
@@ -64,7 +64,7 @@ def test_console_shows_the_refusal_beside_the_key(state, redis_db):
     browser = Client()
     assert browser.post("/login", {"username": "admin", "password": "s3cret"}).status_code == 302
     page = browser.get("/config").content.decode()
-    assert "not supported on this host: kwin, kms, nvfbc" in page  # the rule, up front
+    assert "not supported on this host: kms, nvfbc" in page  # the rule, up front
     r = browser.post("/config", {"capture": "kms"})  # a crafted form: the select has no kms
     assert r.status_code == 400
     page = r.content.decode()
