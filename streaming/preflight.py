@@ -138,10 +138,30 @@ def encoder() -> dict:
 
 
 def capture() -> list[dict]:
-    """Which capture backend a session opened now would use and why; why the others are not
-    usable. `fail` when the configured backend cannot be used (sessions refuse to start)."""
-    from displays import capture as cap
+    """The capture check (`capture_check`), the headless compositor, the headless backends."""
     from displays import compositors
+
+    check, sel = capture_check()
+    heads = [h["id"] for h in compositors.headless() if h["available"] and h["id"] != "auto"]
+    return [
+        check,
+        _headless_check(sel),
+        _check(
+            "compositor",
+            "Headless backend available",
+            PASS if heads else WARN,
+            ", ".join(heads) or "none",
+            None if heads else "install sway (headless mode) or xvfb (the fallback display)",
+        ),
+    ]
+
+
+def capture_check() -> tuple[dict, object]:
+    """(check, selection): which capture backend a session opened now would use and why, why
+    the others are not usable, and the portal's consent. `fail` when the configured backend
+    cannot be used (sessions refuse to start); `warn` while a portal session would wait for
+    the person at the desktop."""
+    from displays import capture as cap
 
     sel = cap.select()
     others = "; ".join(f"{k}: {v}" for k, v in sel.unusable.items() if k != sel.backend)
@@ -178,18 +198,16 @@ def capture() -> list[dict]:
     check["backend"] = sel.backend or None
     check["requested"] = sel.requested
     check["unusable"] = dict(sel.unusable)
-    heads = [h["id"] for h in compositors.headless() if h["available"] and h["id"] != "auto"]
-    return [
-        check,
-        _headless_check(sel),
-        _check(
-            "compositor",
-            "Headless backend available",
-            PASS if heads else WARN,
-            ", ".join(heads) or "none",
-            None if heads else "install sway (headless mode) or xvfb (the fallback display)",
-        ),
-    ]
+    return check, sel
+
+
+def capture_summary() -> dict:
+    """For the console's dashboard: the capture check without the list of unusable
+    backends (`/diagnostics/preflight` has it), and its remediation."""
+    check, _ = capture_check()
+    summary = check["detail"].split(". Not usable: ", 1)[0]
+    return {"status": check["status"], "summary": summary,
+            "remediation": check.get("remediation")}  # fmt: skip
 
 
 def _headless_check(sel) -> dict:

@@ -124,6 +124,7 @@ def logout_view(request):
 @console_page
 def dashboard(request):
     from hooks.event_kinds import KINDS
+    from streaming import preflight
 
     return page(
         request,
@@ -133,6 +134,7 @@ def dashboard(request):
             "health": services.health(),
             "kinds": sorted(KINDS),
             "update": updater.status(),
+            "capture": preflight.capture_summary(),
         },
     )
 

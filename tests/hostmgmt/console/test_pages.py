@@ -143,3 +143,16 @@ def test_config_page_says_which_encoders_an_encoder_key_reaches(browser, monkeyp
     assert "reaches libx264, libx265, libsvtav1, h264_nvenc, hevc_nvenc" in page  # qp
     assert "opens here: libx264, libx265, libsvtav1, h264_nvenc<" in page
     assert 'id="reach-rate_cap_pct"' not in page  # not an encoder key
+
+
+def test_dashboard_says_which_capture_is_used_and_what_to_fix(browser, monkeypatch):
+    import html
+
+    monkeypatch.delenv("DBUS_SESSION_BUS_ADDRESS", raising=False)
+    monkeypatch.delenv("HOST_CAPTURE_METHOD", raising=False)
+    page = html.unescape(browser.get("/").content.decode())
+    assert 'id="capture-status">using ' in page  # the backend a session would use, and why
+    monkeypatch.setenv("HOST_CAPTURE_METHOD", "portal")  # nothing answers: said, with the fix
+    page = html.unescape(browser.get("/").content.decode())
+    assert "capture = portal: DBUS_SESSION_BUS_ADDRESS is not set" in page
+    assert "To fix: fix the capture setting" in page and "Not usable:" not in page
