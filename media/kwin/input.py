@@ -60,9 +60,11 @@ class KWinInput(Injector):
             self._d.roundtrip()
         except MissingGlobal as exc:
             self._d.close()
+            from media.kwin.screencast import grant_hint
+
             raise KWinInputUnavailable(
                 f"{exc}: KWin gives it only to clients a desktop file allows "
-                "(X-KDE-Wayland-Interfaces, docs/kde-capture.md), or it is not KWin"
+                "(X-KDE-Wayland-Interfaces, docs/kde-capture.md), or it is not KWin" + grant_hint()
             ) from exc
         except WaylandError as exc:
             self._d.close()

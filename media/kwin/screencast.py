@@ -11,6 +11,9 @@ absent from the registry, which `ScreenCastRefused` reports as such.
 
 from __future__ import annotations
 
+import os
+import sys
+
 from media.wayland.client import Display, MissingGlobal, WaylandError
 from media.wayland.protocols import KDE_POINTER_EMBEDDED
 
@@ -31,7 +34,50 @@ def refused_reason(path: str) -> str:
         f"the compositor at {path} does not offer {SCREENCAST} to this process: KWin "
         "gives it only to clients a desktop file allows (X-KDE-Wayland-Interfaces, "
         "docs/kde-capture.md), or it is not KWin"
+    ) + grant_hint()
+
+
+def grant_hint() -> str:
+    """What to add to a refusal when another desktop file may be hiding the host's grant."""
+    others = ungranted_desktop_files()
+    if not others:
+        return ""
+    return (
+        f"; {', '.join(others[:3])} also names this interpreter "
+        f"({os.path.realpath(sys.executable)}) without the grant, and KWin may read that one: "
+        "give the host an interpreter of its own (python3 -m venv --copies) and name it in Exec="
     )
+
+
+def ungranted_desktop_files(exe: str | None = None, env=None) -> list[str]:
+    """Desktop files in the XDG application directories whose Exec= names `exe` (this
+    interpreter) and that grant no Wayland interface. KWin takes the first desktop file that
+    names a client's executable, so such a file (Debian's python3.11.desktop names
+    /usr/bin/python3.11) can hide the host's grant: measured on a Debian 12 root."""
+    env = os.environ if env is None else env
+    exe = os.path.realpath(exe or sys.executable)
+    home = env.get("XDG_DATA_HOME") or os.path.join(env.get("HOME") or "/", ".local/share")
+    dirs = [home, *(env.get("XDG_DATA_DIRS") or "/usr/local/share:/usr/share").split(":")]
+    found = []
+    for base in dirs:
+        apps = os.path.join(base, "applications")
+        try:
+            names = sorted(n for n in os.listdir(apps) if n.endswith(".desktop"))
+        except OSError:
+            continue
+        for name in names[:5000]:
+            path = os.path.join(apps, name)
+            try:
+                with open(path, encoding="utf-8", errors="replace") as f:
+                    text = f.read(65536)
+            except OSError:
+                continue
+            words = next((ln[5:].split() for ln in text.splitlines() if ln.startswith("Exec=")),
+                         [])  # fmt: skip
+            if (words and os.path.realpath(words[0]) == exe
+                    and "X-KDE-Wayland-Interfaces=" not in text):  # fmt: skip
+                found.append(path)
+    return found
 
 
 class KWinScreenCast:

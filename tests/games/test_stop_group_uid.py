@@ -31,9 +31,24 @@ def test_a_group_that_is_not_the_users_is_not_signalled():
         root_group.wait()
 
 
+def _wait_runs_as(pid: int, uid: int, timeout: float = 5.0) -> None:
+    """Until setpriv has dropped to `uid` (before that the group is root's, and left alone)."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with open(f"/proc/{pid}/status") as f:
+            uids = next(line.split()[1:] for line in f if line.startswith("Uid:"))
+        if set(uids) == {str(uid)}:
+            return
+        time.sleep(0.01)
+    raise AssertionError(f"process {pid} never ran as uid {uid}")
+
+
 def test_the_users_own_group_is_stopped():
     users = _group_leader("setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups")
     try:
+        _wait_runs_as(users.pid, NOBODY)
         stop_group(users.pid, 2.0, reap=users.poll, only_uid=NOBODY)
         assert users.wait(timeout=5) == -15
     finally:

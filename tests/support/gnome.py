@@ -115,6 +115,23 @@ class Gnome:
         self.procs[key] = proc
         return proc
 
+    def start_wireplumber(self) -> subprocess.Popen:
+        """WirePlumber, the session manager that links a capture to its stream, with its
+        Bluetooth monitor off: that monitor needs systemd-logind, and WirePlumber 0.4 quits
+        when logind cannot be watched (a fresh Debian root has no /run/systemd; measured),
+        leaving every stream unlinked. A person's desktop runs its own."""
+        conf = self.root / "wireplumber-config"
+        (conf / "wireplumber/bluetooth.lua.d").mkdir(parents=True, exist_ok=True)
+        (conf / "wireplumber/bluetooth.lua.d/80-no-bluez.lua").write_text(
+            "bluez_monitor.enabled = false\n"
+        )
+        proc = self.start("wireplumber", ["wireplumber"],
+                          env={**self.env, "XDG_CONFIG_HOME": str(conf)})  # fmt: skip
+        time.sleep(0.3)
+        if proc.poll() is not None:
+            raise RuntimeError(f"wireplumber exited ({proc.returncode}): {self.log('wireplumber')}")
+        return proc
+
     def log(self, name: str) -> str:
         return (self.root / f"{name}.log").read_text(errors="replace")
 
@@ -129,7 +146,7 @@ class Gnome:
         pw = self.start("pipewire", ["pipewire"])
         sock = self.runtime_dir / "pipewire-0"
         _wait("pipewire", sock.exists, 10, pw, self.root / "pipewire.log")
-        self.start("wireplumber", ["wireplumber"])
+        self.start_wireplumber()
         mutter = self.start(
             "mutter",
             [*shell_argv(), "--headless", "--virtual-monitor", size, "--wayland", "--no-x11",

@@ -92,18 +92,42 @@ class Kde(Gnome):
         pw = self.start("pipewire", ["pipewire"])
         _wait("pipewire", (self.runtime_dir / "pipewire-0").exists, 10, pw,
               self.root / "pipewire.log")  # fmt: skip
-        self.start("wireplumber", ["wireplumber"])
+        self.start_wireplumber()
         argv = ["--virtual", "--width", str(width), "--height", str(height),
                 "--socket", self.wayland_display, "--no-lockscreen", "--no-global-shortcuts",
                 "--no-kactivities"]  # fmt: skip
+        env = {**self.env, **self._data_dirs()}
         try:
-            kwin = self.start("kwin", [shutil.which("kwin_wayland"), *argv])
+            kwin = self.start("kwin", [shutil.which("kwin_wayland"), *argv], env=env)
         except PermissionError:  # a file capability this machine will not execute
             copy = self.root / "bin/kwin_wayland"
             shutil.copyfile(shutil.which("kwin_wayland"), copy)  # the copy has no capability
             copy.chmod(0o755)
-            kwin = self.start("kwin", [str(copy), *argv])
+            kwin = self.start("kwin", [str(copy), *argv], env=env)
         _wait("KWin's Wayland socket", Path(self.socket).exists, 20, kwin, self.root / "kwin.log")
+
+    def _data_dirs(self) -> dict:
+        """KWin reads the first desktop file naming a client's executable, and Debian's
+        python3.11.desktop names /usr/bin/python3.11, the interpreter of a venv made from the
+        system Python (a fresh Debian root's): it would hide the grant. A person gives the
+        host an interpreter of its own (docs/kde-capture.md); the test interpreter cannot
+        change, so this KWin sees /usr/share with those files left out: {} when none."""
+        from media.kwin.screencast import ungranted_desktop_files
+
+        system = {"XDG_DATA_HOME": str(self.root / "share"), "XDG_DATA_DIRS": "/usr/share"}
+        hidden = {os.path.basename(p) for p in ungranted_desktop_files(env=system)}
+        if not hidden and not os.environ.get("KDE_FORCE_VIEW"):
+            return {}
+        view = self.root / "usr-share"
+        view.mkdir()
+        for entry in os.listdir("/usr/share"):
+            if entry != "applications":
+                (view / entry).symlink_to(f"/usr/share/{entry}")
+        (view / "applications").mkdir()
+        for entry in os.listdir("/usr/share/applications"):
+            if entry not in hidden:
+                (view / "applications" / entry).symlink_to(f"/usr/share/applications/{entry}")
+        return {"XDG_DATA_DIRS": f"/usr/local/share:{view}"}
 
     def window_uuids(self) -> list[str]:
         """KWin's uuids of the mapped windows, bottom to top (plasma window management,

@@ -95,7 +95,7 @@ class PortalDesktop(Gnome):
         pw = self.start("pipewire", ["pipewire"])
         sock = self.runtime_dir / "pipewire-0"
         _wait("pipewire", sock.exists, 10, pw, self.root / "pipewire.log")
-        self.start("wireplumber", ["wireplumber"])
+        self.start_wireplumber()
         (self.root / "no-portals").mkdir()
         conf = self.root / "xdpw.conf"
         conf.write_text("[screencast]\n" + self.chooser)
