@@ -33,6 +33,17 @@ def app(kde):
     app.close()
 
 
+def pointer_on(app, inp, x: int, y: int) -> None:
+    """Move there until the client reports the pointer: KWin adds the fake pointer to the seat
+    when input authenticates, and the client binds it only then, so a move sent at once can
+    land before the client listens (seen under load)."""
+    for _ in range(20):
+        assert inp.move_absolute(x, y, 1280, 720)
+        if app.wait(lambda: any(e[0] in ("enter", "motion") for e in app.events), 0.5):
+            return
+    raise AssertionError(f"the client never saw the pointer: {app.events[-10:]}")
+
+
 def keys(app) -> list[tuple[int, int]]:
     return [(e[1], e[2]) for e in app.events if e[0] == "key"]
 
@@ -40,6 +51,8 @@ def keys(app) -> list[tuple[int, int]]:
 def test_keys_and_text_reach_a_wayland_client(kde, app):
     with KWinInput(kde.socket) as inp:
         assert (inp.width, inp.height, inp.output_name) == (1280, 720, "Virtual-0")
+        # the client has the keyboard (bound once the seat has one, then focused)
+        assert app.wait(lambda: ("kbd_enter",) in app.events, 10), app.events
         assert inp.key(VK_SHIFT, True) and inp.key(VK_H, True) and inp.key(VK_H, False)
         assert inp.key(VK_SHIFT, False)
         assert app.wait(lambda: len(keys(app)) >= 4, 10), app.events
@@ -53,6 +66,7 @@ def test_keys_and_text_reach_a_wayland_client(kde, app):
 
 def test_a_click_lands_where_the_pointer_was_moved(kde, app):
     with KWinInput(kde.socket) as inp:
+        pointer_on(app, inp, 10, 10)
         # The client's picture is 640x360: (320, 180) is the centre of the 1280x720 output.
         assert inp.move_absolute(320, 180, 640, 360)
         assert inp.pointer() == (640, 360)
@@ -75,7 +89,7 @@ def test_a_click_lands_where_the_pointer_was_moved(kde, app):
 
 def test_the_wheel_reaches_the_client(kde, app):
     with KWinInput(kde.socket) as inp:
-        assert inp.move_absolute(100, 100, 1280, 720)
+        pointer_on(app, inp, 100, 100)
         assert inp.scroll(120)  # one notch up: Wayland's vertical axis, negative
         assert inp.scroll(-120)
         assert app.wait(lambda: len([e for e in app.events if e[0] == "axis"]) >= 2, 10)
@@ -85,6 +99,7 @@ def test_the_wheel_reaches_the_client(kde, app):
 
 def test_release_all_and_close_let_go(kde, app):
     inp = KWinInput(kde.socket)
+    assert app.wait(lambda: ("kbd_enter",) in app.events, 10), app.events
     assert inp.key(VK_SHIFT, True) and inp.button(1, True)
     assert inp.release_all() == 2
     assert app.wait(lambda: (KEY_LEFTSHIFT, 0) in keys(app), 10), app.events
