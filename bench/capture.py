@@ -26,11 +26,12 @@
   frame damages the whole monitor. "new/s" is the frames mutter sent per second; "idle" is
   what mutter (and nothing else) costs per 1/60 s rendering that changing screen with no
   capture open: the part of its CPU that is the desktop's, not the capture's.
-- kwin window: the same two screens on a private KWin 5.27 (tests/support/kde.py,
-  `kwin_wayland --virtual` at the row's size) through media.framesource.KWinCapture of foot's
-  window, which fills the output: on that backend an output stream sends no frame
-  (docs/kde-capture.md), so the window stream stands in for it (the same KWin stream code,
-  memfd buffers and our reader).
+- kwin window: a private KWin 5.27 (tests/support/kde.py, `kwin_wayland --virtual` at the
+  row's size) through media.framesource.KWinCapture of a fullscreen tests/support/wl_app.py
+  window (its own process), still or swapping its colours 60 times a second (foot crashes on
+  that backend):
+  there an output stream sends no frame (docs/kde-capture.md), so the window stream stands in
+  for it (the same KWin stream code, memfd buffers and our reader).
 
 CPU per frame is CPU time over the row divided by its grabs: ours is this process's CPU less
 the grabbing thread's time outside grab() (pacing and the encoder stand-in), so it counts the
@@ -65,6 +66,7 @@ from tests.support.kde import missing_tools as missing_kde_tools  # noqa: E402
 from tests.support.kde import running_kde  # noqa: E402
 from tests.support.wl_app import WaylandApp  # noqa: E402
 
+ROOT = Path(__file__).resolve().parent.parent
 SIZES = [(1280, 720), (1920, 1080)]
 FRAMES = int(sys.argv[1]) if len(sys.argv) > 1 else 120
 GRIM_FRAMES = max(10, FRAMES // 4)
@@ -245,15 +247,15 @@ IDLE: dict[
 ] = {}  # (backend, w, h) -> compositor CPU ms per 1/60 s, changing, no capture
 
 
-def pipewire_rows(desk, prefix: str, server: int, open_cap, w: int, h: int) -> dict:
+def pipewire_rows(desk, prefix: str, server: int, screens, open_cap, w: int, h: int) -> dict:
     """The static and changing rows of a PipeWire source on `desk` (a tests/support/gnome.py
-    desktop or its KDE subclass): a fullscreen foot, still or changing 60 times a second,
-    grabbed through the frame source `open_cap()` makes. `server`: the compositor's pid."""
+    desktop or its KDE subclass): `screens` gives (label, start, stop) for a still screen and
+    one changing 60 times a second, each grabbed through the frame source `open_cap()` makes.
+    `server`: the compositor's pid."""
     rows: dict[str, list[float]] = {}
-    screens = (("static", ["sleep", "3600"]), ("changing", [sys.executable, "-c", CHANGER]))
-    for label, argv in screens:
-        foot = desk.foot("3366cc", argv)
-        time.sleep(1.0)  # foot up and fullscreen
+    for label, start, stop in screens:
+        shown = start()
+        time.sleep(1.0)  # up and fullscreen
         if label == "changing":  # the compositor rendering the changing screen, nothing capturing
             c0, t0 = cpu_s(server), time.perf_counter()
             time.sleep(FRAMES / RATE)
@@ -271,32 +273,52 @@ def pipewire_rows(desk, prefix: str, server: int, open_cap, w: int, h: int) -> d
             assert cap.failures == 0, cap.failures
         finally:
             cap.close()
-            foot.terminate()
-            foot.wait(5)
+            stop(shown)
     return rows
+
+
+def _stop_foot(proc) -> None:
+    """Ends a screen's client process (foot, or the test client)."""
+    proc.terminate()
+    proc.wait(5)
 
 
 def gnome_rows(w: int, h: int) -> dict[str, list[float]]:
     """The session's frame source for a gnome display (open_capture: MutterCapture of the
-    display's output), with this desktop's bus and environment."""
+    display's output), with this desktop's bus and environment; foot shows the screens."""
     with running_gnome(f"{w}x{h}") as desk:
+        screens = (
+            ("static", lambda: desk.foot("3366cc", ["sleep", "3600"]), _stop_foot),
+            ("changing", lambda: desk.foot("3366cc", [sys.executable, "-c", CHANGER]), _stop_foot),
+        )  # fmt: skip
         return pipewire_rows(
-            desk, "gnome", desk.procs["mutter"].pid,
+            desk, "gnome", desk.procs["mutter"].pid, screens,
             lambda: MutterCapture("Meta-0", bus_address=desk.bus_address, env=desk.env), w, h,
         )  # fmt: skip
 
 
 def kwin_rows(w: int, h: int) -> dict[str, list[float]]:
-    """KWinCapture of foot's window on a private KWin 5.27 (`--virtual`): its output streams
-    send no frame on that backend (docs/kde-capture.md), so the window, which fills the
-    output, stands in for it through the same KWin stream code and the same reader."""
+    """KWinCapture of a fullscreen native client's window on a private KWin 5.27
+    (`--virtual`): its output streams send no frame on that backend (docs/kde-capture.md),
+    so the window, which fills the output, stands in for it through the same KWin stream
+    code and the same reader. foot crashes there (SIGFPE), so the client is
+    tests/support/wl_app.py in a process of its own, still or swapping its colours 60 times a
+    second."""
     with running_kde(w, h) as desk:
+        app = [sys.executable, str(ROOT / "tests/support/wl_app.py"), os.devnull]
+
+        def client(flip: float):
+            env = {**desk.env, "PYTHONPATH": str(ROOT), "WL_APP_FLIP_HZ": str(flip)}
+            return desk.start("wl_app", app, env=env)
+
+        screens = (("static", lambda: client(0), _stop_foot),
+                   ("changing", lambda: client(RATE), _stop_foot))  # fmt: skip
 
         def open_cap():
-            uuid = desk.window_uuids()[-1]  # foot, on top
+            uuid = desk.window_uuids()[-1]  # the client, on top
             return KWinCapture(desk.socket, window=uuid, env=desk.env)
 
-        return pipewire_rows(desk, "kwin window", desk.procs["kwin"].pid, open_cap, w, h)
+        return pipewire_rows(desk, "kwin window", desk.procs["kwin"].pid, screens, open_cap, w, h)
 
 
 def main() -> None:

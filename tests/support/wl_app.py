@@ -25,10 +25,12 @@ class WaylandApp:
         title: str = "wl-test-app",
         fullscreen: bool = False,
         colours: list[tuple[int, int, int]] | None = None,
+        flip_hz: float = 0.0,
     ):
         """`fullscreen`: ask for the whole output before the first frame (mutter configures a
         plain toplevel at the size the client picks, sway tiles it to the output). `colours`:
-        the four quadrants (RGB), QUADRANTS unless given. Measured
+        the four quadrants (RGB), QUADRANTS unless given; `flip_hz`: swap them with their
+        inverse that many times a second (a screen that changes every frame). Measured
         on mutter 43 with several monitors: that goes to the primary monitor, while a mapped
         window asking later (`go_fullscreen`) stays on the monitor it opened on."""
         self.d = Display(socket_path)
@@ -39,6 +41,7 @@ class WaylandApp:
         self.wm.on("ping", lambda serial: self.wm.request("pong", serial))
         self.events: list[tuple] = []
         self.colours = colours or QUADRANTS
+        self.flip_hz = flip_hz
         self.size = (0, 0)
         self.painted = threading.Event()
         self.error: Exception | None = None
@@ -104,17 +107,21 @@ class WaylandApp:
             if self._pool is not None:
                 self._pool.destroy()
             self._pool = ShmPool(self.shm, w, h, w * 4, SHM_XRGB8888)
-            px = np.frombuffer(self._pool.map, np.uint8).reshape(h, w, 4)
-            for i, (r, g, b) in enumerate(self.colours):
-                ys = slice(0, h // 2) if i < 2 else slice(h // 2, h)
-                xs = slice(0, w // 2) if i % 2 == 0 else slice(w // 2, w)
-                px[ys, xs] = (b, g, r, 255)
-            del px
+        self._paint(self.colours)
+        self.size = (w, h)
+        self.painted.set()
+
+    def _paint(self, colours) -> None:
+        w, h = self._pool.width, self._pool.height
+        px = np.frombuffer(self._pool.map, np.uint8).reshape(h, w, 4)
+        for i, (r, g, b) in enumerate(colours):
+            ys = slice(0, h // 2) if i < 2 else slice(h // 2, h)
+            xs = slice(0, w // 2) if i % 2 == 0 else slice(w // 2, w)
+            px[ys, xs] = (b, g, r, 255)
+        del px
         self.surface.request("attach", self._pool.buffer, 0, 0)
         self.surface.request("damage", 0, 0, w, h)
         self.surface.request("commit")
-        self.size = (w, h)
-        self.painted.set()
 
     def go_fullscreen(self) -> None:
         """Ask for fullscreen now, from the event thread (a game's switch after start)."""
@@ -122,8 +129,15 @@ class WaylandApp:
 
     def _loop(self) -> None:
         try:
+            flips, t0 = 0, time.monotonic()
             while not self._stop:
-                self.d.dispatch(0.05)
+                self.d.dispatch(0.002 if self.flip_hz else 0.05)
+                if self.flip_hz and self._pool is not None:
+                    due = int((time.monotonic() - t0) * self.flip_hz)
+                    if due > flips:
+                        flips = due
+                        inverse = [(255 - r, 255 - g, 255 - b) for r, g, b in self.colours]
+                        self._paint(inverse if flips % 2 else self.colours)
                 if self._fullscreen_later:
                     self._fullscreen_later = False
                     self.top.request("set_fullscreen", None)
@@ -150,7 +164,8 @@ class WaylandApp:
 
 def main() -> None:
     """`wl_app.py LOG [RRGGBB]`: run as a session's app on $WAYLAND_DISPLAY (one solid
-    colour when given, else the quadrants). It opens a plain window,
+    colour when given, else the quadrants; swapping them with their inverse WL_APP_FLIP_HZ times
+    a second when that is set). It opens a plain window,
     goes fullscreen once mapped (as a game does) and appends what it receives to LOG as JSON
     lines, until terminated."""
     import json
@@ -161,7 +176,8 @@ def main() -> None:
     solid = None
     if len(sys.argv) > 2:
         solid = [tuple(int(sys.argv[2][i : i + 2], 16) for i in (0, 2, 4))] * 4
-    app = WaylandApp(path, title="wl-quadrants", colours=solid)
+    flip = float(os.environ.get("WL_APP_FLIP_HZ") or 0)
+    app = WaylandApp(path, title="wl-quadrants", colours=solid, flip_hz=flip)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     written, size = 0, None
     with open(sys.argv[1], "a") as log:
