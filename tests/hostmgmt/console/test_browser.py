@@ -263,3 +263,28 @@ def test_logs_and_apps_pages_render(host):
     assert PASSWORD not in text
     page.goto("/apps")
     expect(page.locator("#apps tbody tr, #no-apps:not([hidden])").first).to_be_visible()
+
+
+def test_the_dashboard_says_what_capture_a_session_gets_and_what_to_fix(host, tmp_path):
+    page = signed_in(host)
+    page.goto("/config")
+    capture = page.locator("#cfg-capture_method")
+    capture.select_option("portal")  # no session bus here: nothing answers
+    page.click("#config-form button[type=submit]")
+    assert "Saved" in page.inner_text("[role=status].success")
+    try:
+        page.goto("/")
+        status = page.locator("#capture-status")
+        expect(status).to_be_visible()
+        text = status.inner_text()
+        assert "capture = portal: DBUS_SESSION_BUS_ADDRESS is not set" in text, text
+        assert "To fix: fix the capture setting" in text and "Not usable" not in text, text
+        assert status.locator(".warning").is_visible()
+        shot = Path(os.environ.get("TEST_ARTIFACTS", tmp_path)) / "dashboard-capture.png"
+        page.screenshot(path=str(shot), full_page=False)
+    finally:
+        page.goto("/config")
+        page.locator("#cfg-capture_method").select_option("auto")
+        page.click("#config-form button[type=submit]")
+    page.goto("/")
+    assert page.locator("#capture-status").inner_text().startswith("using ")
