@@ -195,7 +195,8 @@ def acquire(client: str, mode: str, plane: str = "compat") -> dict:
 def _attach(client: str, refresh: int, selection, size: tuple[int, int]) -> dict:
     """Join (or start recording) the operator's X display or wlroots output; nothing is
     started. A portal display's screen is picked in the portal's dialog, so its size is
-    known only once streaming: until then it is recorded at the client's `size`."""
+    known only to the stream: the row records the client's `size` (not updated from the
+    stream)."""
     region = selection.region or {"left": 0, "top": 0, "width": size[0], "height": size[1]}
     if selection.backend == "portal":
         ident = "attached:portal|" + _bus_key()
