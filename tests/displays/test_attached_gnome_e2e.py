@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import ADMIN_PASSWORD, ADMIN_USER
-from tests.displays.test_headless_e2e import QUAD_POINTS, H, W, bgr, close, stream
+from tests.displays.test_headless_e2e import H, W, bgr, close, stream
 from tests.streaming.conftest import pair, wait_for
 from tests.support import wl_app
 from tests.support.gnome import gst_pipelines, missing_tools, running_gnome
@@ -41,10 +41,13 @@ def operator_gnome():
             app.close()
 
 
-@pytest.mark.parametrize("method", ["gnome", "auto"])
-def test_capture_gnome_streams_the_operators_desktop(operator_gnome, method):
+@pytest.mark.parametrize(
+    ("method", "size"), [("gnome", (W, H)), ("auto", (W, H)), ("gnome", (960, 540))]
+)
+def test_capture_gnome_streams_the_operators_desktop(operator_gnome, method, size):
     """The host in the operator's session streams mutter's monitor and drives its seat; a
-    wrong monitor, lost input, a kept display or a leaked pipeline each fail here."""
+    wrong monitor, lost input, a kept display or a leaked pipeline each fail here. At 960x540
+    the 1280x720 monitor is scaled to the client's mode, and its pointer scaled back."""
     desk, app = operator_gnome
     mutter = desk.procs["mutter"]
     state = Path(tempfile.mkdtemp(prefix=f"gnome-e2e-{method}-"))
@@ -66,9 +69,11 @@ def test_capture_gnome_streams_the_operators_desktop(operator_gnome, method):
         cfg.mkdir()
         pair(host, cfg, pin="8642", name=f"Gnome-{method}")
         app.events.clear()
-        r = stream(host, cfg, "Desktop", (W // 2, H // 2), QUAD_POINTS)
-        print(f"attached gnome ({method}):", json.dumps(r))
-        assert r["decoded"] > 30 and r["shape"] == [H, W, 3], r
+        w, h = size
+        points = [(x * w // 4, y * h // 4) for y in (1, 3) for x in (1, 3)]
+        r = stream(host, cfg, "Desktop", (w // 2, h // 2), points, size=size)
+        print(f"attached gnome ({method}, {w}x{h}):", json.dumps(r))
+        assert r["decoded"] > 30 and r["shape"] == [h, w, 3], r
         for got, want in zip(r["samples_bgr"], wl_app.QUADRANTS, strict=True):
             assert close(got, bgr(want)), (r["samples_bgr"], wl_app.QUADRANTS)
         assert ("key", 30, 1) in app.events, app.events[-20:]

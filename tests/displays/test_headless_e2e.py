@@ -51,8 +51,9 @@ def bgr(rgb) -> list[int]:
     return list(reversed(rgb))
 
 
-def stream(host, cfg, app: str, move, samples, seconds=6) -> dict:
-    args = [sys.executable, CLIENT, str(host.base_port), str(cfg), str(W), str(H), str(FPS),
+def stream(host, cfg, app: str, move, samples, seconds=6, size=(W, H)) -> dict:
+    args = [sys.executable, CLIENT, str(host.base_port), str(cfg), str(size[0]), str(size[1]),
+            str(FPS),
             str(seconds), str(move[0]), str(move[1]),
             *(f"{x},{y}" for x, y in samples)]  # fmt: skip
     env = {**os.environ, "PYTHONPATH": str(ROOT), "STREAM_APP": app}
