@@ -4,7 +4,8 @@ the rate limiter, the held keys and buttons, and the wheel remainder.
 
 A backend subclasses `Injector`, calls `_setup()` and provides the primitives, each called with
 `_lock` held and each sending its event at once: `keycode`, `_send_key`, `_send_button`,
-`_send_move_by`, `_send_move_to` (a position inside the captured area) and `_send_wheel`.
+`_send_move_by`, `_send_move_to` (a position inside the captured area) and `_send_wheel`;
+for text, `_type_one` (and `_typable`, `_text_sent` where the default does not fit).
 Each public call returns True when the event was injected and False when it was refused or
 dropped; `rejected` and `limiter.dropped` count both for the session's stats.
 """
@@ -14,6 +15,7 @@ from __future__ import annotations
 import logging
 import threading
 
+from media.input.keymap import char_keysym
 from media.input.limiter import RateLimiter
 
 log = logging.getLogger("media.input")
@@ -145,6 +147,42 @@ class Injector:
             if notches:
                 self._send_wheel(notches, horizontal)
         return True
+
+    def type_text(self, text: str) -> int:
+        """Type `text` into the focused window; how many characters were typed. Characters
+        the backend cannot type are refused (counted in `rejected`), the rate limiter counts
+        one press per character, and at most MAX_TEXT_CHARS are taken from one call."""
+        text = self._text_to_type(text)
+        typed = 0
+        with self._lock:
+            if self._closed or not text:
+                return 0
+            try:
+                for ch in text:
+                    what = self._typable(ch)
+                    if what is None:
+                        continue
+                    if not self.limiter.allow():
+                        break  # the flood's rest is dropped (and counted by the limiter)
+                    if self._type_one(ch, what):
+                        typed += 1
+            finally:
+                self._text_sent()
+        return typed
+
+    def _typable(self, ch: str):
+        """What `_type_one` types for `ch` (its keysym by default), or None, refused."""
+        sym = char_keysym(ch)
+        if sym is None:
+            self._reject("character %r has no keysym", ch)
+        return sym
+
+    def _type_one(self, ch: str, what) -> bool:
+        """Send one character (`_lock` held); False when it was refused after all."""
+        raise NotImplementedError
+
+    def _text_sent(self) -> None:
+        """After a `type_text`'s characters (`_lock` held): flush what the backend buffers."""
 
     def _text_to_type(self, text) -> str:
         """The part of a client's text message that may be typed ("" for none)."""

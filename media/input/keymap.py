@@ -110,3 +110,20 @@ def keysym_value(name: str) -> int:
     if not sym and name.startswith("XF86"):
         sym = XK.string_to_keysym("XF86_" + name[4:])
     return sym
+
+
+_CONTROL_CHARS = {"\n": 0xFF0D, "\r": 0xFF0D, "\t": 0xFF09, "\b": 0xFF08}  # Return, Tab, BackSpace
+
+
+def char_keysym(ch: str) -> int | None:
+    """The X keysym that types `ch`: Latin-1 keysyms are the code point, everything else is
+    0x01000000 + code point (X's Unicode keysyms); Return, Tab, BackSpace for their control
+    characters; None for other control characters."""
+    if len(ch) != 1:
+        return None
+    cp = ord(ch)
+    if ch in _CONTROL_CHARS:
+        return _CONTROL_CHARS[ch]
+    if cp < 0x20 or 0x7F <= cp < 0xA0 or 0xD800 <= cp < 0xE000:
+        return None
+    return cp if cp < 0x100 else 0x01000000 | cp

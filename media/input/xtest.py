@@ -38,7 +38,6 @@ BUTTONS = {1: 1, 2: 2, 3: 3, 4: 8, 5: 9}
 _WHEEL = {(False, 1): 4, (False, -1): 5, (True, 1): 7, (True, -1): 6}
 RESTORE_AFTER_S = 1.0  # spare keycodes go back to empty this long after the last text
 REBIND_GAP_S = 0.05  # a spare keycode is not rebound sooner than this after its last tap
-_CONTROL_CHARS = {"\n": 0xFF0D, "\r": 0xFF0D, "\t": 0xFF09, "\b": 0xFF08}  # Return, Tab, BackSpace
 
 XK.load_keysym_group("xf86")
 
@@ -92,34 +91,18 @@ class XInput(Injector):
         self._fake(X.KeyPress if down else X.KeyRelease, code)
 
     # -- text -------------------------------------------------------------------------------
-    def type_text(self, text: str) -> int:
-        """Type `text` into the focused window; how many characters were typed. Characters
-        that have no keysym (control characters) are refused, the rate limiter counts one
-        press per character, and at most MAX_TEXT_CHARS are taken from one call."""
-        text = self._text_to_type(text)
-        typed = 0
-        with self._lock:
-            if self._closed or not text:
-                return 0
-            try:
-                for ch in text:
-                    sym = char_keysym(ch)
-                    if sym is None:
-                        self._reject("character %r has no keysym", ch)
-                        continue
-                    if not self.limiter.allow():
-                        break  # the flood's rest is dropped (and counted by the limiter)
-                    code, shifted = self._text_key(sym)
-                    if code is None:
-                        self._reject("no key for %r and no spare keycode to bind", ch)
-                        continue
-                    self._tap(code, shifted)
-                    typed += 1
-            finally:
-                self._d.flush()
-                if self._bound:
-                    self._schedule_restore()
-        return typed
+    def _type_one(self, ch: str, sym: int) -> bool:
+        code, shifted = self._text_key(sym)
+        if code is None:
+            self._reject("no key for %r and no spare keycode to bind", ch)
+            return False
+        self._tap(code, shifted)
+        return True
+
+    def _text_sent(self) -> None:
+        self._d.flush()
+        if self._bound:
+            self._schedule_restore()
 
     def _text_key(self, sym: int) -> tuple[int | None, bool]:
         """(keycode, needs shift) for a keysym, binding a spare keycode when the keymap has
@@ -258,17 +241,3 @@ class XInput(Injector):
         xtest.fake_input(self._d, kind, detail, **kw)
         if flush:
             self._d.flush()
-
-
-def char_keysym(ch: str) -> int | None:
-    """The X keysym that types `ch`: Latin-1 keysyms are the code point, everything else is
-    0x01000000 + code point (X's Unicode keysyms); Return, Tab, BackSpace for their control
-    characters; None for other control characters."""
-    if len(ch) != 1:
-        return None
-    cp = ord(ch)
-    if ch in _CONTROL_CHARS:
-        return _CONTROL_CHARS[ch]
-    if cp < 0x20 or 0x7F <= cp < 0xA0 or 0xD800 <= cp < 0xE000:
-        return None
-    return cp if cp < 0x100 else 0x01000000 | cp

@@ -18,9 +18,9 @@ from __future__ import annotations
 import logging
 
 from media.input.injector import Injector, _clamp
-from media.input.keymap import keysym_name
+from media.input.keymap import char_keysym, keysym_name
 from media.input.limiter import RateLimiter
-from media.input.xtest import InputUnavailable, char_keysym
+from media.input.xtest import InputUnavailable
 from media.wayland import xkbmap
 from media.wayland.client import Display, MissingGlobal, WaylandError
 
@@ -89,24 +89,17 @@ class KWinInput(Injector):
     def _send_key(self, code: int, down: bool) -> None:
         self._send("keyboard_key", code, 1 if down else 0)
 
-    def type_text(self, text: str) -> int:
-        """Type `text`; how many characters were typed (see XInput.type_text)."""
-        text = self._text_to_type(text)
-        typed = 0
-        with self._lock:
-            if self._closed or not text:
-                return 0
-            for ch in text:
-                sym = char_keysym(ch)
-                found = xkbmap.code_for_keysym(sym) if sym is not None else None
-                if found is None:
-                    self._reject("character %r is not on the US layout fake input types", ch)
-                    continue
-                if not self.limiter.allow():
-                    break
-                self._tap(*found)
-                typed += 1
-        return typed
+    def _typable(self, ch: str):
+        """(key code, needs Shift) of `ch` on the US layout fake input types, else None."""
+        sym = char_keysym(ch)
+        found = xkbmap.code_for_keysym(sym) if sym is not None else None
+        if found is None:
+            self._reject("character %r is not on the US layout fake input types", ch)
+        return found
+
+    def _type_one(self, ch: str, found: tuple[int, bool]) -> bool:
+        self._tap(*found)
+        return True
 
     def _tap(self, code: int, shifted: bool) -> None:
         held = [c for c in self._held_keys if c in xkbmap.MODIFIERS["Shift"]]

@@ -25,7 +25,7 @@ from jeepney.wrappers import DBusErrorResponse, unwrap_msg
 from media.input.injector import Injector, _clamp
 from media.input.keymap import keysym_name
 from media.input.limiter import RateLimiter
-from media.input.xtest import InputUnavailable, char_keysym
+from media.input.xtest import InputUnavailable
 from media.mutter.screencast import (
     SCREENCAST,
     ScreenCastError,
@@ -164,28 +164,15 @@ class MutterInput(Injector):
     def _send_key(self, code: int, down: bool) -> None:
         self._notify("NotifyKeyboardKeycode", "ub", (code, down))
 
-    def type_text(self, text: str) -> int:
-        """Type `text`; how many characters were typed (see XInput.type_text). Each
-        character goes as its keysym: mutter finds the key (and level) in its own keymap."""
+    def _type_one(self, ch: str, sym: int) -> bool:
+        """Each character goes as its keysym: mutter finds the key (and level) in its own
+        keymap."""
         # GAP: a keysym the desktop's keymap lacks is dropped by mutter without an error (ö on
         # a US layout), yet counted here as typed: RemoteDesktop can neither bind a spare key
         # (as the wlroots path does) nor say which keysyms it resolved.
-        text = self._text_to_type(text)
-        typed = 0
-        with self._lock:
-            if self._closed or not text:
-                return 0
-            for ch in text:
-                sym = char_keysym(ch)
-                if sym is None:
-                    self._reject("character %r has no keysym", ch)
-                    continue
-                if not self.limiter.allow():
-                    break
-                self._notify("NotifyKeyboardKeysym", "ub", (sym, True))
-                self._notify("NotifyKeyboardKeysym", "ub", (sym, False))
-                typed += 1
-        return typed
+        self._notify("NotifyKeyboardKeysym", "ub", (sym, True))
+        self._notify("NotifyKeyboardKeysym", "ub", (sym, False))
+        return True
 
     def restore_keymap(self) -> int:
         """Nothing to restore: text never changes the desktop's keymap here."""

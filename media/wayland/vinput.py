@@ -19,7 +19,7 @@ from collections import OrderedDict
 from media.input.injector import Injector, _clamp
 from media.input.keymap import keysym_name
 from media.input.limiter import RateLimiter
-from media.input.xtest import InputUnavailable, char_keysym
+from media.input.xtest import InputUnavailable
 from media.wayland import xkbmap
 from media.wayland.client import Display, MissingGlobal, WaylandError
 
@@ -89,26 +89,14 @@ class WlrInput(Injector):
         self._key(code, down)
         self._flush()
 
-    def type_text(self, text: str) -> int:
-        """Type `text`; how many characters were typed (see XInput.type_text). A character
-        off the US layout is bound to a spare key code and the keymap uploaded again."""
-        text = self._text_to_type(text)
-        typed = 0
-        with self._lock:
-            if self._closed or not text:
-                return 0
-            for ch in text:
-                sym = char_keysym(ch)
-                if sym is None:
-                    self._reject("character %r has no keysym", ch)
-                    continue
-                if not self.limiter.allow():
-                    break
-                code, shifted = self._text_key(sym)
-                self._tap(code, shifted)
-                typed += 1
-            self._flush()
-        return typed
+    def _type_one(self, ch: str, sym: int) -> bool:
+        """A character off the US layout is bound to a spare key code and the keymap
+        uploaded again."""
+        self._tap(*self._text_key(sym))
+        return True
+
+    def _text_sent(self) -> None:
+        self._flush()
 
     def _text_key(self, sym: int) -> tuple[int, bool]:
         found = xkbmap.code_for_keysym(sym)

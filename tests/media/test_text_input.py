@@ -9,9 +9,10 @@ import pytest
 
 from media.input import packets
 from media.input.injector import MAX_TEXT_CHARS
+from media.input.keymap import char_keysym
 from media.input.limiter import RateLimiter
 from media.input.session import SessionInput
-from media.input.xtest import XInput, char_keysym
+from media.input.xtest import XInput
 
 
 def text_packet(data: bytes) -> bytes:
