@@ -174,7 +174,49 @@ class WaylandCapture(_FrameSource):
         self._drop()
 
 
-class MutterCapture(_FrameSource):
+class _PipeWireCapture(_FrameSource):
+    """A frame source read from a PipeWire stream a desktop casts: `_open` makes `_cast` (the
+    cast session: `ended()`, `close()`) and `_frames` (its media/mutter/frames.py reader) at
+    the first grab's size. Desktops send frames on damage only, so a grab returns the newest
+    frame at once: a static screen still feeds the encoder at the stream's rate."""
+
+    _cast = None
+    _frames = None
+
+    @property
+    def frames_received(self) -> int:
+        """Frames the current stream has delivered (the damage rate, not the grab rate)."""
+        return self._frames.frames if self._frames is not None else 0
+
+    @property
+    def node_id(self) -> int | None:
+        return self._cast.node_id if self._cast is not None else None
+
+    def _open(self, width: int, height: int) -> None:
+        raise NotImplementedError
+
+    def _grab(self, width: int, height: int) -> np.ndarray:
+        # Opened at this call's size; a later size change is resized by __call__.
+        if self._cast is None:
+            self._open(width, height)
+        ended = self._cast.ended()
+        if ended:
+            raise RuntimeError(ended)
+        return self._frames.latest(self.first_frame_timeout)
+
+    def _drop(self) -> None:
+        frames, self._frames = self._frames, None
+        cast, self._cast = self._cast, None
+        if frames is not None:
+            frames.close()
+        if cast is not None:
+            cast.close()
+
+    def close(self) -> None:
+        self._drop()
+
+
+class MutterCapture(_PipeWireCapture):
     """The same frame source over a GNOME (mutter) monitor: a ScreenCast session on the desktop
     user's session bus and its PipeWire stream read through gst-launch (media/mutter/).
     `connector` names the monitor (DisplayConfig's connector, e.g. "Meta-0", "DP-1"); None
@@ -202,26 +244,6 @@ class MutterCapture(_FrameSource):
         where = f"monitor {connector}" if connector else "a virtual monitor"
         self.what = f"{where} of mutter's ScreenCast"
         self._start_counting()
-        self._cast = None
-        self._frames = None
-
-    @property
-    def frames_received(self) -> int:
-        """Frames the current stream has delivered (mutter's damage rate, not the grab rate)."""
-        return self._frames.frames if self._frames is not None else 0
-
-    @property
-    def node_id(self) -> int | None:
-        return self._cast.node_id if self._cast is not None else None
-
-    def _grab(self, width: int, height: int) -> np.ndarray:
-        # Opened at this call's size; a later size change is resized by __call__.
-        if self._cast is None:
-            self._open(width, height)
-        ended = self._cast.ended()
-        if ended:
-            raise RuntimeError(ended)
-        return self._frames.latest(self.first_frame_timeout)
 
     def _open(self, width: int, height: int) -> None:
         from media.mutter.frames import PipeWireFrames
@@ -230,19 +252,8 @@ class MutterCapture(_FrameSource):
         self._cast = ScreenCast(self.connector, bus_address=self.bus_address)
         self._frames = PipeWireFrames(self._cast.node_id, width, height, env=self.env)
 
-    def _drop(self) -> None:
-        frames, self._frames = self._frames, None
-        cast, self._cast = self._cast, None
-        if frames is not None:
-            frames.close()
-        if cast is not None:
-            cast.close()
 
-    def close(self) -> None:
-        self._drop()
-
-
-class PortalCapture(_FrameSource):
+class PortalCapture(_PipeWireCapture):
     """The same frame source over the screen the person shared through the desktop portal
     (media/portal/): a ScreenCast session on the desktop user's session bus and its PipeWire
     stream, read through gst-launch on the remote the portal hands over (an fd). Opened in the
@@ -270,13 +281,7 @@ class PortalCapture(_FrameSource):
         self.x_display = ""  # the X path's name, kept for callers that read it
         self.what = "the screen shared through the desktop portal"
         self._start_counting()
-        self._cast = None
-        self._frames = None
         self.refused: str | None = None  # why consent is missing: final for this source
-
-    @property
-    def frames_received(self) -> int:
-        return self._frames.frames if self._frames is not None else 0
 
     @property
     def node_id(self) -> int | None:
@@ -290,12 +295,7 @@ class PortalCapture(_FrameSource):
     def _grab(self, width: int, height: int) -> np.ndarray:
         if self.refused:
             raise RuntimeError(self.refused)
-        if self._cast is None:
-            self._open(width, height)
-        ended = self._cast.ended()
-        if ended:
-            raise RuntimeError(ended)
-        return self._frames.latest(self.first_frame_timeout)
+        return super()._grab(width, height)
 
     def _open(self, width: int, height: int) -> None:
         import os
@@ -320,19 +320,8 @@ class PortalCapture(_FrameSource):
         finally:
             os.close(fd)  # gst-launch holds its own copy
 
-    def _drop(self) -> None:
-        frames, self._frames = self._frames, None
-        cast, self._cast = self._cast, None
-        if frames is not None:
-            frames.close()
-        if cast is not None:
-            cast.close()
 
-    def close(self) -> None:
-        self._drop()
-
-
-class KWinCapture(MutterCapture):
+class KWinCapture(_PipeWireCapture):
     """The same frame source over a KDE Plasma (KWin) output: a zkde_screencast_unstable_v1
     stream on KWin's Wayland socket (media/kwin/screencast.py) read through the same
     gst-launch pipewiresrc reader as mutter's. `output` names the output (wl_output name,
@@ -354,14 +343,12 @@ class KWinCapture(MutterCapture):
         first_frame_timeout: float = 2.0,
     ):
         self.wayland_socket, self.connector, self.window = wayland_socket, output, window
-        self.bus_address, self.env = None, env
+        self.env = env
         self.first_frame_timeout = first_frame_timeout
         self.x_display = ""  # the X path's name, kept for callers that read it
         where = f"window {window}" if window else f"output {output or '(the only one)'}"
         self.what = f"{where} of KWin at {wayland_socket}"
         self._start_counting()
-        self._cast = None
-        self._frames = None
 
     def _open(self, width: int, height: int) -> None:
         from media.kwin.screencast import KWinScreenCast
