@@ -10,12 +10,12 @@ time) raises `ScreenCastError` with a sentence that names the cause.
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 
 from jeepney import DBusAddress, MatchRule, new_method_call
-from jeepney.io.blocking import DBusConnection, open_dbus_connection
-from jeepney.wrappers import DBusErrorResponse, unwrap_msg
+from jeepney.io.blocking import DBusConnection
+
+from media import sessionbus
 
 SCREENCAST = "org.gnome.Mutter.ScreenCast"
 DISPLAYCONFIG = "org.gnome.Mutter.DisplayConfig"
@@ -43,26 +43,11 @@ class Monitor:
 
 
 def _connect(bus_address: str | None, timeout: float) -> DBusConnection:
-    addr = bus_address or os.environ.get("DBUS_SESSION_BUS_ADDRESS")
-    if not addr:
-        raise ScreenCastError(
-            "no D-Bus session bus: DBUS_SESSION_BUS_ADDRESS is not set (mutter's ScreenCast "
-            "is reached over the desktop user's session bus)"
-        )
-    try:
-        return open_dbus_connection(addr, auth_timeout=timeout)
-    except (OSError, ValueError) as exc:
-        raise ScreenCastError(f"cannot connect to the D-Bus session bus at {addr}: {exc}") from exc
+    return sessionbus.connect(bus_address, timeout, ScreenCastError, "mutter's ScreenCast")
 
 
 def _call(conn: DBusConnection, msg, timeout: float, doing: str) -> tuple:
-    try:
-        return unwrap_msg(conn.send_and_get_reply(msg, timeout=timeout))
-    except DBusErrorResponse as exc:
-        detail = exc.data[0] if exc.data else exc.name
-        raise ScreenCastError(f"{doing} failed: {detail} ({exc.name})") from exc
-    except TimeoutError as exc:
-        raise ScreenCastError(f"{doing}: no reply in {timeout:g} s") from exc
+    return sessionbus.call(conn, msg, timeout, doing, ScreenCastError)
 
 
 def _add_match(rule: MatchRule):

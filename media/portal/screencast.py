@@ -30,9 +30,10 @@ import time
 from dataclasses import dataclass
 
 from jeepney import DBusAddress, MatchRule, new_method_call
-from jeepney.io.blocking import DBusConnection, open_dbus_connection
+from jeepney.io.blocking import DBusConnection
 from jeepney.wrappers import DBusErrorResponse, unwrap_msg
 
+from media import sessionbus
 from media.mutter.screencast import end_seen, watch_end
 
 log = logging.getLogger("streaming.sessions")
@@ -128,28 +129,12 @@ def save_state(**fields) -> None:
 
 # -- D-Bus ----------------------------------------------------------------------------------
 def _connect(bus_address: str | None, timeout: float) -> DBusConnection:
-    addr = bus_address or os.environ.get("DBUS_SESSION_BUS_ADDRESS")
-    if not addr:
-        raise PortalError(
-            "no D-Bus session bus: DBUS_SESSION_BUS_ADDRESS is not set (the desktop portal is "
-            "reached over the desktop user's session bus)"
-        )
-    try:
-        return open_dbus_connection(addr, auth_timeout=timeout, enable_fds=True)
-    except (OSError, ValueError) as exc:
-        raise PortalError(f"cannot connect to the D-Bus session bus at {addr}: {exc}") from exc
+    return sessionbus.connect(bus_address, timeout, PortalError, "the desktop portal",
+                              enable_fds=True)  # fmt: skip
 
 
 def _call(conn: DBusConnection, msg, timeout: float, doing: str) -> tuple:
-    try:
-        return unwrap_msg(conn.send_and_get_reply(msg, timeout=timeout))
-    except DBusErrorResponse as exc:
-        detail = exc.data[0] if exc.data else exc.name
-        raise PortalError(f"{doing} failed: {detail} ({exc.name})") from exc
-    except TimeoutError as exc:
-        raise PortalError(f"{doing}: no reply in {timeout:g} s") from exc
-    except (OSError, ValueError) as exc:
-        raise PortalError(f"{doing}: the session bus connection ended ({exc})") from exc
+    return sessionbus.call(conn, msg, timeout, doing, PortalError, ended_too=True)
 
 
 def _version(conn: DBusConnection, timeout: float) -> int:
