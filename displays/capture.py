@@ -419,6 +419,24 @@ def _monitor_pin(env) -> str:
         return ""
 
 
+def _output_name_of(head: dict) -> str | None:
+    return head["name"]
+
+
+def _pinned(heads: list, pin: str, name_of, noun: str, where: str) -> tuple[object | None, str]:
+    """(the head `pin` names, case-insensitive, "") or (None, why: the names there are)."""
+    head = next((h for h in heads if (name_of(h) or "").lower() == pin.lower()), None)
+    if head is not None:
+        return head, ""
+    names = ", ".join(str(name_of(h)) for h in heads) or "none"
+    return None, f"no {noun} named {pin!r} on {where} ({noun}s: {names})"
+
+
+def _head_region(head: dict) -> dict:
+    """A wlroots or KWin output's rectangle as a Selection region."""
+    return {"left": head["x"], "top": head["y"], "width": head["width"], "height": head["height"]}
+
+
 def _pick_monitor(found: XDisplay, pin: str) -> tuple[dict | None, str]:
     """The monitor to capture: the pinned one (by RandR output name), else the primary."""
     heads = found.monitors
@@ -462,18 +480,14 @@ def select(env=None) -> Selection:
     wlr_path = wayland_socket(env) or ""
     wlr_head, wlr_pin_error = None, False
     if wlr_ok:
-        wlr_pin = _monitor_pin(env) or ("" if output_is_x else output)
         try:
             outs = wlr_outputs(wlr_path)
         except Exception as exc:  # noqa: BLE001 - a compositor going away is the answer
             outs, wlr_why = [], f"the compositor at {wlr_path} went away: {exc}"
-        if wlr_pin:
-            wlr_head = next((o for o in outs if (o["name"] or "").lower() == wlr_pin.lower()), None)
-            if wlr_head is None:
-                names = ", ".join(str(o["name"]) for o in outs) or "none"
-                wlr_why = f"no output named {wlr_pin!r} on the compositor at {wlr_path} " \
-                          f"(outputs: {names})"  # fmt: skip
-                wlr_pin_error = True
+        if pin:
+            wlr_head, wlr_why = _pinned(outs, pin, _output_name_of, "output",
+                                        f"the compositor at {wlr_path}")  # fmt: skip
+            wlr_pin_error = wlr_head is None
         elif outs:
             wlr_head = outs[0]
         elif not wlr_why:
@@ -483,16 +497,11 @@ def select(env=None) -> Selection:
     gnome_head, gnome_pin_error = None, False
     heads, gnome_why = probe_gnome(env)
     if heads is not None:
-        gnome_pin = _monitor_pin(env) or ("" if output_is_x else output)
         live = [h for h in heads if h.width]
-        if gnome_pin:
-            gnome_head = next((h for h in live if h.connector.lower() == gnome_pin.lower()), None)
-            if gnome_head is None:
-                names = ", ".join(h.connector for h in live) or "none"
-                gnome_why = (
-                    f"no monitor named {gnome_pin!r} on the GNOME desktop (monitors: {names})"
-                )
-                gnome_pin_error = True
+        if pin:
+            gnome_head, gnome_why = _pinned(live, pin, lambda h: h.connector, "monitor",
+                                            "the GNOME desktop")  # fmt: skip
+            gnome_pin_error = gnome_head is None
         else:
             gnome_head = next((h for h in live if h.primary), live[0] if live else None)
             if gnome_head is None:
@@ -502,15 +511,10 @@ def select(env=None) -> Selection:
     kwin_head, kwin_pin_error = None, False
     kwin_outs, kwin_why = probe_kwin(env)
     if kwin_outs is not None:
-        kwin_pin = _monitor_pin(env) or ("" if output_is_x else output)
         live = [o for o in kwin_outs if o["width"]]
-        if kwin_pin:
-            kwin_head = next((o for o in live if (o["name"] or "").lower() == kwin_pin.lower()),
-                             None)  # fmt: skip
-            if kwin_head is None:
-                names = ", ".join(str(o["name"]) for o in live) or "none"
-                kwin_why = f"no output named {kwin_pin!r} on the KDE desktop (outputs: {names})"
-                kwin_pin_error = True
+        if pin:
+            kwin_head, kwin_why = _pinned(live, pin, _output_name_of, "output", "the KDE desktop")
+            kwin_pin_error = kwin_head is None
         else:
             kwin_head = live[0] if live else None
             if kwin_head is None:
@@ -528,6 +532,14 @@ def select(env=None) -> Selection:
         return sel
     if _headless_mode():
         return _select_headless(sel)
+
+    def chosen(name: str, attach_it) -> Selection:
+        """`capture = name`: attached by `attach_it()`, or its reason as the error."""
+        if name in unusable:
+            sel.backend, sel.error = name, f"capture = {name}: {unusable[name]}"
+            return sel
+        return attach_it()
+
     region = None
     if x_head is not None:
         region = {k: int(x_head[k]) for k in ("left", "top", "width", "height")}
@@ -537,23 +549,18 @@ def select(env=None) -> Selection:
         return sel
 
     if requested == "x11":
-        if "x11" in unusable:
-            sel.backend, sel.error = "x11", f"capture = x11: {unusable['x11']}"
-            return sel
-        return attach(f"capture = x11 ({x_from} {x_name})")
+        return chosen("x11", lambda: attach(f"capture = x11 ({x_from} {x_name})"))
 
     def attach_wlr(reason: str) -> Selection:
         sel.backend, sel.reason = "wlr", reason
         sel.wayland_socket, sel.output = wlr_path, wlr_head["name"]
-        sel.region = {"left": wlr_head["x"], "top": wlr_head["y"],
-                      "width": wlr_head["width"], "height": wlr_head["height"]}  # fmt: skip
+        sel.region = _head_region(wlr_head)
         return sel
 
     if requested == "wlr":
-        if "wlr" in unusable:
-            sel.backend, sel.error = "wlr", f"capture = wlr: {unusable['wlr']}"
-            return sel
-        return attach_wlr(f"capture = wlr (output {wlr_head['name']} of {wlr_path})")
+        return chosen(
+            "wlr", lambda: attach_wlr(f"capture = wlr (output {wlr_head['name']} of {wlr_path})")
+        )
 
     def attach_gnome(reason: str) -> Selection:
         sel.backend, sel.reason, sel.output = "gnome", reason, gnome_head.connector
@@ -562,10 +569,9 @@ def select(env=None) -> Selection:
         return sel
 
     if requested == "gnome":
-        if "gnome" in unusable:
-            sel.backend, sel.error = "gnome", f"capture = gnome: {unusable['gnome']}"
-            return sel
-        return attach_gnome(f"capture = gnome (monitor {gnome_head.connector})")
+        return chosen(
+            "gnome", lambda: attach_gnome(f"capture = gnome (monitor {gnome_head.connector})")
+        )
 
     def attach_portal(reason: str) -> Selection:
         # The screen is the one the person picks in the portal's dialog; its size comes with
@@ -577,23 +583,17 @@ def select(env=None) -> Selection:
         return sel
 
     if requested == "portal":
-        if "portal" in unusable:
-            sel.backend, sel.error = "portal", f"capture = portal: {unusable['portal']}"
-            return sel
-        return attach_portal(f"capture = portal (ScreenCast version {portal_version})")
+        reason = f"capture = portal (ScreenCast version {portal_version})"
+        return chosen("portal", lambda: attach_portal(reason))
 
     def attach_kwin(reason: str) -> Selection:
         sel.backend, sel.reason = "kwin", reason
         sel.wayland_socket, sel.output = wayland_socket(env) or "", kwin_head["name"]
-        sel.region = {"left": kwin_head["x"], "top": kwin_head["y"],
-                      "width": kwin_head["width"], "height": kwin_head["height"]}  # fmt: skip
+        sel.region = _head_region(kwin_head)
         return sel
 
     if requested == "kwin":
-        if "kwin" in unusable:
-            sel.backend, sel.error = "kwin", f"capture = kwin: {unusable['kwin']}"
-            return sel
-        return attach_kwin(f"capture = kwin (output {kwin_head['name']})")
+        return chosen("kwin", lambda: attach_kwin(f"capture = kwin (output {kwin_head['name']})"))
     if requested == "xvfb":
         sel.backend, sel.reason = "xvfb", "capture = xvfb"
         if "xvfb" in unusable:
