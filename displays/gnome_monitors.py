@@ -24,9 +24,9 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 
+from displays import ownedproc
 from hostmgmt.lib.statedir import state_dir
 
 log = logging.getLogger(__name__)
@@ -114,46 +114,27 @@ def _end(proc: subprocess.Popen) -> None:
     proc.wait()
 
 
-def _state(pid: int) -> str:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return "X"
-
-
 def is_ours(pid: int) -> bool:
     """True when `pid` is a live keeper this host (this state dir) started."""
     try:
         argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-        environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
     except OSError:
         return False
-    return MODULE.encode() in argv and f"{OWNER_ENV}={_owner()}".encode() in environ
+    return MODULE.encode() in argv and ownedproc.marked(pid, f"{OWNER_ENV}={_owner()}")
 
 
 def alive(pid: int | None) -> bool:
-    return bool(pid) and _state(pid) not in ("Z", "X") and is_ours(pid)
+    return bool(pid) and not ownedproc.gone(pid) and is_ours(pid)
 
 
 def stop(pid: int | None) -> None:
     """End one of our keepers (mutter removes its monitor) and wait until it is gone."""
-    if not pid or not is_ours(pid):
-        return
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        try:
-            os.kill(pid, sig)
-        except ProcessLookupError:
-            return
-        deadline = time.monotonic() + STOP_GRACE_S
-        while time.monotonic() < deadline:
-            if _state(pid) in ("Z", "X"):
-                return
-            time.sleep(0.02)
-    log.warning("monitor keeper %d did not exit", pid)
+    if pid and is_ours(pid) and not ownedproc.terminate(pid, STOP_GRACE_S):
+        log.warning("monitor keeper %d did not exit", pid)
 
 
 def owned_pids() -> list[int]:
-    return [int(e) for e in os.listdir("/proc") if e.isdigit() and alive(int(e))]
+    return ownedproc.scan(alive)
 
 
 def stop_all() -> int:

@@ -18,7 +18,6 @@ import logging
 import os
 import select
 import shutil
-import signal
 import socket
 import struct
 import subprocess
@@ -26,7 +25,7 @@ import threading
 import time
 from pathlib import Path
 
-from displays import xauth
+from displays import ownedproc, xauth
 from hostmgmt.lib.statedir import state_dir
 
 log = logging.getLogger(__name__)
@@ -171,54 +170,27 @@ def _cmdline(pid: int) -> list[bytes]:
         return []
 
 
-def _state(pid: int) -> str:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-        return stat.rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return "X"
-
-
 def is_ours(pid: int) -> bool:
     """True when `pid` is a live Xvfb this host (this state dir) started."""
     argv = _cmdline(pid)
     if not argv or os.path.basename(argv[0]) != b"Xvfb":
         return False
-    try:
-        environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
-    except OSError:
-        return False
-    return f"{OWNER_ENV}={_owner()}".encode() in environ
+    return ownedproc.marked(pid, f"{OWNER_ENV}={_owner()}")
 
 
 def alive(pid: int | None) -> bool:
-    return bool(pid) and _state(pid) not in ("Z", "X") and is_ours(pid)
+    return bool(pid) and not ownedproc.gone(pid) and is_ours(pid)
 
 
 def stop(pid: int | None) -> None:
     """Terminate one of our servers and wait until it is gone (zombie counts as gone)."""
-    if not pid or not is_ours(pid):
-        return
-    for sig, grace in ((signal.SIGTERM, STOP_GRACE_S), (signal.SIGKILL, STOP_GRACE_S)):
-        try:
-            os.kill(pid, sig)
-        except ProcessLookupError:
-            return
-        deadline = time.monotonic() + grace
-        while time.monotonic() < deadline:
-            if _state(pid) in ("Z", "X"):
-                return
-            time.sleep(0.02)
-    log.warning("Xvfb %d did not exit", pid)
+    if pid and is_ours(pid) and not ownedproc.terminate(pid, STOP_GRACE_S):
+        log.warning("Xvfb %d did not exit", pid)
 
 
 def owned_pids() -> list[int]:
     """Every live Xvfb this state dir owns, found by scanning /proc."""
-    pids = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit() and alive(int(entry)):
-            pids.append(int(entry))
-    return pids
+    return ownedproc.scan(alive)
 
 
 def stop_all() -> int:
