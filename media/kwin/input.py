@@ -28,8 +28,6 @@ log = logging.getLogger("media.input")
 
 FAKE_INPUT = "org_kde_kwin_fake_input"
 NEED_VERSION = 4  # keyboard_key; pointer_motion_absolute came in 3
-# Client mouse buttons (1 left, 2 middle, 3 right, 4 back/X1, 5 forward/X2) to evdev codes.
-BUTTONS = {1: 0x110, 2: 0x112, 3: 0x111, 4: 0x113, 5: 0x114}
 AXIS_STEP = 15.0  # one wheel notch in Wayland axis units (libinput's value, as on wlroots)
 APP, REASON = "Game streaming host", "keyboard and mouse of a remote-play client"
 
@@ -39,7 +37,7 @@ class KWinInputUnavailable(InputUnavailable, WaylandError):
 
 
 class KWinInput(Injector):
-    BUTTONS = BUTTONS
+    BUTTONS = xkbmap.EVDEV_BUTTONS
 
     def __init__(
         self,

@@ -47,8 +47,6 @@ _SC_PATH = "/org/gnome/Mutter/ScreenCast"
 _SC_SESSION_IF = "org.gnome.Mutter.ScreenCast.Session"
 _STREAM_IF = "org.gnome.Mutter.ScreenCast.Stream"
 
-# Client mouse buttons (1 left, 2 middle, 3 right, 4 back/X1, 5 forward/X2) to evdev codes.
-BUTTONS = {1: 0x110, 2: 0x112, 3: 0x111, 4: 0x113, 5: 0x114}
 AXIS_VERTICAL, AXIS_HORIZONTAL = 0, 1
 WAKE_S = 0.2
 
@@ -58,7 +56,7 @@ class MutterInputUnavailable(InputUnavailable):
 
 
 class MutterInput(Injector):
-    BUTTONS = BUTTONS
+    BUTTONS = xkbmap.EVDEV_BUTTONS
 
     def __init__(
         self,

@@ -25,8 +25,6 @@ from media.wayland.client import Display, MissingGlobal, WaylandError
 
 log = logging.getLogger("media.input")
 
-# Client mouse buttons (1 left, 2 middle, 3 right, 4 back/X1, 5 forward/X2) to evdev codes.
-BUTTONS = {1: 0x110, 2: 0x112, 3: 0x111, 4: 0x113, 5: 0x114}
 AXIS_STEP = 15.0  # what one wheel notch scrolls, in Wayland's axis units (libinput's value)
 KEYMAP_FORMAT_XKB_V1 = 1
 
@@ -40,7 +38,7 @@ def _now_ms() -> int:
 
 
 class WlrInput(Injector):
-    BUTTONS = BUTTONS
+    BUTTONS = xkbmap.EVDEV_BUTTONS
 
     def __init__(
         self,

@@ -148,6 +148,9 @@ for _code, (_l1, _l2) in sorted(_KEYS.items()):
         _SYM_CODE.setdefault(_sym, (_code, _lvl))
 
 SHIFT_CODE = 42
+# client button (1 left, 2 middle, 3 right, 4 back, 5 forward) -> evdev BTN_LEFT, BTN_MIDDLE,
+# BTN_RIGHT, BTN_SIDE, BTN_EXTRA
+EVDEV_BUTTONS = {1: 0x110, 2: 0x112, 3: 0x111, 4: 0x113, 5: 0x114}
 
 
 def code_for_keysym_name(name: str) -> int | None:

@@ -115,6 +115,20 @@ class Gnome:
         self.procs[key] = proc
         return proc
 
+    def start_session(self) -> None:
+        """The desktop session's services: its bus (dbus-daemon), PipeWire and WirePlumber."""
+        dbus = self.start(
+            "dbus", ["dbus-daemon", "--session", "--nofork", "--print-address"],
+            stdout=subprocess.PIPE,
+        )  # fmt: skip
+        self.bus_address = dbus.stdout.readline().decode().strip()
+        if not self.bus_address:
+            raise RuntimeError(f"dbus-daemon gave no address: {self.log('dbus')}")
+        pw = self.start("pipewire", ["pipewire"])
+        _wait("pipewire", (self.runtime_dir / "pipewire-0").exists, 10, pw,
+              self.root / "pipewire.log")  # fmt: skip
+        self.start_wireplumber()
+
     def start_wireplumber(self) -> subprocess.Popen:
         """WirePlumber, the session manager that links a capture to its stream, with its
         Bluetooth monitor off: that monitor needs systemd-logind, and WirePlumber 0.4 quits
@@ -136,17 +150,7 @@ class Gnome:
         return (self.root / f"{name}.log").read_text(errors="replace")
 
     def boot(self, size: str) -> None:
-        dbus = self.start(
-            "dbus", ["dbus-daemon", "--session", "--nofork", "--print-address"],
-            stdout=subprocess.PIPE,
-        )  # fmt: skip
-        self.bus_address = dbus.stdout.readline().decode().strip()
-        if not self.bus_address:
-            raise RuntimeError(f"dbus-daemon gave no address: {self.log('dbus')}")
-        pw = self.start("pipewire", ["pipewire"])
-        sock = self.runtime_dir / "pipewire-0"
-        _wait("pipewire", sock.exists, 10, pw, self.root / "pipewire.log")
-        self.start_wireplumber()
+        self.start_session()
         mutter = self.start(
             "mutter",
             [*shell_argv(), "--headless", "--virtual-monitor", size, "--wayland", "--no-x11",

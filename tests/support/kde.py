@@ -82,17 +82,7 @@ class Kde(Gnome):
         if grant:
             desktop = self.root / "share/applications/host-test.desktop"
             desktop.write_text(grant_file(grant))
-        dbus = self.start(
-            "dbus", ["dbus-daemon", "--session", "--nofork", "--print-address"],
-            stdout=subprocess.PIPE,
-        )  # fmt: skip
-        self.bus_address = dbus.stdout.readline().decode().strip()
-        if not self.bus_address:
-            raise RuntimeError(f"dbus-daemon gave no address: {self.log('dbus')}")
-        pw = self.start("pipewire", ["pipewire"])
-        _wait("pipewire", (self.runtime_dir / "pipewire-0").exists, 10, pw,
-              self.root / "pipewire.log")  # fmt: skip
-        self.start_wireplumber()
+        self.start_session()
         argv = ["--virtual", "--width", str(width), "--height", str(height),
                 "--socket", self.wayland_display, "--no-lockscreen", "--no-global-shortcuts",
                 "--no-kactivities"]  # fmt: skip

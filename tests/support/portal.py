@@ -85,17 +85,7 @@ class PortalDesktop(Gnome):
         name = self.sway.outputs()[0]["name"]
         self.sway.command(f"output {name} mode {size}@60Hz")
         self.output = name
-        dbus = self.start(
-            "dbus", ["dbus-daemon", "--session", "--nofork", "--print-address"],
-            stdout=subprocess.PIPE,
-        )  # fmt: skip
-        self.bus_address = dbus.stdout.readline().decode().strip()
-        if not self.bus_address:
-            raise RuntimeError(f"dbus-daemon gave no address: {self.log('dbus')}")
-        pw = self.start("pipewire", ["pipewire"])
-        sock = self.runtime_dir / "pipewire-0"
-        _wait("pipewire", sock.exists, 10, pw, self.root / "pipewire.log")
-        self.start_wireplumber()
+        self.start_session()
         (self.root / "no-portals").mkdir()
         conf = self.root / "xdpw.conf"
         conf.write_text("[screencast]\n" + self.chooser)
