@@ -24,14 +24,14 @@ import psutil
 TOOLS = ("dbus-daemon", "pipewire", "wireplumber", "mutter", "gst-launch-1.0", "foot")
 
 
-def missing_tools() -> list[str]:
-    """What this machine lacks for a GNOME capture test (scripts/system-deps.sh installs it)."""
-    out = [t for t in TOOLS if shutil.which(t) is None]
+def missing_tools(tools=TOOLS) -> list[str]:
+    """What this machine lacks for a test desktop of `tools` (scripts/system-deps.sh installs
+    it), with the GStreamer elements every PipeWire capture reads through."""
+    from displays.capture import GST_ELEMENTS
+
+    out = [t for t in tools if shutil.which(t) is None]
     if not out:
-        for element, package in (
-            ("pipewiresrc", "gstreamer1.0-pipewire"),
-            ("videoconvert", "gstreamer1.0-plugins-base"),
-        ):
+        for element, package in GST_ELEMENTS:
             if subprocess.run(["gst-inspect-1.0", element], capture_output=True).returncode:
                 out.append(f"GStreamer's {element} ({package})")
     return out

@@ -18,11 +18,11 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
+from tests.support import gnome
 from tests.support.gnome import Gnome, _wait
 
 TOOLS = ("dbus-daemon", "pipewire", "wireplumber", "kwin_wayland", "gst-launch-1.0")
@@ -32,15 +32,7 @@ PRIVILEGED = ("zkde_screencast_unstable_v1", "org_kde_kwin_fake_input",
 
 def missing_tools() -> list[str]:
     """What this machine lacks for a KWin test (scripts/system-deps.sh installs it)."""
-    out = [t for t in TOOLS if shutil.which(t) is None]
-    if not out:
-        for element, package in (
-            ("pipewiresrc", "gstreamer1.0-pipewire"),
-            ("videoconvert", "gstreamer1.0-plugins-base"),
-        ):
-            if subprocess.run(["gst-inspect-1.0", element], capture_output=True).returncode:
-                out.append(f"GStreamer's {element} ({package})")
-    return out
+    return gnome.missing_tools(TOOLS)
 
 
 def grant_file(interfaces, executable: str | None = None) -> str:

@@ -21,10 +21,10 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
-import subprocess
 import tempfile
 from pathlib import Path
 
+from tests.support import gnome
 from tests.support.gnome import Gnome, _wait, name_on_bus
 
 NOBODY = (65534, 65534)
@@ -34,12 +34,8 @@ TOOLS = ("sway", "dbus-daemon", "pipewire", "wireplumber", "gst-launch-1.0", POR
 
 
 def missing_tools() -> list[str]:
-    """What this machine lacks for a portal capture test (scripts/system-deps.sh has it)."""
-    out = [t for t in TOOLS if shutil.which(t) is None]
-    pwsrc = ["gst-inspect-1.0", "pipewiresrc"]
-    if not out and subprocess.run(pwsrc, capture_output=True).returncode:
-        out.append("GStreamer's pipewiresrc (gstreamer1.0-pipewire)")
-    return out
+    """What this machine lacks for a portal capture test (scripts/system-deps.sh installs it)."""
+    return gnome.missing_tools(TOOLS)
 
 
 class PortalDesktop(Gnome):
@@ -153,9 +149,7 @@ DIALOG_BODY = (640, 470)
 
 
 def missing_gnome_tools() -> list[str]:
-    from tests.support.gnome import missing_tools as gnome_missing
-
-    return gnome_missing() + [t for t in (PORTAL, XDPG) if shutil.which(t) is None]
+    return gnome.missing_tools((*gnome.TOOLS, PORTAL, XDPG))
 
 
 @contextlib.contextmanager
