@@ -49,9 +49,11 @@ def compositors(configured: str | None = None) -> list[dict]:
     ]
 
 
-def headless() -> list[dict]:
+def headless(gnome_why: str | None = None) -> list[dict]:
     """`auto` (available when any concrete one is), then each backend: available only when it
-    is installed and this build can drive it (the `compositor_backend` refusals say why not)."""
+    is installed and this build can drive it (the `compositor_backend` refusals say why not).
+    `gnome_why`: a capture selection's finding on the user's GNOME ("" usable), so a caller
+    that has one does not probe the session bus again."""
     from hostmgmt.config.schema import COMPOSITOR_BACKEND_REFUSED
 
     rows = []
@@ -60,11 +62,14 @@ def headless() -> list[dict]:
         if hid == "xvfb":
             row["available"] = xvfb.available()
         elif hid == "mutter":  # the user's running GNOME, not a binary the host starts
-            from displays.capture import probe_gnome
+            why = gnome_why
+            if why is None:
+                from displays.capture import probe_gnome
 
-            heads, why = probe_gnome(os.environ)
-            row["available"] = heads is not None
-            if heads is None:
+                heads, why = probe_gnome(os.environ)
+                why = "" if heads is not None else why
+            row["available"] = not why
+            if why:
                 row["reason"] = why
         elif hid in COMPOSITOR_BACKEND_REFUSED:
             row["reason"] = COMPOSITOR_BACKEND_REFUSED[hid]

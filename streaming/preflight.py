@@ -142,7 +142,8 @@ def capture() -> list[dict]:
     from displays import compositors
 
     check, sel = capture_check()
-    heads = [h["id"] for h in compositors.headless() if h["available"] and h["id"] != "auto"]
+    found = compositors.headless(sel.gnome_why)  # GNOME as the selection found it
+    heads = [h["id"] for h in found if h["available"] and h["id"] != "auto"]
     return [
         check,
         _headless_check(sel),
