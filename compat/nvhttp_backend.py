@@ -54,14 +54,11 @@ class NvhttpBackend:
         return self._identity
 
     def server_facts(self, client_name: str = "") -> dict:
-        from compat import codecs
+        from compat.codecs import Offer
+        from streaming.sessions import encoding
 
         raw = services.raw_config()
-        try:
-            offer = codecs.host_offer(client_name)
-        except Exception:  # noqa: BLE001 - serverinfo must answer; H.264 is always there
-            log.exception("codec offer failed; offering H.264 only")
-            offer = codecs.H264_ONLY
+        offer = Offer(encoding.offered_or_h264(client_name))  # serverinfo must answer
         return {
             "hostname": identity.host_name(),
             "uniqueid": identity.unique_id(),

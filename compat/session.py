@@ -26,11 +26,13 @@ import time
 
 import redis
 
+from compat.codecs import Offer
 from compat.engine import adaptive
 from compat.engine.session import StreamSession
 from compat.launchconfig import make_launch
 from media.framesource import DisplayCapture, WaylandCapture
 from streaming import services, session_display, session_play
+from streaming.sessions import encoding
 from streaming.sessions.lifecycle import CLIENT_REASONS, SessionCore, sound_leftovers
 
 log = logging.getLogger("streaming.sessions")
@@ -49,44 +51,6 @@ DISCONNECT_REASON = {"disconnected": "quit", "client": "quit", "timeout": "timeo
 # What a Redis outage raises (redis-py's errors; a socket error where one escapes them).
 REDIS_DOWN = (redis.RedisError, OSError)
 SHUTDOWN = threading.Event()  # set by the process's SIGTERM handler (host shutdown)
-
-
-def _encoder_of(encoder: str) -> dict:
-    """Where this encoder runs (`media.gpus.encoder_for`); software if unknown."""
-    from media import gpus
-
-    try:
-        return gpus.encoder_for(encoder)
-    except Exception:  # noqa: BLE001 - a GPU probe failure must not stop a stream
-        log.warning("encoder GPU unknown for %s", encoder, exc_info=True)
-        return dict(gpus.SOFTWARE)
-
-
-def _encoder_plan(client_name: str, pin_codec: str) -> tuple:
-    """(offer, codec -> encoders to try, encoder config) for one arm: the codec offer for this
-    client (`compat.codecs`), the encoder lists (`media.encoders.choose`: the `encoder` key,
-    the GPU preference, the probe) and the encoder keys set in the config file."""
-    from compat import codecs
-    from hostmgmt.config import store
-    from media import encoder_options, encoders, gpus
-
-    try:
-        offer = codecs.host_offer(client_name)
-        pin = store.get("encoder")
-        vendor = gpus.preferred_vendor()
-        plan = {c: encoders.choose(c, pin, vendor) for c in offer.codecs}
-        if pin_codec == "h264_nvenc" and "h264_nvenc" not in plan["h264"]:
-            plan["h264"].insert(0, "h264_nvenc")  # asked for: tried, and its failure logged
-        raw = store.read_raw()
-        values = store.values()
-        config = {k: values[k] for k in raw if k in values and encoder_options.reached_by(k)}
-        index = gpus.nvenc_gpu_index()
-        if index is not None:
-            config["gpu_index"] = index
-        return offer, plan, config
-    except Exception:  # noqa: BLE001 - a broken probe or config streams H.264 in software
-        log.exception("encoder plan failed; offering H.264 on the defaults")
-        return codecs.H264_ONLY, {}, {}
 
 
 class CompatSession:
@@ -159,8 +123,8 @@ class CompatSession:
                 self.stream_started = True
                 self.core.state = "streaming"
                 encoder = data.get("encoder") or ""
-                self.core.stream_began(codec=data.get("codec"), encoder=encoder,
-                                       where=_encoder_of(encoder) if encoder else None)  # fmt: skip
+                where = encoding.where(encoder) if encoder else None
+                self.core.stream_began(codec=data.get("codec"), encoder=encoder, where=where)
             elif kind == "stream.stopped" and self.stream_started:
                 self.core.stream_ended()
 
@@ -243,12 +207,12 @@ class CompatSession:
             launch = make_launch(arm, self.slot)
             launch.max_bitrate_kbps = self.limits.get("max_bitrate_kbps", 0)
             launch.encoder_tuning = self.limits.get("encoder_preset", -1)
-            launch.offer, launch.encoders, launch.encoder_config = _encoder_plan(
-                self.client["name"], launch.codec
-            )
-            first = (launch.encoders.get("h264") or [launch.codec])[0]
+            launch.offer = Offer(encoding.offered_or_h264(self.client["name"]))
+            plan = encoding.plan(launch.offer.codecs)
+            launch.encoders, launch.encoder_config = plan.encoders, plan.config
+            first = plan.first("h264")
             # GET /gpus `active` until the stream reports the encoder that really opened.
-            self.core.use_encoder(encoder=first, where=_encoder_of(first))
+            self.core.use_encoder(encoder=first, where=encoding.where(first))
             sound = self.sound.stream if self.sound else None
             self.stream = StreamSession(
                 launch, self.capture, on_event=self.on_event,
@@ -437,7 +401,7 @@ class CompatSession:
                 min_fec=params.min_fec_packets,
             )
             if s.encoder and s.encoder != self.core.encoder:  # an encoder handed over
-                self.core.use_encoder(s.codec, s.encoder, _encoder_of(s.encoder))
+                self.core.use_encoder(s.codec, s.encoder, encoding.where(s.encoder))
         if not self.stream_started:
             return
         encode = sum(new_enc) / len(new_enc) if new_enc else None

@@ -1,7 +1,6 @@
 """Video for the native plane: an encoder process (the session's frame source, as on the compat
-plane: an X grab or wlr-screencopy of a wlroots output ->
-media.encoder.VideoEncoder -> H.264 Annex-B) and the aiortc track that hands those
-pre-encoded access units to the RTP sender.
+plane -> media.encoder.VideoEncoder on the session's encoder plan -> Annex-B H.264/HEVC or AV1
+OBUs) and the aiortc track that hands H.264 access units to the RTP sender.
 
 Why its own process: next to the asyncio loop that runs DTLS/SRTP, PyAV's encode time grew
 from 2.4 ms to 11.5 ms (issue 10); the GIL is the reason. Why pre-encoded: aiortc's own H.264
@@ -44,8 +43,14 @@ def encoder_main(
     tuning: int = -1,
     lost=None,
     figures=None,
+    candidates: list[str] | None = None,
+    config: dict | None = None,
+    opened=None,
 ) -> None:
-    """Child process: capture at `fps`, encode, send (header + Annex-B) per frame. `display`:
+    """Child process: capture at `fps`, encode, send (header + access unit) per frame. The
+    encoder is the first of `candidates` that opens, with `config` (the session's
+    `streaming.sessions.encoding.Plan`); its name goes to `opened` (a shared byte array), or
+    `!` and the reason when none opens. `display`:
     the session's display as `machine.acquire` gave it; the frame source is the compat
     plane's (`session_display.open_capture`: wlr-screencopy of a wlroots output, else an X
     grab of the display or the attached monitor's region). When every grab has failed for
@@ -54,15 +59,23 @@ def encoder_main(
     when the session is behind reading them)."""
     import queue
 
-    from media.encoder import VideoEncoder
+    from media.encoder import EncoderFailed, VideoEncoder
     from streaming.session_display import open_capture
 
-    enc = VideoEncoder(width, height, fps=fps, bitrate_kbps=kbps, tuning=tuning)
+    try:
+        enc = VideoEncoder(width, height, fps=fps, bitrate_kbps=kbps, tuning=tuning,
+                           candidates=candidates, config=config)  # fmt: skip
+    except (EncoderFailed, ValueError) as exc:  # none opens, or not at this size
+        _tell(opened, f"!{exc}")
+        conn.close()
+        return
+    _tell(opened, enc.codec_name)
     capture = open_capture(display)
     interval = 1.0 / fps
     next_t = time.monotonic()
     last_idr = 0.0
     captured = 0
+    name_told = enc.codec_name
     try:
         while not stop.is_set():
             now = time.monotonic()
@@ -82,7 +95,13 @@ def encoder_main(
                 keyframe.clear()
                 enc.request_idr()
                 last_idr = time.monotonic()
-            out = enc.encode(frame)
+            try:
+                out = enc.encode(frame)
+            except EncoderFailed as exc:  # the last encoder of the plan failed too
+                _tell(opened, f"!{exc}")
+                break
+            if enc.codec_name != name_told:  # an encoder failed mid-stream and handed over
+                name_told = _tell(opened, enc.codec_name)
             if out is None:
                 continue
             if figures is not None and capture_ms is not None:
@@ -100,6 +119,15 @@ def encoder_main(
         enc.close()
         capture.close()
         conn.close()
+
+
+def _tell(opened, text: str) -> str:
+    """Write `text` (an encoder name, or `!` and why none opened) where the session reads it."""
+    if opened is not None:
+        raw = text.encode("utf-8", "replace")[: len(opened) - 1]
+        with opened.get_lock():
+            opened.value = raw
+    return text
 
 
 def playout_delay_value(min_ms: int, max_ms: int) -> bytes:
@@ -161,15 +189,19 @@ class EncoderProcess:
         fps: int,
         kbps: int,
         tuning: int = -1,
+        candidates: list[str] | None = None,
+        config: dict | None = None,
     ):
         """`display`: `machine.acquire`'s answer (backend, x_display, region, wayland_display,
-        output); `lost` is set when its capture has failed for good."""
+        output); `lost` is set when its capture has failed for good. `candidates` and `config`:
+        the session's encoder plan (`streaming.sessions.encoding.Plan`) for its codec."""
         import multiprocessing as mp
 
         ctx = mp.get_context("spawn")  # no fork of a process holding Django, sockets and a loop
         self._recv, send = ctx.Pipe(duplex=False)
         self.keyframe, self.stop_event, self.lost = ctx.Event(), ctx.Event(), ctx.Event()
         self.figures = ctx.Queue(maxsize=1200)  # (capture ms, encode ms) per frame
+        self._opened = ctx.Array("c", 512)  # the encoder open now, or "!" and why none opened
         display = {k: display.get(k) for k in SOURCE_KEYS}
         self.proc = ctx.Process(
             target=encoder_main,
@@ -185,12 +217,41 @@ class EncoderProcess:
                 tuning,
                 self.lost,
                 self.figures,
+                candidates,
+                config,
+                self._opened,
             ),
             daemon=True,
             name="native-encoder",
         )
         self.proc.start()
         send.close()
+
+    def opened(self) -> str:
+        """The encoder open now ("" while the child is still opening one)."""
+        text = self._opened.value.decode("utf-8", "replace")
+        return "" if text.startswith("!") else text
+
+    def failure(self) -> str:
+        """Why no encoder of the plan opens, or the last one failed mid-stream ("" if none)."""
+        text = self._opened.value.decode("utf-8", "replace")
+        return text[1:] if text.startswith("!") else ""
+
+    def wait_opened(self, timeout: float) -> str:
+        """The encoder that opened; EncoderFailed (media.encoder) when none did, when the child
+        died first, or after `timeout` seconds."""
+        from media.encoder import EncoderFailed
+
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if name := self.opened():
+                return name
+            if why := self.failure():
+                raise EncoderFailed(why)
+            if not self.proc.is_alive():
+                raise EncoderFailed(f"the encoder process exited ({self.proc.exitcode})")
+            time.sleep(0.02)
+        raise EncoderFailed(f"no encoder opened within {timeout:.0f} s")
 
     def pump(self, loop: asyncio.AbstractEventLoop, queue: asyncio.Queue) -> None:
         def run():

@@ -26,10 +26,13 @@ import signal
 import sys
 import time
 
+from media.encoder import EncoderFailed
+from streaming.sessions import encoding
+
 log = logging.getLogger("native.peer")
 
 MAX_MESSAGE = 1024  # bytes per data-channel message; more is dropped
-NATIVE_ENCODER = "libx264"  # native.media's VideoEncoder default (the browser decodes H.264)
+ENCODER_OPEN_S = 15.0  # the encoder process's start and its first encoder opening
 # A clipboard message (native/clipboard.py) carries up to 64 KiB of text, JSON-escaped.
 MAX_CLIP_MESSAGE = 2 * 64 * 1024 + 64
 CONNECT_TIMEOUT_S = 30
@@ -112,6 +115,8 @@ class NativePeer:
         self.connected = False
         self.proven = False  # DTLS completed with the claimed certificate
         self.choice = None
+        self.codec = "h264"  # WebRTC carries H.264; WebCodecs what the browser decodes too
+        self.plan = None  # streaming.sessions.encoding.Plan for `codec`
         self.video_sender = self.audio_sender = None
         self.channel = None
         self.ws_told = False
@@ -149,6 +154,10 @@ class NativePeer:
         self.choice = await asyncio.to_thread(launch.resolve, self.offer.get("app") or "desktop")
         if self.choice is None:
             raise LookupError("that app is no longer in the catalog or library")
+        if self.offer.get("transport") == "webcodecs":
+            offered = await asyncio.to_thread(encoding.offered_or_h264, self.name)
+            self.codec = encoding.pick(offered, self.offer.get("decodes") or ())
+        self.plan = await asyncio.to_thread(encoding.plan, [self.codec])
         self.pc = RTCPeerConnection(RTCConfiguration(iceServers=[]))
         # The tracks come after the proof (`replaceTrack`); the answer needs only the kinds.
         # Codec preferences before setRemoteDescription, or aiortc falls back to VP8.
@@ -191,6 +200,7 @@ class NativePeer:
             "sdp": self.pc.localDescription.sdp,
             "type": "answer",
             "mode": self.mode,
+            "codec": self.codec,
             "session_id": self.id,
         }
 
@@ -244,6 +254,11 @@ class NativePeer:
         try:
             await self._start_media()
         except _Ended:
+            return
+        except EncoderFailed as exc:
+            log.warning("native session %s: no encoder: %s", self.fp[:12], exc)
+            self.reason, self.error = "error", str(exc)
+            self.stop("encoder_failed", True, f"no {self.codec} encoder opened here")
             return
         except Exception as exc:  # noqa: BLE001 - the page hears it in the closing "bye"
             log.warning("native session %s failed to start: %s", self.fp[:12], exc)
@@ -302,8 +317,9 @@ class NativePeer:
         if limits["max_bitrate_kbps"]:
             kbps = min(kbps, limits["max_bitrate_kbps"])
         self.encoder = EncoderProcess(
-            self.display, self.width, self.height, self.fps, kbps, limits["encoder_preset"]
-        )
+            self.display, self.width, self.height, self.fps, kbps, limits["encoder_preset"],
+            candidates=self.plan.encoders.get(self.codec), config=self.plan.config,
+        )  # fmt: skip
         webcodecs = self.offer.get("transport") == "webcodecs"
         self.track = EncodedVideoTrack(self.encoder, feed=not webcodecs)
         self.video = self.track
@@ -315,6 +331,9 @@ class NativePeer:
         self.video_sender.replaceTrack(self.track)
         self.video_sender._send_keyframe = self.track.request_keyframe
         self.audio_sender.replaceTrack(self.audio)
+        self._step()
+        encoder = await asyncio.to_thread(self.encoder.wait_opened, ENCODER_OPEN_S)
+        self.core.use_encoder(self.codec, encoder, await asyncio.to_thread(encoding.where, encoder))
         self._step()
         self.core.state = "streaming"
         await asyncio.to_thread(
@@ -335,7 +354,7 @@ class NativePeer:
         if self.ws is None or self.ws_told or self.channel is None:
             return
         if self.channel.readyState == "open":
-            self.channel.send(json.dumps({"t": "ws", "token": self.ws.token}))
+            self.channel.send(json.dumps({"t": "ws", "token": self.ws.token, "codec": self.codec}))
             self.ws_told = True
 
     def _send(self, msg: dict) -> None:
@@ -357,9 +376,7 @@ class NativePeer:
         self.track.request_keyframe()
         self.core.emit("client.connected")
         self.core.began()
-        # The encoder process runs media.encoder.VideoEncoder's default: H.264 on libx264.
-        self.core.stream_began(codec="h264", encoder=NATIVE_ENCODER,
-                               where={"backend": "software", "gpu_id": ""})  # fmt: skip
+        self.core.stream_began()  # the codec and the encoder that opened: `_start_media`
         self._tell_clipboard()
 
     def on_input(self, message) -> None:
@@ -442,6 +459,9 @@ class NativePeer:
                 # but the cause is the display, and that is what the session ends with.
                 self.reason, self.error = "error", lost
                 self.stop("display_lost", True, lost)
+            elif why := (self.encoder.failure() if self.encoder is not None else ""):
+                self.reason, self.error = "error", why
+                self.stop("encoder_failed", True, f"the {self.codec} encoder failed")
             elif self.app is not None and await asyncio.to_thread(self.app.exited):
                 self.stop("app_exited", True, "the app exited")
             if self.done.is_set():
@@ -485,6 +505,10 @@ class NativePeer:
         record (through the core)."""
         rtt = await self._rtt_ms()
         now = time.monotonic()
+        opened = self.encoder.opened()
+        if opened and opened != self.core.encoder:  # an encoder failed and handed over
+            where = await asyncio.to_thread(encoding.where, opened)
+            self.core.use_encoder(self.codec, opened, where)
         frames, nbytes = self.video.frames, self.video.bytes
         for capture_ms, encode_ms in self.encoder.drain_figures():
             self.core.latency(capture_ms, encode_ms)

@@ -68,6 +68,7 @@ def offer(o: dict, ip: str) -> dict:
             "height": o["height"],
             "fps": capped_fps(o["fps"]),  # the host's `max_fps`
             "transport": o["transport"],
+            "decodes": o["decodes"],
             "remote": ip,
             "loopback": ip.startswith("127.") or ip == "::1",
         }
@@ -78,5 +79,6 @@ def offer(o: dict, ip: str) -> dict:
         "sdp": answer["sdp"],
         "type": "answer",
         "mode": answer["mode"],
+        "codec": answer["codec"],
         "transport": o["transport"],
     }

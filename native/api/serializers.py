@@ -15,6 +15,7 @@ from native.services import sdp_fingerprint
 
 PIN_RE = re.compile(r"[0-9]{4}")  # not \d: that matches every script's digits
 TRANSPORTS = ("webrtc", "webcodecs")
+DECODES = ("h264", "hevc", "av1")  # what a page's WebCodecs may say it decodes
 
 
 def _int(name: str) -> serializers.IntegerField:
@@ -29,7 +30,9 @@ def _int(name: str) -> serializers.IntegerField:
 
 
 class OfferSerializer(serializers.Serializer):
-    """`{sdp, width, height, fps, name?, app?, pin?, transport?}`; adds `fingerprint`."""
+    """`{sdp, width, height, fps, name?, app?, pin?, transport?, decodes?}`; adds `fingerprint`.
+    `decodes`: the codecs the page's WebCodecs decodes (the host picks among them for the
+    `webcodecs` transport; WebRTC carries H.264)."""
 
     sdp = serializers.CharField(
         trim_whitespace=False,
@@ -47,6 +50,7 @@ class OfferSerializer(serializers.Serializer):
     app = serializers.JSONField(required=False, allow_null=True, default=None)
     pin = serializers.JSONField(required=False, allow_null=True, default=None)
     transport = serializers.JSONField(required=False, allow_null=True, default="webrtc")
+    decodes = serializers.JSONField(required=False, allow_null=True, default=None)
 
     def validate_sdp(self, sdp: str) -> str:
         if not sdp.startswith("v=0"):
@@ -75,6 +79,17 @@ class OfferSerializer(serializers.Serializer):
         if transport not in TRANSPORTS:
             raise serializers.ValidationError("transport must be webrtc or webcodecs")
         return transport
+
+    def validate_decodes(self, raw) -> list[str]:
+        if raw is None:
+            return ["h264"]
+        if (
+            not isinstance(raw, list)
+            or not all(isinstance(c, str) and c in DECODES for c in raw)
+            or len(set(raw)) != len(raw)
+        ):
+            raise serializers.ValidationError("decodes must list codecs of h264, hevc, av1")
+        return raw
 
     def validate(self, attrs: dict) -> dict:
         try:

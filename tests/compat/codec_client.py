@@ -27,14 +27,15 @@ def main() -> None:
     from compat import codecs
     from compat.engine.session import StreamSession
     from media import encoders
+    from streaming.sessions import encoding
     from tests.compat.e2e_client import loopback_launch, pattern
 
     codec, width, height, fps = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
     seconds, hevc_mode, av1_mode = float(sys.argv[5]), int(sys.argv[6]), int(sys.argv[7])
     fail_once = sys.argv[8:] == ["fail-once"]
     table = encoders.available()
-    gpu, anywhere = codecs.probed_codecs(table)
-    offer = codecs.decide(hevc_mode, av1_mode, gpu, anywhere)
+    gpu, anywhere = encoding.probed_codecs(table)
+    offer = codecs.Offer(encoding.decide(hevc_mode, av1_mode, gpu, anywhere))
     launch, key, iv = loopback_launch(
         offer=offer,
         encoders={c: encoders.choose(c, "auto", None, table) for c in offer.codecs},

@@ -1,4 +1,5 @@
-"""The codec offer (compat.codecs): one answer for /serverinfo, DESCRIBE and the ANNOUNCE check.
+"""The codec offer (streaming.sessions.encoding) as GameStream says it (compat.codecs): one
+answer for /serverinfo, DESCRIBE and the ANNOUNCE check.
 
 Byte-level facts from moonlight-common-c: `ServerCodecModeSupport` bits (SCM_*), the DESCRIBE
 markers it searches for, `bitStreamFormat` in its ANNOUNCE. The real client's own RTSP parser
@@ -9,8 +10,9 @@ from __future__ import annotations
 
 import pytest
 
-from compat import codecs, rtsp
+from compat import rtsp
 from compat.codecs import Offer
+from streaming.sessions import encoding
 from tests.compat.test_rtsp import ANNOUNCE, _handshake, _status
 from tests.support.state_api import state  # noqa: F401 - fixture
 
@@ -19,19 +21,19 @@ SOFTWARE = {"h264", "hevc", "av1"}
 
 
 def test_auto_offers_hevc_and_av1_only_where_a_gpu_encoder_opened():
-    assert codecs.decide(0, 0, NONE, SOFTWARE).codecs == ("h264",)
-    assert codecs.decide(0, 0, {"h264", "hevc"}, SOFTWARE).codecs == ("h264", "hevc")
-    assert codecs.decide(0, 0, {"h264", "hevc", "av1"}, SOFTWARE).codecs == ("h264", "hevc", "av1")
+    assert encoding.decide(0, 0, NONE, SOFTWARE) == ("h264",)
+    assert encoding.decide(0, 0, {"h264", "hevc"}, SOFTWARE) == ("h264", "hevc")
+    assert encoding.decide(0, 0, {"h264", "hevc", "av1"}, SOFTWARE) == ("h264", "hevc", "av1")
 
 
 def test_modes_2_and_3_offer_software_and_1_never_offers():
-    assert codecs.decide(2, 3, NONE, SOFTWARE).codecs == ("h264", "hevc", "av1")
-    assert codecs.decide(1, 1, SOFTWARE, SOFTWARE).codecs == ("h264",)
-    assert codecs.decide(2, 1, NONE, SOFTWARE).codecs == ("h264", "hevc")
+    assert encoding.decide(2, 3, NONE, SOFTWARE) == ("h264", "hevc", "av1")
+    assert encoding.decide(1, 1, SOFTWARE, SOFTWARE) == ("h264",)
+    assert encoding.decide(2, 1, NONE, SOFTWARE) == ("h264", "hevc")
     # Asked for, but nothing here encodes it: still not offered.
-    assert codecs.decide(2, 2, NONE, {"h264"}).codecs == ("h264",)
+    assert encoding.decide(2, 2, NONE, {"h264"}) == ("h264",)
     # Out-of-range (a hand edit) reads as auto.
-    assert codecs.decide(9, "x", NONE, SOFTWARE).codecs == ("h264",)
+    assert encoding.decide(9, "x", NONE, SOFTWARE) == ("h264",)
 
 
 def test_serverinfo_bits_and_luma_follow_the_offer():
@@ -41,7 +43,7 @@ def test_serverinfo_bits_and_luma_follow_the_offer():
     assert full.codec_mode_support == 0x1 | 0x100 | 0x10000
     assert full.max_luma_pixels_hevc == 1869449984
     # Every capture is 8-bit SDR: no Main10 bit even under mode 3.
-    assert not codecs.decide(3, 3, NONE, SOFTWARE).codec_mode_support & (0x200 | 0x20000)
+    assert not Offer(encoding.decide(3, 3, NONE, SOFTWARE)).codec_mode_support & (0x200 | 0x20000)
 
 
 def test_describe_carries_the_markers_the_client_looks_for(mcc_lib):
@@ -83,7 +85,7 @@ def test_announce_of_an_offered_codec_is_what_the_session_encodes(fmt, codec):
 def test_probe_table_splits_gpu_from_software():
     table = {"nvenc": {"h264": True, "hevc": True, "av1": False},
              "software": {"h264": True, "hevc": True, "av1": True}}  # fmt: skip
-    assert codecs.probed_codecs(table) == ({"h264", "hevc"}, {"h264", "hevc", "av1"})
+    assert encoding.probed_codecs(table) == ({"h264", "hevc"}, {"h264", "hevc", "av1"})
 
 
 @pytest.mark.django_db
@@ -109,4 +111,4 @@ def test_serverinfo_and_the_offer_follow_modes_profiles_and_the_probe(state, mon
     assert NvhttpBackend().server_facts("tv")["codec_mode_support"] == 0x101  # its profile
     store.write({"encoder": "software"})  # pinned to software: auto counts no GPU
     store.write({"hevc_mode": "0", "av1_mode": "0"})
-    assert codecs.host_offer().codecs == ("h264",)
+    assert encoding.offered() == ("h264",)

@@ -124,19 +124,24 @@ def test_qp_is_a_real_constant_qp_on_libx264():
 
 @pytest.mark.django_db
 def test_config_keys_reach_the_encoder_that_opens(state):
-    """From the config file to the open encoder: the compat session's plan (`_encoder_plan`)
+    """From the config file to the open encoder: the session's plan (`encoding.plan`, both planes)
     reads the keys set, and the encoder it opens carries their FFmpeg options; a key for an
     encoder not in use is kept and changes nothing here."""
-    from compat.session import _encoder_plan
     from hostmgmt.config import store
+    from streaming.sessions import encoding
 
-    _, _, config = _encoder_plan("", "libx264")
+    config = encoding.plan(["h264"]).config
     assert "qp" not in config  # unset: the client's bitrate rules
     written = {k: str(v).lower() if isinstance(v, bool) else str(v)
                for k, v in FULL.items() if k != "gpu_index"}  # fmt: skip
     store.write(written)
-    _, plan, config = _encoder_plan("", "libx264")
-    assert plan["h264"][-1] == "libx264"
+    plan = encoding.plan(["h264", "hevc", "av1"])
+    config = plan.config
+    assert [plan.encoders[c][-1] for c in ("h264", "hevc", "av1")] == [
+        "libx264",
+        "libx265",
+        "libsvtav1",
+    ]
     assert {k: config[k] for k in ("qp", "sw_preset", "sw_tune", "amd_usage")} == {
         "qp": 30, "sw_preset": "veryfast", "sw_tune": "film", "amd_usage": "ultralowlatency"
     }  # fmt: skip
@@ -151,7 +156,9 @@ def test_config_keys_reach_the_encoder_that_opens(state):
         finally:
             enc.close()
     store.write({"qp": None, "sw_preset": None, "sw_tune": None})
-    enc = VideoEncoder(320, 240, 30, 2000, candidates=["libx264"], config=_encoder_plan("", "")[2])
+    enc = VideoEncoder(
+        320, 240, 30, 2000, candidates=["libx264"], config=encoding.plan(["h264"]).config
+    )
     try:
         assert enc.options["preset"] == "ultrafast" and "qp" not in enc.options
     finally:

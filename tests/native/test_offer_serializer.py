@@ -26,7 +26,10 @@ def test_a_good_offer_carries_its_fingerprint_and_defaults():
     assert s.is_valid(), s.errors
     v = s.validated_data
     assert v["fingerprint"] == fp and v["pin"] == "0123" and v["name"] == "tv"
-    assert v["app"] == "desktop" and v["transport"] == "webrtc"
+    assert v["app"] == "desktop" and v["transport"] == "webrtc" and v["decodes"] == ["h264"]
+    s = OfferSerializer(data=body(transport="webcodecs", decodes=["av1", "h264"]))
+    assert s.is_valid(), s.errors
+    assert s.validated_data["decodes"] == ["av1", "h264"]
     assert (v["width"], v["height"], v["fps"]) == (1280, 720, 60)
 
 
@@ -34,6 +37,10 @@ def test_a_good_offer_carries_its_fingerprint_and_defaults():
     "change,field,message",
     [
         ({"sdp": "x"}, "sdp", "sdp must be an SDP offer"),
+        ({"decodes": "av1"}, "decodes", "decodes must list codecs of h264, hevc, av1"),
+        ({"decodes": ["vp9"]}, "decodes", "decodes must list codecs of h264, hevc, av1"),
+        ({"decodes": ["av1", "av1"]}, "decodes", "decodes must list codecs of h264, hevc, av1"),
+        ({"decodes": [1]}, "decodes", "decodes must list codecs of h264, hevc, av1"),
         ({"sdp": "v=0\r\n"}, "sdp", "the offer has no video to receive"),
         ({"sdp": "v=0\r\nm=video 9 X 96\r\n"}, "sdp", "exactly one a=fingerprint"),
         ({"width": "wide"}, "width", "width must be an integer"),

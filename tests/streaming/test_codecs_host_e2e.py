@@ -70,3 +70,55 @@ def _record(host, codec: str):
                           (codec,)).fetchone()  # fmt: skip
     finally:
         db.close()
+
+
+HEVC_DECODES_JS = (
+    "VideoDecoder.isConfigSupported({codec: 'hev1.1.6.L153.B0'}).then(r => r.supported)"
+)
+
+
+def test_the_browser_plane_streams_the_codec_its_webcodecs_decodes_from_the_same_plan(stream_host):
+    """The same modes reach the browser plane: with `av1_mode = 3` headless Chromium's
+    WebCodecs (dav1d) gets AV1 from SVT-AV1 and shows the painted colours; with AV1 off and
+    `hevc_mode = 2` it gets HEVC only if it decodes HEVC (this Chromium has no HEVC decoder:
+    H.264). `stream.started` names what opened each time."""
+    from tests.native.browserkit import CANVAS_PIXEL_JS, paint_to_page_ms, self_paired
+    from tests.native.test_player import Painter
+
+    host = stream_host
+    conf = host.state_dir / "host.conf"
+    base = conf.read_text()
+    name = "webcodecs codecs"
+    try:
+        with self_paired(host, name, fps="30") as player:
+            page = player.page
+            page.check("#lowlat")
+            hevc_decodes = page.evaluate(HEVC_DECODES_JS)
+            for modes, want, encoder in (
+                ("hevc_mode = 2\nav1_mode = 3\n", "av1", "libsvtav1"),
+                ("hevc_mode = 2\nav1_mode = 1\n", "hevc" if hevc_decodes else "h264",
+                 "libx265" if hevc_decodes else "libx264"),
+            ):  # fmt: skip
+                conf.write_text(base + modes)
+                player.start(
+                    "() => window.nativePlayer.state === 'playing' && "
+                    f"window.nativePlayer.codec === '{want}' && "
+                    "document.getElementById('canvas').width === 1280"
+                )
+                x_name = next(
+                    d["x_display"]
+                    for d in player.api.get("/api/v1/display/state").json()["displays"]
+                    if d["client"] == name
+                )
+                painter = Painter(x_name)
+                try:
+                    paint_to_page_ms(page, painter, CANVAS_PIXEL_JS, [(255, 0, 0), (0, 0, 255)])
+                finally:
+                    painter.close()
+
+                def named(ev, c=want, e=encoder) -> bool:
+                    return any(x.get("codec") == c and x.get("encoder") == e for x in ev)
+
+                assert named(events(host, "stream.started", named, timeout=20))
+    finally:
+        conf.write_text(base)

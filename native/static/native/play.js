@@ -1,8 +1,9 @@
 // The player page: WebRTC receive-only video + an input data channel, paired by approval.
 // Identity: one RTCCertificate generated once and kept in IndexedDB, so the DTLS fingerprint
 // the host sees in our offer is the same on every visit (the operator approves it once).
-// Low-latency mode (secure contexts only): video comes as H.264 Annex-B access units over a
-// WebSocket and is decoded by WebCodecs onto a canvas; audio and input stay on WebRTC.
+// Low-latency mode (secure contexts only): video comes as access units over a WebSocket (H.264
+// or HEVC Annex-B, or AV1 OBUs: the host picks among what this browser's WebCodecs decodes) and
+// is decoded onto a canvas; audio and input stay on WebRTC.
 "use strict";
 (() => {
   const $ = (id) => document.getElementById(id);
@@ -10,6 +11,14 @@
                   transport: "webrtc", ws: null, decoder: null,
                   wc: { received: 0, bytes: 0, decoded: 0, skipped: 0, catchups: 0, maxQueue: 0 } };
   const lowLatencyOk = window.isSecureContext && "VideoDecoder" in window;
+  // What the decoder is configured with per codec: H.264 Constrained Baseline 5.2, HEVC Main
+  // 5.1, AV1 Main 5.1 8-bit (what the host's encoders write). No `description`: in band.
+  const CODEC_STRINGS = { h264: "avc1.42E034", hevc: "hev1.1.6.L153.B0", av1: "av01.0.13M.08" };
+  // The codecs this browser's WebCodecs decodes, asked once (the offer tells the host).
+  const decodable = lowLatencyOk ? Promise.all(Object.entries(CODEC_STRINGS).map(([name, codec]) =>
+    VideoDecoder.isConfigSupported({ codec, optimizeForLatency: true })
+      .then((r) => (r.supported ? name : null), () => null)))
+    .then((names) => names.filter(Boolean)) : Promise.resolve(["h264"]);
   $("lowlat").disabled = !lowLatencyOk;
   if (!lowLatencyOk) $("lowlat").parentElement.title += " (not available on this page)";
   window.nativePlayer = state;
@@ -110,7 +119,8 @@
     await gathered(pc);
     const body = { sdp: pc.localDescription.sdp, name: $("name").value, app: $("app").value,
                    width: w, height: h, fps, pin: $("pin").value || undefined,
-                   transport: state.transport };
+                   transport: state.transport,
+                   decodes: state.transport === "webcodecs" ? await decodable : ["h264"] };
     $("stop").disabled = false;
     await knock(pc, body);
   }
@@ -152,7 +162,7 @@
   function onHost(msg) {
     if (msg.t === "stats") state.host = msg;
     else if (msg.t === "pong" && state.pongs[msg.c]) { state.pongs[msg.c](); delete state.pongs[msg.c]; }
-    else if (msg.t === "ws") openWs(msg.token);
+    else if (msg.t === "ws") openWs(msg.token, msg.codec || "h264");
     else if (msg.t === "clip-mode") clipMode(msg);
     else if (msg.t === "clip") clipFromHost(msg.text);
     else if (msg.t === "bye") {
@@ -214,9 +224,10 @@
       if (d.state !== "closed") d.close();
     }
   }
-  function openWs(token) {
+  function openWs(token, codec) {
     closeWs();
     state.wsToken = token;
+    state.codec = codec;
     const canvas = $("canvas"), g = canvas.getContext("2d");
     const wc = state.wc;
     let waitKey = true;
@@ -230,8 +241,9 @@
       },
       error: (e) => { waitKey = true; say(`Decoder error: ${e.message}`); },
     });
-    // No `description`: the chunks are Annex-B (SPS/PPS in band before each IDR).
-    decoder.configure({ codec: "avc1.42E034", optimizeForLatency: true });
+    // No `description`: H.264 and HEVC chunks are Annex-B with their parameter sets in band
+    // before each IDR; AV1 chunks are temporal units with the sequence header on keyframes.
+    decoder.configure({ codec: CODEC_STRINGS[codec] || CODEC_STRINGS.h264, optimizeForLatency: true });
     state.decoder = decoder;
     // The token travels as a WebSocket subprotocol, never in the URL (URLs end up in logs).
     const ws = new WebSocket(`wss://${location.host}/native/ws`, ["hostmgmt.video", `token.${token}`]);
@@ -285,7 +297,9 @@
         frames: inb.framesDecoded, width: inb.frameWidth, height: inb.frameHeight,
       };
       const s = state.stats;
-      $("stats").textContent = `${s.width}x${s.height}  ${s.fps.toFixed(1)} fps  ` +
+      const codec = { h264: "H.264", hevc: "HEVC", av1: "AV1" }[
+        state.transport === "webcodecs" ? state.codec : "h264"] || "";
+      $("stats").textContent = `${codec}  ${s.width}x${s.height}  ${s.fps.toFixed(1)} fps  ` +
         `${Math.round(s.kbps)} kbit/s  RTT ${s.rtt_ms === null ? "?" : s.rtt_ms.toFixed(1)} ms  ` +
         `decode ${s.decode_ms === null ? "?" : s.decode_ms.toFixed(1)} ms  ` +
         `host encode ${state.host.encode_ms ?? "?"} ms`;
