@@ -28,6 +28,7 @@ OFF, WHEN_SUPPORTED, REQUIRED = 0, 1, 2
 ALL_LAYERS = rtsp.ENC_CONTROL_V2 | rtsp.ENC_VIDEO | rtsp.ENC_AUDIO
 REFUSED_NO_COREVER = "This host requires encryption; the client does not support it"
 
+
 def network_class(ip: str, policy: str = "auto") -> str:
     """``lan`` or ``wan`` for the client at ``ip`` under ``network_policy``."""
     if policy in ("lan", "wan"):
