@@ -64,7 +64,7 @@ def url_host(url: str) -> tuple[str, str, int]:
 def check_url(url: str) -> tuple[str, str, int]:
     """Textual check (no DNS). Returns (scheme, host, port); raises UrlRefused."""
     scheme, host, port = url_host(url)
-    if host == "localhost" or host.endswith(".localhost"):
+    if netranges.is_localhost_name(host):
         raise UrlRefused("must not point at localhost")
     addr = parse_literal(host)
     if addr is not None and netranges.is_outbound_refused(addr):

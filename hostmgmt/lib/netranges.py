@@ -72,6 +72,13 @@ def is_loopback_host(host: str) -> bool:
     return host.lower() == "localhost" or is_loopback(host)
 
 
+def is_localhost_name(host: str) -> bool:
+    """`localhost` or a name under it (RFC 6761 lets resolvers answer loopback for all of them):
+    refused as an outbound target without asking DNS."""
+    host = host.lower().rstrip(".")
+    return host == "localhost" or host.endswith(".localhost")
+
+
 def is_outbound_refused(addr: Address | str, *, allow_loopback: bool = False) -> bool:
     """Whether a request the host makes for someone else (a webhook, a store download) must not
     go to `addr`: link-local, unspecified, and loopback unless `allow_loopback` (the operator

@@ -37,7 +37,7 @@ def check_url(url: str, *, allow_loopback: bool) -> tuple[str, int]:
     scheme, host, port = ssrf.url_host(url)
     if scheme != "https":
         raise ssrf.UrlRefused("must be an https:// URL")
-    if (host == "localhost" or host.endswith(".localhost")) and not allow_loopback:
+    if netranges.is_localhost_name(host) and not allow_loopback:
         raise ssrf.UrlRefused("must not point at localhost")
     addr = ssrf.parse_literal(host)
     if addr is not None:
@@ -50,7 +50,7 @@ def is_loopback_url(url: str) -> bool:
         _, host, _ = ssrf.url_host(url)
     except ssrf.UrlRefused:
         return False
-    if host == "localhost" or host.endswith(".localhost"):
+    if netranges.is_localhost_name(host):
         return True
     addr = ssrf.parse_literal(host)
     return addr is not None and netranges.is_loopback(addr)

@@ -89,3 +89,26 @@ def test_the_predicates_take_address_objects_and_unwrap_ipv4_mapped():
 )
 def test_loopback_host_is_localhost_or_a_loopback_literal(host, want):
     assert netranges.is_loopback_host(host) is want
+
+
+@pytest.mark.parametrize(
+    ("host", "want"),
+    [
+        ("localhost", True),
+        ("LOCALHOST.", True),
+        ("app.localhost", True),
+        ("localhost.example.org", False),
+        ("notlocalhost", False),
+        ("127.0.0.1", False),  # an address: the range checks answer for it
+    ],
+)
+def test_localhost_names_are_refused_by_both_outbound_rules(host, want):
+    assert netranges.is_localhost_name(host) is want
+    url = f"https://{host}/x"
+    for check in (ssrf.check_url, lambda u: netfetch.check_url(u, allow_loopback=False)):
+        if want or host == "127.0.0.1":
+            with pytest.raises(ssrf.UrlRefused):
+                check(url)
+        else:
+            check(url)
+    assert netfetch.is_loopback_url(url) is (want or host == "127.0.0.1")
