@@ -48,22 +48,23 @@ def _address(addr: Address | str) -> Address | None:
     return parse(addr) if isinstance(addr, str) else _plain(addr)
 
 
-def _within(addr: Address | str, nets) -> bool:
+def in_networks(addr: Address | str, nets) -> bool:
+    """`addr` lies in one of `nets` (an operator's list as much as the tables here)."""
     addr = _address(addr)
     return addr is not None and any(addr.version == n.version and addr in n for n in nets)
 
 
 def is_loopback(addr: Address | str) -> bool:
-    return _within(addr, LOOPBACK)
+    return in_networks(addr, LOOPBACK)
 
 
 def is_lan(addr: Address | str) -> bool:
     """On the operator's own network (not loopback)."""
-    return _within(addr, LAN)
+    return in_networks(addr, LAN)
 
 
 def is_loopback_or_lan(addr: Address | str) -> bool:
-    return _within(addr, LOOPBACK + LAN)
+    return in_networks(addr, LOOPBACK + LAN)
 
 
 def is_loopback_host(host: str) -> bool:
@@ -90,4 +91,4 @@ def is_outbound_refused(addr: Address | str, *, allow_loopback: bool = False) ->
     if isinstance(addr, ipaddress.IPv6Address) and int(addr) >> 32 == 0 and int(addr) > 1:
         addr = ipaddress.IPv4Address(int(addr) & 0xFFFFFFFF)
     refused = LINK_LOCAL + UNSPECIFIED + (() if allow_loopback else LOOPBACK)
-    return _within(addr, refused)
+    return in_networks(addr, refused)

@@ -112,3 +112,13 @@ def test_localhost_names_are_refused_by_both_outbound_rules(host, want):
         else:
             check(url)
     assert netfetch.is_loopback_url(url) is (want or host == "127.0.0.1")
+
+
+def test_in_networks_takes_an_operator_list_and_the_client_address_as_the_socket_gave_it():
+    nets = [ipaddress.ip_network("192.168.5.0/24"), ipaddress.ip_network("fd00:1::/64")]
+    assert netranges.in_networks("192.168.5.9", nets)
+    assert netranges.in_networks("::ffff:192.168.5.9", nets)
+    assert netranges.in_networks("fd00:1::2%eth0", nets)
+    assert not netranges.in_networks("192.168.6.9", nets)
+    assert not netranges.in_networks("garbage", nets)
+    assert not netranges.in_networks("192.168.5.9", [])
