@@ -18,6 +18,8 @@ from collections.abc import Callable
 
 from zeroconf import InterfaceChoice, IPVersion, ServiceInfo, Zeroconf
 
+from hostmgmt.lib import netranges
+
 log = logging.getLogger(__name__)
 
 SERVICE_TYPE = "_nvstream._tcp.local."
@@ -46,7 +48,7 @@ def _addresses(bind: str) -> tuple[list[bytes], list[str] | InterfaceChoice]:
         for item in adapter.ips:
             if isinstance(item.ip, str):
                 addr = ipaddress.ip_address(item.ip)
-                if not addr.is_loopback:
+                if not netranges.is_loopback(addr):
                     packed.append(addr.packed)
     return packed, InterfaceChoice.All
 

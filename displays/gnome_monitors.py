@@ -27,6 +27,7 @@ import threading
 from pathlib import Path
 
 from displays import ownedproc
+from hostmgmt.lib import procs
 from hostmgmt.lib.statedir import state_dir
 
 log = logging.getLogger(__name__)
@@ -124,7 +125,7 @@ def is_ours(pid: int) -> bool:
 
 
 def alive(pid: int | None) -> bool:
-    return bool(pid) and not ownedproc.gone(pid) and is_ours(pid)
+    return procs.alive(pid) and is_ours(pid)
 
 
 def stop(pid: int | None) -> None:

@@ -1,7 +1,7 @@
 """Processes the host starts outside its own process group (Xvfb servers, GNOME monitor
 keepers) and finds again by a mark in their environment: whether one is gone, ending one and
-waiting for it, and finding every one still alive. A zombie counts as gone: whichever process
-started it reaps it."""
+waiting for it, and finding every one still alive (`hostmgmt.lib.procs.alive`: a zombie
+counts as gone)."""
 
 from __future__ import annotations
 
@@ -11,17 +11,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-
-def state(pid: int) -> str:
-    """The process's state letter from /proc ("X" when there is none)."""
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return "X"
-
-
-def gone(pid: int) -> bool:
-    return state(pid) in ("Z", "X")
+from hostmgmt.lib import procs
 
 
 def marked(pid: int, mark: str) -> bool:
@@ -42,7 +32,7 @@ def terminate(pid: int, grace: float) -> bool:
             return True
         deadline = time.monotonic() + grace
         while time.monotonic() < deadline:
-            if gone(pid):
+            if not procs.alive(pid):
                 return True
             time.sleep(0.02)
     return False

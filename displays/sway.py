@@ -36,6 +36,7 @@ import time
 import uuid
 from collections.abc import Mapping, Sequence
 
+from hostmgmt.lib import procs
 from media.wayland.swayipc import SwayCommandError, SwayIPC, SwayIPCError
 
 log = logging.getLogger(__name__)
@@ -103,16 +104,6 @@ def _uids(pid: int) -> list[int]:
     raise OSError(f"no Uid line for {pid}")
 
 
-def _alive(pid: int) -> bool:
-    """Running (a zombie waiting for its parent to reap it counts as gone)."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            state = f.read().rsplit(b")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return False
-    return state not in (b"Z", b"X")
-
-
 def kill_owned(token: str, grace: float = STOP_GRACE_S, *, prefix: bool = False) -> list[int]:
     """SIGTERM every process carrying the token (see owned_pids), SIGKILL what is left after
     `grace`; the pids. `kill_owned(owner + ":", prefix=True)` at host start sweeps what a
@@ -124,9 +115,9 @@ def kill_owned(token: str, grace: float = STOP_GRACE_S, *, prefix: bool = False)
         except OSError:
             pass
     deadline = time.monotonic() + grace
-    while any(_alive(p) for p in pids) and time.monotonic() < deadline:
+    while any(procs.alive(p) for p in pids) and time.monotonic() < deadline:
         time.sleep(0.05)
-    for pid in [p for p in pids if _alive(p)] + owned_pids(token, prefix=prefix):
+    for pid in [p for p in pids if procs.alive(p)] + owned_pids(token, prefix=prefix):
         try:
             os.kill(pid, signal.SIGKILL)
         except OSError:
@@ -239,7 +230,7 @@ class SwayCompositor:
 
     def alive(self) -> bool:
         if self.proc is None:
-            return self._pid is not None and _alive(self._pid)
+            return self._pid is not None and procs.alive(self._pid)
         return self.proc.poll() is None
 
     def start(self) -> None:
@@ -646,7 +637,7 @@ class SwayCompositor:
                     return w
             if not self.alive():
                 raise CompositorError(f"sway died before app {pid} mapped a window")
-            if not _alive(pid):
+            if not procs.alive(pid):
                 raise CompositorError(f"app {pid} exited without mapping a window")
             if time.monotonic() > deadline:
                 raise CompositorError(f"app {pid} mapped no window in {timeout:.0f} s")

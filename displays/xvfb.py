@@ -26,6 +26,7 @@ import time
 from pathlib import Path
 
 from displays import ownedproc, xauth
+from hostmgmt.lib import procs
 from hostmgmt.lib.statedir import state_dir
 
 log = logging.getLogger(__name__)
@@ -179,7 +180,7 @@ def is_ours(pid: int) -> bool:
 
 
 def alive(pid: int | None) -> bool:
-    return bool(pid) and not ownedproc.gone(pid) and is_ours(pid)
+    return procs.alive(pid) and is_ours(pid)
 
 
 def stop(pid: int | None) -> None:

@@ -135,31 +135,6 @@ def start_detached(commands: list[str], env: dict, working_dir: str = "",
 
 
 # -- auto-detach and wait-all ----------------------------------------------------------------
-def group_alive(pgid: int) -> bool:
-    """Whether a live (not zombie) process is left in process group `pgid`."""
-    try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:
-        entries = os.listdir("/proc")
-    except OSError:
-        return True
-    for name in entries:
-        if not name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{name}/stat", "rb") as f:
-                fields = f.read().rsplit(b")", 1)[1].split()
-        except (OSError, IndexError):
-            continue
-        if len(fields) > 2 and fields[2] == str(pgid).encode() and fields[0] not in (b"Z", b"X"):
-            return True
-    return False
-
-
 def exit_verdict(status: int | None, ran_s: float, group_alive: bool, *, auto_detach: bool,
                  wait_all: bool, window_s: float = AUTO_DETACH_WINDOW_S) -> str:  # fmt: skip
     """Whether the launched command is over, from its exit `status` (None: still running),

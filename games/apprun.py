@@ -14,6 +14,7 @@ import subprocess
 import time
 from collections.abc import Mapping
 
+from hostmgmt.lib import procs
 from hostmgmt.lib.env import without_secrets
 
 log = logging.getLogger("streaming.sessions")
@@ -90,11 +91,11 @@ class AppProcess:
     def verdict(self, auto_detach: bool, wait_all: bool) -> str:
         """`appfields.exit_verdict` for this command: running, detached (a launcher) or ended."""
         from games import appfields
-        from games.appfields import exit_verdict, group_alive
+        from games.appfields import exit_verdict
 
         code = self.status()
         ran = (self.ended_at or time.monotonic()) - self.started
-        alive = code is not None and wait_all and group_alive(self.pgid)
+        alive = code is not None and wait_all and procs.group_alive(self.pgid)
         return exit_verdict(code, ran, alive, auto_detach=auto_detach, wait_all=wait_all,
                             window_s=appfields.AUTO_DETACH_WINDOW_S)  # fmt: skip
 
@@ -133,17 +134,15 @@ class CompositorApp:
         return None if not self.exited() else 0
 
     def exited(self) -> bool:
-        from displays.sway import _alive
-
-        return not _alive(self._pid)
+        return not procs.alive(self._pid)
 
     def verdict(self, auto_detach: bool, wait_all: bool) -> str:
         """Not our child, so its exit status is unknown: never a detach (the compositor's
         launch already fails a command that exits before mapping a window); `wait_all` follows
         its process group."""
-        from games.appfields import ENDED, RUNNING, group_alive
+        from games.appfields import ENDED, RUNNING
 
-        if not self.exited() or (wait_all and group_alive(self.pgid)):
+        if not self.exited() or (wait_all and procs.group_alive(self.pgid)):
             return RUNNING
         return ENDED
 
@@ -152,16 +151,6 @@ class CompositorApp:
         Each signal goes only while every member is the compositor user's: once the app's group
         has emptied its number may name someone else's."""
         stop_group(self.pgid, self.exit_timeout, only_uid=self._uid)
-
-
-def _group_alive(pgid: int) -> bool:
-    try:
-        os.killpg(pgid, 0)
-        return True
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
 
 
 def stop_group(pgid: int, exit_timeout: float, reap=None, only_uid: int | None = None) -> None:
@@ -183,6 +172,6 @@ def stop_group(pgid: int, exit_timeout: float, reap=None, only_uid: int | None =
         while time.monotonic() < deadline:
             if reap is not None:
                 reap()
-            if not _group_alive(pgid):
+            if not procs.group_exists(pgid):
                 return
             time.sleep(0.02)

@@ -19,6 +19,7 @@ import psutil
 
 from games.detect import Found
 from games.watcher import _signal_game as signal_game
+from hostmgmt.lib import procs
 
 log = logging.getLogger("games")
 
@@ -61,7 +62,7 @@ def wait_gone(pid: int, pidfd: int | None, timeout: float) -> bool:
         if pidfd is not None:
             if select.select([pidfd], [], [], min(0.2, max(deadline - time.monotonic(), 0)))[0]:
                 return True
-        elif not pid_alive({"game": {"pid": pid}}):
+        elif not procs.alive(pid):
             return True
         else:
             time.sleep(0.01)
@@ -90,14 +91,6 @@ def end_group(pgid: int, launched_at: float, timeout: float) -> None:
             except (ProcessLookupError, PermissionError):
                 return
             time.sleep(0.02)
-
-
-def pid_alive(r: dict) -> bool:
-    pid = (r.get("game") or {}).get("pid")
-    try:
-        return psutil.Process(pid).status() not in (psutil.STATUS_ZOMBIE, psutil.STATUS_DEAD)
-    except (TypeError, ValueError, psutil.Error):
-        return False
 
 
 def created(pid: int | None) -> float | None:

@@ -35,10 +35,10 @@ import psutil
 
 from games import closer, registry
 from games import settings as game_settings
-from games.appfields import group_alive  # also the app runner's wait-all
 from games.detect import DetectHints
 from games.watcher import REASON_NOT_FOUND, REASON_TERMINATED, GameEvent, GameWatcher
 from hooks import event_kinds, events, prep
+from hostmgmt.lib import procs
 
 log = logging.getLogger("games")
 active_games = registry.active_games  # ActiveGame records for GET /status
@@ -338,7 +338,7 @@ def _not_found(key: str, rec: dict) -> None:
 
 
 def _follow_group(key: str, pgid: int, poll_s: float = 0.2) -> None:
-    while group_alive(pgid):
+    while procs.group_alive(pgid):
         if (registry.get(key) or {}).get("state", registry.EXITED) == registry.EXITED:
             return  # the host closed it meanwhile (terminated), or the record is gone
         time.sleep(poll_s)

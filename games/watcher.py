@@ -29,6 +29,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from games.detect import DetectHints, Found, scan
+from hostmgmt.lib import procs
 
 log = logging.getLogger("games")
 
@@ -161,7 +162,7 @@ class GameWatcher:
                 if select.select([self._pidfd], [], [], 0.2)[0]:
                     return True
             else:
-                if not _alive(found):
+                if not procs.alive(found.pid):
                     return True
                 self._stop.wait(0.01)
         return False
@@ -203,15 +204,6 @@ class GameWatcher:
     def wait(self, timeout: float | None = None) -> bool:
         self._thread.join(timeout)
         return not self._thread.is_alive()
-
-
-def _alive(found: Found) -> bool:
-    try:
-        with open(f"/proc/{found.pid}/stat", "rb") as f:
-            state = f.read().rsplit(b")", 1)[1].split()[0]
-        return state not in (b"Z", b"X")
-    except (FileNotFoundError, IndexError, ProcessLookupError):
-        return False
 
 
 def _signal_game(game: Found, sig: int, pidfd: int | None, launched: int | None) -> None:

@@ -11,32 +11,11 @@ import ipaddress
 import socket
 from urllib.parse import urlsplit
 
-_BLOCKED_V4 = [
-    ipaddress.ip_network("127.0.0.0/8"),
-    ipaddress.ip_network("169.254.0.0/16"),
-    ipaddress.ip_network("0.0.0.0/8"),  # 0.0.0.0 reaches the local host on Linux
-]
-_BLOCKED_V6 = [
-    ipaddress.ip_network("::1/128"),
-    ipaddress.ip_network("::/128"),
-    ipaddress.ip_network("fe80::/10"),
-]
+from hostmgmt.lib import netranges
 
 
 class UrlRefused(ValueError):
     """The URL is not an allowed webhook target; the message says why (no secrets in it)."""
-
-
-def blocked_address(addr: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
-    if isinstance(addr, ipaddress.IPv6Address):
-        if addr.ipv4_mapped is not None:
-            return blocked_address(addr.ipv4_mapped)
-        packed = int(addr)
-        # IPv4-compatible (::a.b.c.d, deprecated but still routed by some stacks).
-        if packed >> 32 == 0 and packed > 1:
-            return blocked_address(ipaddress.IPv4Address(packed & 0xFFFFFFFF))
-        return any(addr in net for net in _BLOCKED_V6)
-    return any(addr in net for net in _BLOCKED_V4)
 
 
 def parse_literal(host: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
@@ -85,10 +64,10 @@ def url_host(url: str) -> tuple[str, str, int]:
 def check_url(url: str) -> tuple[str, str, int]:
     """Textual check (no DNS). Returns (scheme, host, port); raises UrlRefused."""
     scheme, host, port = url_host(url)
-    if host == "localhost" or host.endswith(".localhost"):
+    if netranges.is_localhost_name(host):
         raise UrlRefused("must not point at localhost")
     addr = parse_literal(host)
-    if addr is not None and blocked_address(addr):
+    if addr is not None and netranges.is_outbound_refused(addr):
         raise UrlRefused("must not point at a loopback or link-local address")
     return scheme, host, port
 
@@ -104,6 +83,6 @@ def resolve_checked(host: str, port: int) -> list[tuple]:
         raise UrlRefused("host does not resolve")
     for info in infos:
         addr = parse_literal(info[4][0])
-        if addr is None or blocked_address(addr):
+        if addr is None or netranges.is_outbound_refused(addr):
             raise UrlRefused("host resolves to a loopback or link-local address")
     return infos

@@ -14,6 +14,8 @@ import ipaddress
 import logging
 import sys
 
+from hostmgmt.lib import netranges
+
 log = logging.getLogger("media")
 
 PROC_ROUTE = "/proc/net/route"
@@ -33,7 +35,7 @@ def route_interface(dest: str, route_file: str = PROC_ROUTE) -> str | None:
             return None
         if addr is None:
             return None
-    if addr.is_loopback:
+    if netranges.is_loopback(addr):
         return "lo"
     target = int(addr)
     best: tuple[int, int, str] | None = None  # (-prefix length, metric, iface)

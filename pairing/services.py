@@ -14,6 +14,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from hostmgmt import dbversion
+from hostmgmt.lib import netranges
 from hostmgmt.lib.errors import Invalid
 from hostmgmt.lib.names import sanitize_name
 from pairing import crypto
@@ -262,13 +263,7 @@ def in_trusted_subnet(remote: str) -> bool:
     auto, nets = trusted_network()
     if not auto or not nets:
         return False
-    try:
-        addr = ipaddress.ip_address(remote.split("%", 1)[0])
-    except ValueError:
-        return False
-    if isinstance(addr, ipaddress.IPv6Address) and addr.ipv4_mapped:
-        addr = addr.ipv4_mapped
-    return any(addr.version == net.version and addr in net for net in nets)
+    return netranges.in_networks(remote, nets)
 
 
 # -- events ----------------------------------------------------------------------------------------

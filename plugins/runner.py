@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import collections
 import contextlib
-import ctypes
 import logging
 import os
 import shutil
@@ -49,6 +48,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from hostmgmt.lib import procs
 from plugins import env as plugin_env
 from plugins import runner_control
 from plugins import tokens as plugin_tokens
@@ -64,7 +64,6 @@ LOG_RATE = 20.0  # lines per second, sustained
 LOG_BURST = 200
 LOG_LINE_MAX = 2000
 LOG_TAIL = 30  # lines kept for the console
-_PR_SET_PDEATHSIG = 1
 SANDBOX_CA = "/run/host-plugin/ca.pem"  # the host's certificate inside the sandbox
 # What a plugin sees of /etc: name resolution, CA bundles, users and time zone; never the rest.
 _ETC = ("ssl", "ca-certificates", "resolv.conf", "hosts", "nsswitch.conf", "host.conf",
@@ -80,11 +79,14 @@ NO_MGMT_TOKEN_REASON = (
 )
 
 
-def _plugin_preexec() -> None:
+def _plugin_preexec(runner: int):
     """Own process group (stopped as one) and SIGKILL when the runner dies, however it dies."""
-    os.setsid()
-    with contextlib.suppress(OSError):
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+
+    def prepare() -> None:
+        os.setsid()
+        procs.die_with_parent(runner, signal.SIGKILL)
+
+    return prepare
 
 
 def _ppid(pid: int) -> int | None:
@@ -346,7 +348,7 @@ class Runner:
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
-                preexec_fn=_plugin_preexec,
+                preexec_fn=_plugin_preexec(os.getpid()),
             )
         except OSError as exc:
             log.warning("plugin %s could not start: %s", plugin_id, exc)

@@ -31,7 +31,7 @@ import os
 import time
 from pathlib import Path
 
-from hostmgmt.lib import statedir
+from hostmgmt.lib import netranges, statedir
 from hostmgmt.lib.files import atomic_write
 
 RESCAN_FILE = "runner-rescan"
@@ -167,8 +167,7 @@ def listening_inodes(port: int) -> set[int]:
             if int(hex_port, 16) != port:
                 continue
             ip = _hex_ip(addr)
-            mapped = getattr(ip, "ipv4_mapped", None)
-            if ip.is_loopback or ip.is_unspecified or (mapped and mapped.is_loopback):
+            if netranges.is_loopback(ip) or ip.is_unspecified:
                 found.add(int(cols[9]))
     return found
 

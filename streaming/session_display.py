@@ -17,6 +17,8 @@ import logging
 import os
 import time
 
+from hostmgmt.lib import procs
+
 log = logging.getLogger("streaming.sessions")
 
 
@@ -219,10 +221,8 @@ def compositor_gone(display: dict | None) -> str:
         return ""
     if display is None or display.get("backend") != "sway":
         return ""
-    from displays.sway import _alive
-
     pid = display.get("pid")
-    if pid and not _alive(pid):
+    if pid and not procs.alive(pid):
         where = display.get("wayland_display")
         return f"output {display.get('output')} of the compositor at {where} is gone"
     return ""

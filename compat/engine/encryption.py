@@ -13,48 +13,27 @@ Modes, per network class of the client (reference B.7, B.10):
 The layers themselves live beside their streams: encrypted RTSP in :mod:`compat.rtsp`, video
 AES-GCM in :mod:`compat.video`, audio AES-CBC in :mod:`compat.audio`, control v2 in
 :mod:`compat.control`. ``network_policy`` (``auto``/``lan``/``wan``) decides the class: ``auto``
-calls loopback, private, CGNAT and link-local addresses LAN (as ``hostmgmt.auth.origin`` does
-for the console), anything else WAN.
+calls loopback and the LAN ranges of :mod:`hostmgmt.lib.netranges` LAN (the console's
+``hostmgmt.auth.origin`` uses the same table), anything else WAN.
 """
 
 from __future__ import annotations
 
-import ipaddress
 from dataclasses import dataclass
 
 from compat import rtsp
+from hostmgmt.lib import netranges
 
 OFF, WHEN_SUPPORTED, REQUIRED = 0, 1, 2
 ALL_LAYERS = rtsp.ENC_CONTROL_V2 | rtsp.ENC_VIDEO | rtsp.ENC_AUDIO
 REFUSED_NO_COREVER = "This host requires encryption; the client does not support it"
-
-_LAN_NETS = [
-    ipaddress.ip_network(n)
-    for n in (
-        "10.0.0.0/8",
-        "172.16.0.0/12",
-        "192.168.0.0/16",
-        "100.64.0.0/10",
-        "169.254.0.0/16",
-        "fc00::/7",
-        "fe80::/10",
-    )
-]
 
 
 def network_class(ip: str, policy: str = "auto") -> str:
     """``lan`` or ``wan`` for the client at ``ip`` under ``network_policy``."""
     if policy in ("lan", "wan"):
         return policy
-    try:
-        addr = ipaddress.ip_address(ip.split("%", 1)[0])
-    except ValueError:
-        return "wan"  # unknown: the stricter class
-    if isinstance(addr, ipaddress.IPv6Address) and addr.ipv4_mapped:
-        addr = addr.ipv4_mapped
-    if addr.is_loopback or any(addr in net for net in _LAN_NETS):
-        return "lan"
-    return "wan"
+    return "lan" if netranges.is_loopback_or_lan(ip) else "wan"  # not an address: the stricter
 
 
 def corever(raw: object) -> int:

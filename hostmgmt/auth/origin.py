@@ -2,38 +2,20 @@
 
 from __future__ import annotations
 
-import ipaddress
 from urllib.parse import urlsplit
 
 from django.conf import settings
 
 from hostmgmt.config import store
+from hostmgmt.lib import netranges
 
-_LAN_NETS = [
-    ipaddress.ip_network(n)
-    for n in (
-        "10.0.0.0/8",
-        "172.16.0.0/12",
-        "192.168.0.0/16",
-        "100.64.0.0/10",
-        "169.254.0.0/16",
-        "fc00::/7",
-        "fe80::/10",
-    )
-]
 _RANK = {"pc": 0, "lan": 1, "wan": 2}
 
 
 def classify(ip: str) -> str:
-    try:
-        addr = ipaddress.ip_address(ip.split("%", 1)[0])
-    except ValueError:
-        return "wan"
-    if isinstance(addr, ipaddress.IPv6Address) and addr.ipv4_mapped:
-        addr = addr.ipv4_mapped
-    if addr.is_loopback:
+    if netranges.is_loopback(ip):
         return "pc"
-    if any(addr in net for net in _LAN_NETS):
+    if netranges.is_lan(ip):
         return "lan"
     return "wan"
 

@@ -9,7 +9,7 @@ shows the marker beside each key.
 
 from __future__ import annotations
 
-from hostmgmt.config.schema import ENCODER_KEYS, key
+from hostmgmt.config.schema import AUDIO_KEYS, ENCODER_KEYS, OPUS_KEYS, key
 
 _E = "tests/hostmgmt/config/test_key_effects.py::"
 _AUDIO = _E + "test_audio_keys_change_the_session_chain_and_opus_settings"
@@ -116,32 +116,7 @@ EFFECTS: dict[str, str] = {
     "file_apps": _FILES + "test_file_apps_is_the_catalog_at_once_and_host_apps_file_wins",
     "log_path": _FILES + "test_log_path_is_where_every_host_process_logs_and_the_console_reads",
 }
-for _name in (
-    "host_audio_agc",
-    "host_audio_agc_target_db",
-    "host_audio_agc_max_gain_db",
-    "host_audio_agc_min_gain_db",
-    "host_audio_agc_attack_ms",
-    "host_audio_agc_hold_ms",
-    "host_audio_agc_release_ms",
-    "host_audio_vad",
-    "host_audio_vad_threshold_db",
-    "host_audio_vad_hysteresis_db",
-    "host_audio_vad_min_speech_ms",
-    "host_audio_vad_min_silence_ms",
-    "host_audio_ducking",
-    "host_audio_ducker_attenuation_db",
-    "host_audio_ducker_attack_ms",
-    "host_audio_ducker_release_ms",
-    "host_audio_noise_gate",
-    "host_audio_noise_gate_db",
-    "host_opus_application",
-    "host_opus_vbr",
-    "host_opus_complexity",
-    "host_opus_fec",
-    "host_opus_expected_loss_pct",
-    "host_opus_bandwidth_extension",
-):
+for _name in (*AUDIO_KEYS, *OPUS_KEYS):
     EFFECTS[_name] = _AUDIO
 
 # One example name per pattern key, and the label it is registered under.

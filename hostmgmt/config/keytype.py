@@ -19,6 +19,8 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
+from hostmgmt.lib import netranges
+
 TRUE_WORDS = {"true", "yes", "on", "enable", "enabled", "1"}
 FALSE_WORDS = {"false", "no", "off", "disable", "disabled", "0"}
 MAX_STR = 4096
@@ -179,7 +181,7 @@ class Key:
             host = None
         if not host:
             raise ValueError("must name a host")
-        if self.https_only and parts.scheme != "https" and not _is_loopback(host):
+        if self.https_only and parts.scheme != "https" and not netranges.is_loopback_host(host):
             raise ValueError("must be an https:// URL (plain http only to a loopback address)")
         return value.strip()
 
@@ -259,15 +261,6 @@ def _type_word(type_: str) -> str:
         "float": "a number",
         "url": "a URL string",
     }.get(type_, "a string")
-
-
-def _is_loopback(host: str) -> bool:
-    if host.lower() == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def require_printable(value: Any) -> None:

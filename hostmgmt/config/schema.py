@@ -167,6 +167,10 @@ _AUDIO = _keys(
 )
 for _k in list(_AUDIO):
     _AUDIO[_k] = Key(**{**_AUDIO[_k].__dict__, "group": "audio"})
+# What the session's audio chain (media.audio.chain) and its Opus encoder (media.audio.opus)
+# read, in this order; the config effects (hostmgmt.config.effects) prove them with one test.
+AUDIO_KEYS = tuple(k for k in _AUDIO if k.startswith("host_audio_"))
+OPUS_KEYS = tuple(k for k in _AUDIO if k.startswith("host_opus_"))
 
 # Capture backends this build can run (displays/capture.py), and the ones it knows but cannot:
 # a write of those is refused with the reason (both APIs and the console form).

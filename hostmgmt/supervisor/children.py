@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import ctypes
 import logging
 import os
 import secrets
@@ -11,28 +10,9 @@ import subprocess
 import time
 from dataclasses import dataclass, field
 
+from hostmgmt.lib import procs
+
 log = logging.getLogger("hostmgmt.supervisor")
-
-_PR_SET_PDEATHSIG = 1
-try:  # resolved once here: a dlopen after fork, with the periodic threads running, can deadlock
-    _prctl = ctypes.CDLL(None, use_errno=True).prctl
-except (OSError, AttributeError):
-    _prctl = None
-
-
-def _die_with(parent: int):
-    """The child's pre-exec step: SIGTERM when the supervisor dies, even by SIGKILL
-    (PR_SET_PDEATHSIG). A supervisor that died between the fork and the prctl is caught by
-    the getppid check. (The child's own session and process group come from Popen.)"""
-
-    def prepare() -> None:
-        if _prctl is not None:
-            _prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
-        if os.getppid() != parent:
-            os._exit(1)
-
-    return prepare
-
 
 # Marks everything a child started (inherited through the environment, session or not) with
 # the child's own run, so what outlives a child killed outright can be found and ended.
@@ -56,16 +36,6 @@ def kill_marked(run_mark: str) -> int:
             except (ProcessLookupError, PermissionError):
                 pass
     return killed
-
-
-def _group_alive(pgid: int) -> bool:
-    try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def _killpg(pgid: int, sig: int) -> None:
@@ -100,7 +70,7 @@ class Child:
             self.run_mark = f"{self.name}:{secrets.token_hex(8)}"
             env = {**self.env, CHILD_RUN_ENV: self.run_mark}
         self.proc = subprocess.Popen(
-            self.argv, env=env, start_new_session=True, preexec_fn=_die_with(os.getpid())
+            self.argv, env=env, start_new_session=True, preexec_fn=procs.die_with_me()
         )
         self.started_at = time.monotonic()
         log.info("started %s (pid %d)", self.name, self.proc.pid)
@@ -155,7 +125,7 @@ class Child:
             self.proc.wait()
 
     def group_alive(self) -> bool:
-        return self.proc is not None and _group_alive(self.proc.pid)
+        return self.proc is not None and procs.group_exists(self.proc.pid)
 
     def kill_group(self) -> None:
         if self.proc is not None:

@@ -15,7 +15,6 @@ after a `kill -9`; the next start sweeps what an earlier run left.
 
 from __future__ import annotations
 
-import ipaddress
 import logging
 import os
 import secrets
@@ -31,6 +30,7 @@ from django.core.management import call_command
 from hooks import worker as hooks_worker
 from hostmgmt import identity
 from hostmgmt.auth import tokens
+from hostmgmt.lib import netranges
 from hostmgmt.lib.statedir import REDIS_SOCKET, state_dir
 from hostmgmt.ports import PortMap, busy_ports, validate_base_port
 from hostmgmt.supervisor import children, lifecycle, periodic, redis_server, sentinel
@@ -47,15 +47,6 @@ class StartupError(RuntimeError):
 
 class StopRequested(BaseException):  # noqa: N818 - not an error: the operator stopped the start
     """SIGTERM/SIGINT while the host was still preparing (nothing runs yet to stop)."""
-
-
-def is_loopback(bind: str) -> bool:
-    if bind == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(bind).is_loopback
-    except ValueError:
-        return False
 
 
 def _escape_endpoint(value: str) -> str:
@@ -107,7 +98,7 @@ class Supervisor:
 
     def _prepare(self) -> None:
         validate_base_port(self.ports.base)
-        if self.no_mgmt_token and not is_loopback(self.bind):
+        if self.no_mgmt_token and not netranges.is_loopback_host(self.bind):
             raise StartupError(
                 f"refusing to start without a management token on non-loopback bind {self.bind}; "
                 "drop --no-mgmt-token or bind 127.0.0.1"

@@ -23,6 +23,8 @@ import subprocess
 import sys
 import time
 
+from hostmgmt.lib import procs
+
 INSTANCE_ENV = "HOST_INSTANCE"
 GRACE_S = 2.0  # the children got SIGTERM (PR_SET_PDEATHSIG); their cleanup gets this long
 DISPLAY_OWNER_ENV = "HOST_DISPLAY_OWNER"  # displays/xvfb.py OWNER_ENV
@@ -40,14 +42,6 @@ def _environ(pid: int) -> list[bytes] | None:
             return fh.read().split(b"\0")
     except OSError:
         return None  # gone, or another user's process (never ours then)
-
-
-def _zombie(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as fh:
-            return fh.read().rsplit(b")", 1)[1].split()[0] in (b"Z", b"X")
-    except (OSError, IndexError):
-        return True
 
 
 def host_pids(
@@ -74,7 +68,7 @@ def host_pids(
         else:
             ours = run is not None and run != mine and in_dir in env
         marked = ours or display in env or any(v.startswith(compositor) for v in env)
-        if marked and not _zombie(int(entry)):
+        if marked and procs.alive(int(entry)):
             found.append(int(entry))
     return found
 

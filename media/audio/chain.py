@@ -26,31 +26,10 @@ from typing import Any
 
 import numpy as np
 
-from hostmgmt.config.schema import key
+from hostmgmt.config.schema import AUDIO_KEYS, key
 from media.audio.dsp import Agc, Ducker, NoiseGate, Vad, level_db
 
 log = logging.getLogger("media.audio")
-
-AUDIO_KEYS = (
-    "host_audio_agc",
-    "host_audio_agc_target_db",
-    "host_audio_agc_max_gain_db",
-    "host_audio_agc_min_gain_db",
-    "host_audio_agc_attack_ms",
-    "host_audio_agc_hold_ms",
-    "host_audio_agc_release_ms",
-    "host_audio_vad",
-    "host_audio_vad_threshold_db",
-    "host_audio_vad_hysteresis_db",
-    "host_audio_vad_min_speech_ms",
-    "host_audio_vad_min_silence_ms",
-    "host_audio_ducking",
-    "host_audio_ducker_attenuation_db",
-    "host_audio_ducker_attack_ms",
-    "host_audio_ducker_release_ms",
-    "host_audio_noise_gate",
-    "host_audio_noise_gate_db",
-)
 
 
 def setting(values: Mapping[str, Any], name: str) -> Any:
@@ -182,4 +161,4 @@ def _as_float(block: np.ndarray) -> np.ndarray:
     return block if block.dtype == np.float32 else block.astype(np.float32)
 
 
-__all__ = ["AUDIO_KEYS", "Chain", "level_db", "setting"]
+__all__ = ["Chain", "level_db", "setting"]

@@ -19,6 +19,7 @@ from typing import Any
 import av
 import numpy as np
 
+from hostmgmt.config.schema import OPUS_KEYS
 from media.audio.chain import setting
 
 log = logging.getLogger("media.audio")
@@ -31,15 +32,6 @@ VBR_MODES = {0: "off", 1: "constrained", 2: "on"}
 # libopus cutoffs: 8 kHz is wideband (16 kHz sampling), 20 kHz fullband.
 WIDEBAND_HZ = 8000
 FULLBAND_HZ = 20000
-
-OPUS_KEYS = (
-    "host_opus_application",
-    "host_opus_vbr",
-    "host_opus_complexity",
-    "host_opus_fec",
-    "host_opus_expected_loss_pct",
-    "host_opus_bandwidth_extension",
-)
 
 
 @dataclass(frozen=True)

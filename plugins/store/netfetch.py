@@ -16,33 +16,20 @@ The address rule (docs/security.md, "Plugin store"):
 from __future__ import annotations
 
 import http.client
-import ipaddress
 import socket
 import ssl
 import time
 from urllib.parse import urlsplit
 
 from hooks import ssrf
+from hostmgmt.lib import netranges
 from plugins.store import conf
 
 USER_AGENT = "hostmgmt-store/1"
-_ALWAYS_BLOCKED = [
-    ipaddress.ip_network("169.254.0.0/16"),
-    ipaddress.ip_network("0.0.0.0/8"),
-    ipaddress.ip_network("fe80::/10"),
-    ipaddress.ip_network("::/128"),
-]
-_LOOPBACK = [ipaddress.ip_network("127.0.0.0/8"), ipaddress.ip_network("::1/128")]
 
 
 class FetchError(Exception):
     """The download failed; the message says why (never a secret: URLs carry none)."""
-
-
-def _plain(addr):
-    if isinstance(addr, ipaddress.IPv6Address) and addr.ipv4_mapped is not None:
-        return addr.ipv4_mapped
-    return addr
 
 
 def check_url(url: str, *, allow_loopback: bool) -> tuple[str, int]:
@@ -50,7 +37,7 @@ def check_url(url: str, *, allow_loopback: bool) -> tuple[str, int]:
     scheme, host, port = ssrf.url_host(url)
     if scheme != "https":
         raise ssrf.UrlRefused("must be an https:// URL")
-    if (host == "localhost" or host.endswith(".localhost")) and not allow_loopback:
+    if netranges.is_localhost_name(host) and not allow_loopback:
         raise ssrf.UrlRefused("must not point at localhost")
     addr = ssrf.parse_literal(host)
     if addr is not None:
@@ -63,17 +50,16 @@ def is_loopback_url(url: str) -> bool:
         _, host, _ = ssrf.url_host(url)
     except ssrf.UrlRefused:
         return False
-    if host == "localhost" or host.endswith(".localhost"):
+    if netranges.is_localhost_name(host):
         return True
     addr = ssrf.parse_literal(host)
-    return addr is not None and any(_plain(addr) in net for net in _LOOPBACK)
+    return addr is not None and netranges.is_loopback(addr)
 
 
 def _check_addr(addr, allow_loopback: bool) -> None:
-    addr = _plain(addr)
-    if any(addr.version == net.version and addr in net for net in _ALWAYS_BLOCKED):
+    if netranges.is_outbound_refused(addr, allow_loopback=True):
         raise ssrf.UrlRefused("must not point at a link-local or unspecified address")
-    if not allow_loopback and any(addr.version == n.version and addr in n for n in _LOOPBACK):
+    if netranges.is_outbound_refused(addr, allow_loopback=allow_loopback):
         raise ssrf.UrlRefused("must not point at a loopback address")
 
 
@@ -112,7 +98,10 @@ def get(url: str, max_bytes: int, *, allow_loopback: bool, timeout: float | None
         host, port = check_url(url, allow_loopback=allow_loopback)
         infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
         for info in infos:
-            _check_addr(ipaddress.ip_address(info[4][0].split("%", 1)[0]), allow_loopback)
+            addr = netranges.parse(info[4][0])
+            if addr is None:
+                raise ValueError(f"{info[4][0]!r} is not an address")
+            _check_addr(addr, allow_loopback)
     except ssrf.UrlRefused as exc:
         raise FetchError(f"URL refused: {exc}") from None
     except (socket.gaierror, ValueError) as exc:

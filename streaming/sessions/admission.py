@@ -26,6 +26,7 @@ import secrets
 import time
 
 from hostmgmt import redis_client
+from hostmgmt.lib import procs
 from hostmgmt.ports import MAX_SLOTS, slot_udp_held
 from streaming.sessions import registry
 
@@ -84,10 +85,6 @@ def _locked():
             lock.release()
 
 
-def _pid_alive(pid: int) -> bool:
-    return registry._pid_alive(pid)
-
-
 def places() -> set[str]:
     """Every place taken now, one name each: `c:<id>` a compat session, `p:<pid>` a native
     process, `r:<token>` a native offer not yet handed over. Dead holders are dropped."""
@@ -101,7 +98,7 @@ def places() -> set[str]:
     owners = r.mget([slot_key(k) for k in range(MAX_SLOTS)])
     taken |= {f"c:{owner.decode()}" for owner in owners if owner is not None}
     for pid, _fp in r.hgetall(NATIVE_KEY).items():
-        if _pid_alive(int(pid)):
+        if procs.alive(int(pid)):
             taken.add(f"p:{int(pid)}")
         else:
             r.hdel(NATIVE_KEY, pid)

@@ -17,7 +17,6 @@ cleanup: app group, undo steps, display, record) before it exits itself.
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import json
 import logging
 import os
@@ -28,23 +27,13 @@ import struct
 import sys
 import time
 
+from hostmgmt.lib import procs
 from streaming.sessions.runtime import MAX_LINE, PLANES, socket_path
 
 log = logging.getLogger("streaming.sessions.manager")
 
 STOP_WAIT_S = 9.0  # under the supervisor's STOP_GRACE_S (10 s)
 SPAWN_READ_S = 5.0  # the requester has this long to send its request
-_PR_SET_PDEATHSIG = 1
-
-
-def _die_with_manager(manager_pid: int) -> None:
-    try:
-        libc = ctypes.CDLL("libc.so.6", use_errno=True)
-        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
-    except OSError:
-        pass
-    if os.getppid() != manager_pid:  # it died before the prctl took
-        os._exit(1)
 
 
 def listen() -> socket.socket:
@@ -145,7 +134,7 @@ class Manager:
             try:
                 signal.signal(signal.SIGTERM, signal.SIG_DFL)
                 signal.signal(signal.SIGINT, signal.SIG_DFL)
-                _die_with_manager(manager_pid)
+                procs.die_with_parent(manager_pid)
                 self.sock.close()
                 for other in self.pending:
                     other.close()

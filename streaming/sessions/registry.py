@@ -26,6 +26,7 @@ import signal
 import time
 
 from hostmgmt import redis_client
+from hostmgmt.lib import procs
 
 log = logging.getLogger("streaming.sessions")
 
@@ -72,13 +73,7 @@ def remove(session_id: str) -> None:
 def _alive(pid) -> bool:
     if not isinstance(pid, int) or pid <= 0:
         return True  # not spawned yet (a compat claim): the heartbeat age decides
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+    return procs.alive(pid)
 
 
 def live(plane: str | None = None) -> list[dict]:
@@ -172,7 +167,7 @@ def connecting() -> dict[int, str]:
     pid -> claimed fingerprint. They have started nothing, so they are not live sessions."""
     out = {}
     for pid, fp in redis_client.client().hgetall(CONNECTING_KEY).items():
-        if _pid_alive(int(pid)):
+        if procs.alive(int(pid)):
             out[int(pid)] = fp.decode()
         else:
             redis_client.client().hdel(CONNECTING_KEY, pid)
@@ -188,10 +183,6 @@ def proven(pid: int) -> None:
     redis_client.client().hdel(CONNECTING_KEY, pid)
 
 
-def _pid_alive(pid) -> bool:
-    return isinstance(pid, int) and pid > 0 and _alive(pid)
-
-
 def end_connecting(fingerprints: list[str] | None, wait_s: float = 0) -> int:
     """SIGTERM the unproven peers of these devices (None: all): they have started nothing
     yet, so there is nothing to hand back."""
@@ -204,6 +195,6 @@ def end_connecting(fingerprints: list[str] | None, wait_s: float = 0) -> int:
             except ProcessLookupError:
                 pass
     deadline = time.monotonic() + wait_s
-    while pids and time.monotonic() < deadline and any(_pid_alive(p) for p in pids):
+    while pids and time.monotonic() < deadline and any(procs.alive(p) for p in pids):
         time.sleep(0.05)
     return len(pids)

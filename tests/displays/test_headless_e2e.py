@@ -25,6 +25,7 @@ from pathlib import Path
 import pytest
 
 from displays import sway as swaymod
+from hostmgmt.lib import procs
 from tests.conftest import ADMIN_PASSWORD, ADMIN_USER
 from tests.streaming.conftest import events, owned_processes, pair, wait_for
 from tests.support import wl_app, x11_app
@@ -72,7 +73,7 @@ def app_pids(marker: str) -> list[int]:
             cmd = Path(f"/proc/{entry}/cmdline").read_bytes()
         except OSError:
             continue
-        if marker.encode() in cmd and swaymod._alive(int(entry)):
+        if marker.encode() in cmd and procs.alive(int(entry)):
             found.append(int(entry))
     return found
 

@@ -10,6 +10,7 @@ import time
 import pytest
 
 from displays import capture, headless, machine, sway
+from hostmgmt.lib import procs
 from media.framesource import WaylandCapture
 
 pytestmark = pytest.mark.django_db
@@ -161,7 +162,7 @@ def test_displays_are_outputs_at_the_client_mode_placed_and_retired(state, host_
         headless.stop()
     assert headless.current() is None
     assert sway.owned_pids(headless.owner() + ":", prefix=True) == []
-    assert pid is None or not sway._alive(pid)
+    assert pid is None or not procs.alive(pid)
 
 
 @needs_sway
@@ -210,7 +211,7 @@ def test_a_dead_compositor_is_noticed_and_a_new_one_started(state, host_user):
         record = headless._read()
         os.kill(record["pid"], 9)
         deadline = time.monotonic() + 15
-        while sway._alive(record["pid"]) and time.monotonic() < deadline:
+        while procs.alive(record["pid"]) and time.monotonic() < deadline:
             time.sleep(0.05)
         cap = WaylandCapture(a["wayland_display"], a["output"])
         cap(640, 480)
@@ -316,7 +317,7 @@ def test_host_stop_leaves_no_compositor_and_host_start_restores_kept_outputs(sta
                     "keep_alive": {"mode": "off"}})  # fmt: skip
         old = headless._read()
         reaper.on_host_stop()
-        assert headless._read() is None and not sway._alive(old["pid"])
+        assert headless._read() is None and not procs.alive(old["pid"])
         assert sway.owned_pids(headless.owner() + ":", prefix=True) == []
         (kept,) = machine.state()["displays"]  # bob's went (keep_alive off)
         assert kept["state"] == "pinned" and kept["running"] is False

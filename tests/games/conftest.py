@@ -102,15 +102,6 @@ def _read_pid(install):
         return None
 
 
-def alive(pid: int) -> bool:
-    """Running; a zombie nobody reaped yet counts as gone."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            return f.read().rsplit(b")", 1)[1].split()[0] not in (b"Z", b"X")
-    except FileNotFoundError:
-        return False
-
-
 def wait_for(predicate, timeout: float = 5.0):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

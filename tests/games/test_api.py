@@ -11,7 +11,8 @@ from rest_framework.test import APIClient
 
 from games import lifecycle, registry
 from games import settings as game_settings
-from tests.games.conftest import alive, game_events, wait_for
+from hostmgmt.lib import procs
+from tests.games.conftest import game_events, wait_for
 
 DEFAULTS = {"version": 1, "game_on_session_end": "keep", "session_on_game_exit": True,
             "disconnect_grace_seconds": 300}  # fmt: skip
@@ -106,7 +107,7 @@ def test_game_end_ends_a_waiting_game_and_leaves_live_ones(v1, launch):
     assert r.status_code == 409  # its session is live
     r = v1.post("/api/v1/game/end", {}, format="json")
     assert r.status_code == 200 and r.json() == {"ended": 1}
-    assert not alive(waiting.game_pid()) and alive(live.game_pid())
+    assert not procs.alive(waiting.game_pid()) and procs.alive(live.game_pid())
     [ev] = game_events("game.exited")
     assert ev["reason"] == "terminated" and ev["game"]["title"] == "A"
     assert v1.post("/api/v1/game/end", {}, format="json").status_code == 409

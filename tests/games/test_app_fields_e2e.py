@@ -23,6 +23,7 @@ from pathlib import Path
 import pytest
 
 from games.appfields import ELEVATED_REASON
+from hostmgmt.lib import procs
 from tests.conftest import ADMIN_PASSWORD, ADMIN_USER
 from tests.streaming.conftest import events, pair, wait_for
 from tests.support.livehost import running_host
@@ -78,14 +79,6 @@ def end_session(host) -> None:
         assert c.delete("/api/v1/session").status_code == 204
 
 
-def alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            return f.read().rsplit(b")", 1)[1].split()[0] not in (b"Z", b"X")
-    except FileNotFoundError:
-        return False
-
-
 def test_run_fields_in_a_live_compat_session(fields_host, tmp_path):
     host = fields_host
     ml = pair(host, tmp_path / "ml", pin="2584", name="Fields")
@@ -105,7 +98,7 @@ def test_run_fields_in_a_live_compat_session(fields_host, tmp_path):
         end_session(host)
         assert wait_for(lambda: active(host) == 0, 10)
         time.sleep(1)
-        assert alive(helper)  # never tracked: the session's end left it running
+        assert procs.alive(helper)  # never tracked: the session's end left it running
     finally:
         os.kill(helper, signal.SIGKILL)
 

@@ -13,7 +13,8 @@ import pytest
 from games import appfields
 from games.appfields import DETACHED, ENDED, RUNNING, exit_verdict
 from games.apprun import AppProcess
-from tests.games.conftest import alive, wait_for
+from hostmgmt.lib import procs
+from tests.games.conftest import wait_for
 
 
 def verdict(status, ran=1.0, group=False, auto_detach=True, wait_all=True):
@@ -110,12 +111,12 @@ def test_detached_commands_run_in_a_session_of_their_own_and_outlive_the_app(tmp
             assert os.getpgid(pid) != app.pgid
         assert wait_for(lambda: all(m.exists() for m in marks))
         app.terminate()  # the session's end signals the app's group only
-        assert not alive(app.pid)
-        assert all(alive(pid) for pid in pids)
+        assert not procs.alive(app.pid)
+        assert all(procs.alive(pid) for pid in pids)
     finally:
         for pid in pids:
             os.killpg(pid, signal.SIGKILL)
-    assert wait_for(lambda: not any(alive(p) for p in pids))  # reaped by their threads
+    assert wait_for(lambda: not any(procs.alive(p) for p in pids))  # reaped by their threads
 
 
 def test_a_detached_command_that_cannot_start_is_skipped(tmp_path):

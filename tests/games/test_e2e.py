@@ -13,7 +13,8 @@ import time
 import pytest
 
 from games import lifecycle, registry
-from tests.games.conftest import alive, game_events, wait_for
+from hostmgmt.lib import procs
+from tests.games.conftest import game_events, wait_for
 from tests.native.helpers import last_seq
 
 pytestmark = pytest.mark.e2e
@@ -60,7 +61,7 @@ def test_game_end_over_the_live_api_and_grace_expiry_by_the_supervisor(host_stat
         t0 = time.monotonic()
         r = api.post("/api/v1/game/end", json={"app_id": "custom:g1"})
         assert r.status_code == 200 and r.json() == {"ended": 1}, r.text
-        assert wait_for(lambda: not alive(first.game_pid()))
+        assert wait_for(lambda: not procs.alive(first.game_pid()))
         took = time.monotonic() - t0
         # The host ended it, so the host announced it, once (its SSE stream); our watcher added
         # nothing: this process's bus writes to the tests' Redis, which the host never sees, so
@@ -69,14 +70,14 @@ def test_game_end_over_the_live_api_and_grace_expiry_by_the_supervisor(host_stat
         assert [e["game"]["title"] for e in host_events(api, "game.exited", 1, since)] == ["Game 1"]
         assert [e["game"]["title"] for e in game_events("game.running")] == ["Game 1", "Game 2"]
         assert game_events("game.exited") == []
-        assert alive(second.game_pid())  # its session is live
+        assert procs.alive(second.game_pid())  # its session is live
         assert api.post("/api/v1/game/end", json={}).status_code == 409
         print(f"POST /game/end → game gone: {took * 1000:.0f} ms")
 
         # The supervisor ends a game whose grace window ran out (deadline moved up for speed).
         lifecycle.session_ended(2, deliberate=False)
         registry.update(lambda rs: rs[k2].update(grace_deadline=time.time() + 0.3))
-        assert wait_for(lambda: not alive(second.game_pid()), 5.0)
+        assert wait_for(lambda: not procs.alive(second.game_pid()), 5.0)
         assert wait_for(lambda: (registry.get(k2) or {}).get("state") == "exited")
         assert registry.get(k2)["reason"] == "terminated"
         exited = host_events(api, "game.exited", 2, since)

@@ -12,6 +12,7 @@ import time
 import pytest
 
 from games import DetectHints, GameWatcher, scan
+from hostmgmt.lib import procs
 
 LAUNCHER = """#!/bin/bash
 # A launcher as stores ship them: start the game in the background, then leave.
@@ -61,15 +62,6 @@ class Recorder:
         return self.events
 
 
-def alive(pid: int) -> bool:
-    """Running (a zombie waiting for a slow PID 1 to reap it counts as gone)."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            return f.read().rsplit(b")", 1)[1].split()[0] not in (b"Z", b"X")
-    except (FileNotFoundError, ProcessLookupError):  # gone before or while /proc was read
-        return False
-
-
 def game_pid(install, timeout=2.0):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -106,14 +98,14 @@ def test_host_close_is_terminated_and_the_game_is_gone(install):
     hints = DetectHints(install_dir=str(install))
     w = GameWatcher(hints, rec, poll_s=0.02).start()
     events = rec.wait_for(1)
-    assert events, f"no event in 5 s; alive={alive(pid)} scan now={scan(hints)}"
+    assert events, f"no event in 5 s; alive={procs.alive(pid)} scan now={scan(hints)}"
     assert events[0].pid == pid
     assert w.terminate(timeout=2.0)
     assert [(e.state, e.reason) for e in rec.wait_for(2)] == [
         ("running", None),
         ("exited", "terminated"),
     ]
-    assert not alive(pid)
+    assert not procs.alive(pid)
 
 
 def test_a_game_that_ignores_sigterm_is_killed_after_the_timeout(install):
@@ -130,7 +122,7 @@ def test_a_game_that_ignores_sigterm_is_killed_after_the_timeout(install):
     assert rec.wait_for(2)[1].reason == "terminated"
     # The whole launched group went, the game's own helper (its `sleep 30`) too.
     left = subprocess.run(["pgrep", "-g", str(launcher.pid)], capture_output=True, text=True)
-    assert [p for p in left.stdout.split() if alive(int(p))] == []
+    assert [p for p in left.stdout.split() if procs.alive(int(p))] == []
 
 
 def test_the_launcher_is_not_the_game_while_both_live(install):

@@ -12,7 +12,8 @@ import pytest
 
 from games import lifecycle, registry
 from games import settings as game_settings
-from tests.games.conftest import STUBBORN, alive, game_events, wait_for
+from hostmgmt.lib import procs
+from tests.games.conftest import STUBBORN, game_events, wait_for
 
 HINTS = {"process_name": "mygame"}
 
@@ -95,7 +96,7 @@ def test_host_close_is_terminated_and_runs_undo(state, launch, tmp_path):
     t0 = time.monotonic()
     assert lifecycle.close_game(session_id=1) == 1
     took = time.monotonic() - t0
-    assert not alive(pid)
+    assert not procs.alive(pid)
     [ev] = game_events("game.exited")
     assert ev["reason"] == "terminated"
     assert undone.read_text().strip() == "undone"
@@ -112,7 +113,7 @@ def test_stubborn_game_is_killed_after_exit_timeout(state, launch):
     t0 = time.monotonic()
     lifecycle.close_game(app_id="custom:g1")
     took = time.monotonic() - t0
-    assert not alive(pid)
+    assert not procs.alive(pid)
     assert 0.55 <= took < 3.0, took
     assert [e["reason"] for e in game_events("game.exited")] == ["terminated"]
 
@@ -122,7 +123,7 @@ def test_keep_leaves_the_game_running(state, launch):
     key = launched(item)
     assert running(key)
     assert lifecycle.session_ended(1, deliberate=True) == {"closed": 0, "grace": 0, "kept": 1}
-    assert alive(item.game_pid())
+    assert procs.alive(item.game_pid())
     [game] = lifecycle.active_games()
     assert game["state"] == "running" and "session_id" not in game
 
@@ -134,7 +135,7 @@ def test_on_quit_ends_the_game_on_a_deliberate_stop_only(state, launch, delibera
     key = launched(item)
     assert running(key)
     assert lifecycle.session_ended(1, deliberate=deliberate)["closed"] == closed
-    assert alive(item.game_pid()) is (not closed)
+    assert procs.alive(item.game_pid()) is (not closed)
     reasons = [e["reason"] for e in game_events("game.exited")]
     assert reasons == (["terminated"] if closed else [])
 
@@ -151,7 +152,7 @@ def test_always_vanish_waits_out_grace_then_ends(state, launch):
     assert lifecycle.tick() == 0  # not due yet
     registry.update(lambda rs: rs[key].update(grace_deadline=time.time() - 1))
     assert lifecycle.tick() == 1
-    assert wait_for(lambda: not alive(item.game_pid()))
+    assert wait_for(lambda: not procs.alive(item.game_pid()))
     assert wait_for(lambda: game_events("game.exited"))[0]["reason"] == "terminated"
 
 
@@ -165,7 +166,7 @@ def test_a_returning_client_takes_its_game_out_of_grace(state, launch):
     [game] = lifecycle.active_games()
     assert game["state"] == "running" and game["session_id"] == 2
     assert lifecycle.end_waiting_games() == 0
-    assert alive(item.game_pid())
+    assert procs.alive(item.game_pid())
 
 
 def test_a_dead_watcher_process_does_not_lose_the_game(state, launch):
@@ -184,7 +185,7 @@ def test_a_dead_watcher_process_does_not_lose_the_game(state, launch):
     # Ended from "another process": the recorded pid is signalled after its start time check.
     lifecycle._watchers.pop(key).stop()
     assert lifecycle.end_waiting_games("custom:g1") == 1
-    assert not alive(item.game_pid())
+    assert not procs.alive(item.game_pid())
     assert [e["reason"] for e in game_events("game.exited")] == ["terminated"]
 
 
@@ -201,7 +202,7 @@ def test_a_title_the_hints_never_find_exits_with_its_launched_group(state, launc
     key = launched(item, detect={"process_name": "no-such-game"}, find_timeout=0.3)
     assert unseen(key)
     pid = item.game_pid()
-    assert alive(pid) and registry.get(key)["state"] == "launching"
+    assert procs.alive(pid) and registry.get(key)["state"] == "launching"
     assert lifecycle.active_games()[0]["state"] == "launching"  # still the session's title
     assert game_events("game.exited") == [] and calls == []
     os.kill(pid, signal.SIGKILL)  # the last process of the group goes
@@ -222,7 +223,7 @@ def test_closing_a_title_the_hints_never_found_is_terminated_once(state, launch,
     assert unseen(key)
     pid = item.game_pid()
     assert lifecycle.close_game(session_id=1) == 1
-    assert wait_for(lambda: not alive(pid))
+    assert wait_for(lambda: not procs.alive(pid))
     time.sleep(0.5)  # the group follower polls every 0.2 s: give it the chance to add one
     assert [e["reason"] for e in game_events("game.exited")] == ["terminated"]
     assert calls == []
@@ -265,7 +266,7 @@ def test_closing_a_title_still_launching_ends_its_group(state, launch):
     pid = item.game_pid()  # a helper of the launch that the hints do not name
     assert registry.get(key)["state"] == "launching"
     assert lifecycle.close_game(session_id=1) == 1
-    assert wait_for(lambda: not alive(pid))
+    assert wait_for(lambda: not procs.alive(pid))
     assert [e["reason"] for e in game_events("game.exited")] == ["terminated"]
     assert game_events("game.running") == []
 
@@ -280,7 +281,7 @@ def test_keep_runs_the_undo_steps_at_session_end(state, launch, tmp_path):
     key = launched(item, prep_key="sess-2")
     assert running(key)
     lifecycle.session_ended(1, deliberate=True)
-    assert undone.read_text() == "x\n" and alive(item.game_pid())
+    assert undone.read_text() == "x\n" and procs.alive(item.game_pid())
     os.kill(item.game_pid(), signal.SIGKILL)
     assert wait_for(lambda: game_events("game.exited"))
     time.sleep(0.2)
@@ -296,7 +297,7 @@ def test_a_game_that_ended_while_nobody_watched_is_reported_exited(state, launch
     dead.wait()
     registry.update(lambda rs: rs[key].update(owner=[dead.pid, 1.0]))
     os.kill(item.game_pid(), signal.SIGKILL)
-    assert wait_for(lambda: not alive(item.game_pid()))
+    assert wait_for(lambda: not procs.alive(item.game_pid()))
     lifecycle.tick()
     assert [e["reason"] for e in game_events("game.exited")] == ["exited"]
     assert registry.get(key)["state"] == "exited"

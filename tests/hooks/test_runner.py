@@ -9,6 +9,7 @@ import time
 import psutil
 
 from hooks import runner
+from hostmgmt.lib import procs
 
 EVENT = {
     "seq": 7,
@@ -68,16 +69,9 @@ def test_timeout_kills_command_and_its_child(tmp_path):
     assert time.monotonic() - started < 10
     child, shell = (int(x) for x in pids.read_text().split())
     deadline = time.monotonic() + 5
-    while time.monotonic() < deadline and any(_alive(p) for p in (child, shell)):
+    while time.monotonic() < deadline and any(procs.alive(p) for p in (child, shell)):
         time.sleep(0.05)
-    assert not _alive(child) and not _alive(shell)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return False
+    assert not procs.alive(child) and not procs.alive(shell)
 
 
 def test_group_writable_script_is_refused(tmp_path):

@@ -7,15 +7,8 @@ from __future__ import annotations
 import subprocess
 import time
 
+from hostmgmt.lib import procs
 from tests.support.overrun_watch import Watch, descendants, is_browser
-
-
-def alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
 
 
 def test_an_overrun_kills_browsers_first_then_everything_under_the_root():
@@ -44,18 +37,18 @@ def test_an_overrun_kills_browsers_first_then_everything_under_the_root():
         now[0] = 391
         assert watch.check() == [browser]
         deadline = time.monotonic() + 5  # the real clock: a loaded machine takes a moment
-        while alive(browser) and time.monotonic() < deadline:
+        while procs.alive(browser) and time.monotonic() < deadline:
             time.sleep(0.02)
         now[0] = 470
         assert watch.check() == []  # the second stage waits one more grace
-        assert alive(plain)
+        assert procs.alive(plain)
         now[0] = 481
         assert watch.check() == [plain]
         assert watch.check() == []  # and acts once
         deadline = time.monotonic() + 5
-        while (alive(browser) or alive(plain)) and time.monotonic() < deadline:
+        while (procs.alive(browser) or procs.alive(plain)) and time.monotonic() < deadline:
             time.sleep(0.05)
-        assert not alive(browser) and not alive(plain)
+        assert not procs.alive(browser) and not procs.alive(plain)
     finally:
         root.kill()
         root.wait()
@@ -76,7 +69,7 @@ def test_a_test_that_ended_or_has_no_timeout_is_left_alone():
         watch.begin("b::test", timeout_s=0)  # pytest-timeout off for this test
         now[0] = 2000
         assert watch.check() == []
-        assert all(alive(pid) for pid in descendants(root.pid))
+        assert all(procs.alive(pid) for pid in descendants(root.pid))
     finally:
         subprocess.run(["pkill", "-KILL", "-P", str(root.pid)], check=False)
         root.kill()

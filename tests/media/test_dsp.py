@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from hostmgmt.config.schema import key
-from media.audio.chain import AUDIO_KEYS, Chain, setting
+from hostmgmt.config.schema import AUDIO_KEYS, key
+from media.audio.chain import Chain, setting
 from media.audio.dsp import Agc, Ducker, NoiseGate, Vad
 from tests.media.signals import blocks, db, noise, silence, speechlike, tone
 

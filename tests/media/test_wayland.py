@@ -25,6 +25,7 @@ import pytest
 
 from displays import sway as swaymod
 from displays.sway import ROOT_REFUSAL, CompositorError, SwayCompositor, owned_pids
+from hostmgmt.lib import procs
 from media.input.keymap import VK_TO_KEYSYM
 from media.wayland import swayipc, wire, xkbmap
 from media.wayland.client import (
@@ -571,7 +572,7 @@ def test_stop_leaves_no_sway_xwayland_or_app_and_capture_then_fails_clearly():
     finally:
         comp.stop()
     for p in owned:
-        assert not swaymod._alive(p), f"{p} survived stop()"
+        assert not procs.alive(p), f"{p} survived stop()"
     assert owned_pids(comp.token) == []
     assert not os.path.exists(runtime)
     with pytest.raises(WaylandError, match="went away|closed"):

@@ -11,12 +11,12 @@ group is gone and the `undo` ran; the history record names the app and carries a
 from __future__ import annotations
 
 import json
-import os
 import sys
 from pathlib import Path
 
 import pytest
 
+from hostmgmt.lib import procs
 from tests.native.browserkit import page_wait, self_paired, wait_for
 from tests.native.helpers import catalog_app
 
@@ -50,14 +50,6 @@ PITCH_JS = """async () => {
 }"""
 
 
-def alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
-
-
 @pytest.fixture
 def tone_app(live_host, admin_auth, tmp_path):
     marks = tmp_path / "marks"
@@ -83,7 +75,7 @@ def test_app_launch_and_tone(live_host, tone_app, admin_auth):
         assert started["HOST_CLIENT_WIDTH"] == "1280"
         assert started["PULSE_SINK"] and "native" in started["PULSE_SINK"]
         assert (marks / "do").exists() and not (marks / "undo").exists()
-        assert alive(started["pid"])
+        assert procs.alive(started["pid"])
 
         # The tone arrives decoded: a loud level in the receiver's stats, at its pitch.
         level = wait_for(
@@ -102,7 +94,7 @@ def test_app_launch_and_tone(live_host, tone_app, admin_auth):
         assert api.delete(f"/api/v1/native/clients/{fp}").status_code == 204
         player.fingerprint = None
         page_wait(page, "() => window.nativePlayer.state === 'ended'", 10)
-        wait_for(lambda: not alive(started["pid"]), timeout=10, what="the app ended")
+        wait_for(lambda: not procs.alive(started["pid"]), timeout=10, what="the app ended")
         wait_for(lambda: (marks / "undo").exists(), timeout=10, what="the undo step")
     with live_host.client(auth=admin_auth) as admin:
         rows = wait_for(

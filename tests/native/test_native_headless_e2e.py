@@ -28,6 +28,7 @@ import psutil
 import pytest
 
 from displays import sway as swaymod
+from hostmgmt.lib import procs
 from tests.conftest import ADMIN_PASSWORD, ADMIN_USER
 from tests.displays import test_headless_e2e as hl
 from tests.displays.test_headless_e2e import BACKGROUND_BGR, app_pids, bgr, close
@@ -94,7 +95,7 @@ def children(pid: int) -> list[int]:
             stat = Path(f"/proc/{entry}/stat").read_text()
         except OSError:
             continue
-        if int(stat.rsplit(")", 1)[1].split()[1]) == pid and swaymod._alive(int(entry)):
+        if int(stat.rsplit(")", 1)[1].split()[1]) == pid and procs.alive(int(entry)):
             found.append(int(entry))
     return found
 
@@ -103,7 +104,7 @@ def describe(pids) -> list[str]:
     """The live ones of `pids`, with their command lines (a failure's message)."""
     out = []
     for p in pids:
-        if swaymod._alive(p):
+        if procs.alive(p):
             try:
                 cmd = Path(f"/proc/{p}/cmdline").read_bytes().replace(b"\0", b" ")[:200]
             except OSError:
@@ -221,7 +222,7 @@ async def _app_with_input(host, lib):
         assert click, x11_events(host.app_log)[-20:]
         assert abs(click["x"] - move[0]) <= 2 and abs(click["y"] - move[1]) <= 2, click
         player.send(t="stop")  # the player pressed Stop: a deliberate end closes the app
-        await until(lambda: not swaymod._alive(pid), 30, must=False)
+        await until(lambda: not procs.alive(pid), 30, must=False)
     finally:
         await player.close()
         knocker.close()
@@ -229,7 +230,7 @@ async def _app_with_input(host, lib):
     await until(lambda: app_pids(f"{lib}/x11_app.py") == [], 30, must=False)
     assert app_pids(f"{lib}/x11_app.py") == []
     gone = await until(
-        lambda: not swaymod._alive(pid) and not any(map(swaymod._alive, encoder)),
+        lambda: not procs.alive(pid) and not any(map(procs.alive, encoder)),
         30,
         must=False,
     )
@@ -299,7 +300,7 @@ async def _display_lost(host, lib):
         assert shown["output"] in ended[-1]["error"], ended
         # nothing of the session is left: the peer, its encoder child, the app
         gone = await until(
-            lambda: not swaymod._alive(pid) and not any(map(swaymod._alive, encoder)),
+            lambda: not procs.alive(pid) and not any(map(procs.alive, encoder)),
             30,
             must=False,
         )

@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from hostmgmt.lib import statedir
+from hostmgmt.lib import procs, statedir
 from plugins import env, runner, runner_control, wheel
 from plugins import tokens as plugin_tokens
 
@@ -155,21 +155,11 @@ def test_runner_runs_restarts_throttles_and_stops(state, monkeypatch, caplog):
         r.tick()
         assert r.plugins == {}
         for pid in pids:
-            assert not _alive(pid)
+            assert not procs.alive(pid)
         assert runner_control.status() == {}
     finally:
         runner_control.set_runtime_enabled(False)
         r.stop_all()
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    # a zombie not yet reaped by us counts as gone
-    with open(f"/proc/{pid}/stat") as fh:
-        return fh.read().split()[2] != "Z"
 
 
 def test_rescan_picks_up_an_uninstall(state):

@@ -8,19 +8,8 @@ import os
 import signal
 import time
 
+from hostmgmt.lib import procs
 from hostmgmt.supervisor.children import Child
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    try:  # a zombie is gone for our purpose
-        with open(f"/proc/{pid}/stat") as fh:
-            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
 
 
 def test_a_killed_child_restarts_after_its_backoff_and_its_group_goes_first(tmp_path):
@@ -40,9 +29,9 @@ def test_a_killed_child_restarts_after_its_backoff_and_its_group_goes_first(tmp_
         t0 = time.monotonic()
         child.check()  # notices the death: schedules the restart, ends the group
         deadline = time.monotonic() + 5
-        while _alive(grandchild) and time.monotonic() < deadline:
+        while procs.alive(grandchild) and time.monotonic() < deadline:
             time.sleep(0.02)
-        assert not _alive(grandchild), "the dead child's grandchild outlived it"
+        assert not procs.alive(grandchild), "the dead child's grandchild outlived it"
         while child.pid == first:
             assert time.monotonic() - t0 < 2, "not restarted within its 0.5 s backoff"
             child.check()

@@ -13,6 +13,7 @@ import time
 import pytest
 
 from games import lifecycle, registry
+from hostmgmt.lib import procs
 from native.launch import AppRun, Choice
 
 pytestmark = pytest.mark.django_db
@@ -65,14 +66,6 @@ def wait_for(predicate, timeout: float = 8.0):
     return predicate()
 
 
-def alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            return f.read().rsplit(b")", 1)[1].split()[0] not in (b"Z", b"X")
-    except FileNotFoundError:
-        return False
-
-
 def test_a_launcher_that_detaches_keeps_the_session_and_its_detached_helper_outlives_it(
     state, runs, tmp_path
 ):
@@ -89,7 +82,7 @@ def test_a_launcher_that_detaches_keeps_the_session_and_its_detached_helper_outl
     try:
         assert os.getsid(pid) == pid and run.detached_pids == [pid]
         run.end("api")
-        assert holds(lambda: alive(pid), 1.0)  # not tracked: the session's end leaves it
+        assert holds(lambda: procs.alive(pid), 1.0)  # not tracked: the session's end leaves it
     finally:
         os.killpg(pid, signal.SIGKILL)
 
@@ -120,7 +113,7 @@ def test_wait_all_keeps_the_app_while_its_group_lives(state, runs, tmp_path, wai
     pid = int(child.read_text())
     if not wait_all:
         assert wait_for(run.exited, 5)  # only the launched command counted
-        assert alive(pid)  # (the session's end, not the verdict, ends the group)
+        assert procs.alive(pid)  # (the session's end, not the verdict, ends the group)
         return
     assert holds(lambda: not run.exited(), 1.5)
     os.kill(pid, signal.SIGKILL)

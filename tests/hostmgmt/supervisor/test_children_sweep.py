@@ -12,6 +12,7 @@ import time
 
 import pytest
 
+from hostmgmt.lib import procs
 from hostmgmt.supervisor.children import Child
 
 # The child starts a command in a session of its own (as the hooks worker runs a hook),
@@ -24,14 +25,6 @@ CHILD = textwrap.dedent(
     time.sleep(120)
     """
 )
-
-
-def alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as fh:
-            return fh.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
-    except OSError:
-        return False
 
 
 def start(tmp_path, name: str, sweep: bool) -> tuple[Child, int]:
@@ -56,14 +49,14 @@ def kill_and_check(child: Child) -> None:
 def test_a_killed_child_leaves_no_command_only_when_marked(tmp_path, sweep):
     child, orphan = start(tmp_path, "celery-hooks", sweep)
     try:
-        assert alive(orphan)
+        assert procs.alive(orphan)
         kill_and_check(child)
         deadline = time.monotonic() + 3
-        while alive(orphan) and time.monotonic() < deadline:
+        while procs.alive(orphan) and time.monotonic() < deadline:
             time.sleep(0.05)
-        assert alive(orphan) is not sweep
+        assert procs.alive(orphan) is not sweep
     finally:
         child.stopping = True
         child.kill_group()
-        if alive(orphan):
+        if procs.alive(orphan):
             os.kill(orphan, signal.SIGKILL)

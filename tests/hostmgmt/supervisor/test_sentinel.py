@@ -13,6 +13,7 @@ import time
 
 import psutil
 
+from hostmgmt.lib import procs
 from hostmgmt.supervisor import sentinel
 from hostmgmt.supervisor.children import Child, finish_groups
 
@@ -37,18 +38,11 @@ FAKE_SUPERVISOR = textwrap.dedent(
 )
 
 
-def _alive(pid: int) -> bool:
-    try:
-        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return False
-
-
 def _gone_within(pids, seconds: float) -> bool:
     deadline = time.monotonic() + seconds
-    while any(_alive(p) for p in pids) and time.monotonic() < deadline:
+    while any(procs.alive(p) for p in pids) and time.monotonic() < deadline:
         time.sleep(0.05)
-    return not any(_alive(p) for p in pids)
+    return not any(procs.alive(p) for p in pids)
 
 
 def _kill(pids) -> None:
@@ -70,12 +64,12 @@ def test_a_kill_9_of_the_supervisor_leaves_nothing_of_its_run(tmp_path):
         c.pid for c in psutil.Process(sup.pid).children() if "sentinel" in " ".join(c.cmdline())
     ]
     try:
-        assert sentinel_pids and all(_alive(p) for p in (deep, display, other))
+        assert sentinel_pids and all(procs.alive(p) for p in (deep, display, other))
         os.kill(sup.pid, signal.SIGKILL)
         sup.wait()
         assert _gone_within([deep, display], 5.0), "grandchildren outlived a kill -9"
         assert _gone_within(sentinel_pids, 2.0), "the sentinel stayed after its sweep"
-        assert _alive(other), "a process of another run was killed"
+        assert procs.alive(other), "a process of another run was killed"
     finally:
         _kill([deep, display, other, *sentinel_pids])
 
@@ -96,7 +90,7 @@ def test_the_next_start_sweeps_an_earlier_run_and_nothing_else(tmp_path, monkeyp
     try:
         assert sentinel.sweep_stale(sd) == 2
         assert _gone_within([stale, stale_display], 2.0)
-        assert all(_alive(p) for p in (mine, elsewhere, shell))
+        assert all(procs.alive(p) for p in (mine, elsewhere, shell))
     finally:
         _kill([stale, stale_display, mine, elsewhere, shell])
 
