@@ -27,8 +27,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from media.audio.chain import AUDIO_KEYS, Chain  # noqa: E402
-from media.audio.opus import OpusDecoder, OpusEncoder  # noqa: E402
+from media.audio.chain import AUDIO_KEYS, Chain
+from media.audio.opus import OpusDecoder, OpusEncoder
 
 RATE = 48_000
 

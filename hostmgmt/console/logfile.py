@@ -103,7 +103,7 @@ class RedactingFilter(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
         try:
             message = record.getMessage()
-        except Exception:  # noqa: BLE001 - a bad format string is logged as its raw template
+        except Exception:  # a bad format string is logged as its raw template
             message = str(record.msg)
         record.msg = redact(message)
         record.args = None

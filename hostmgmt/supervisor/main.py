@@ -45,7 +45,7 @@ class StartupError(RuntimeError):
     """The host cannot start; the message tells the operator why and what to change."""
 
 
-class StopRequested(BaseException):  # noqa: N818 - not an error: the operator stopped the start
+class StopRequested(BaseException):  # not an error: the operator stopped the start
     """SIGTERM/SIGINT while the host was still preparing (nothing runs yet to stop)."""
 
 

@@ -125,7 +125,7 @@ def test_nvhttp_refuses_any_body_on_both_listeners():
     class Ok(resource.Resource):
         isLeaf = True
 
-        def render_GET(self, request):  # noqa: N802
+        def render_GET(self, request):
             return b"ok"
 
     site = nv._Site(Ok())

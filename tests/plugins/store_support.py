@@ -84,7 +84,7 @@ class FileServer:
         files, hits = self.files, self.hits
 
         class Handler(http.server.BaseHTTPRequestHandler):
-            def do_GET(self):  # noqa: N802 - http.server's name
+            def do_GET(self):  # http.server's name
                 hits.append(self.path)
                 body = files.get(self.path)
                 if body is None:

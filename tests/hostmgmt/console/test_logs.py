@@ -225,7 +225,7 @@ def test_reading_while_rotating_never_fails(log_dir):
             try:
                 logfile.page(0, 50)
                 logfile.tail_text(2000)
-            except BaseException as exc:  # noqa: BLE001
+            except BaseException as exc:
                 errors.append(exc)
     finally:
         stop.set()
