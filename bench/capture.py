@@ -290,7 +290,7 @@ def gnome_rows(w: int, h: int) -> dict[str, list[float]]:
         screens = (
             ("static", lambda: desk.foot("3366cc", ["sleep", "3600"]), _stop_foot),
             ("changing", lambda: desk.foot("3366cc", [sys.executable, "-c", CHANGER]), _stop_foot),
-        )  # fmt: skip
+        )
         return pipewire_rows(
             desk, "gnome", desk.procs["mutter"].pid, screens,
             lambda: MutterCapture("Meta-0", bus_address=desk.bus_address, env=desk.env), w, h,

@@ -115,7 +115,7 @@ def one(codec: str, width: int, height: int, fps: int, seconds: float, kbps: int
             bitrate_kbps=kbps,
             supported_video_formats=CODEC_MAP[codec],
             codec=codec,
-        ),  # fmt: skip
+        ),
         ri_aes_key=key,
         ri_aes_iv=iv,
         capture_audio=False,

@@ -185,7 +185,7 @@ def run_round(host, clients: list[Path], args) -> dict:
             text=True,
             cwd=ROOT,
             env={**os.environ, "PYTHONPATH": str(ROOT)},
-        )  # fmt: skip
+        )
         for cfg in clients
     ]
     mgr = manager_pid(host)

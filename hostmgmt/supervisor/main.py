@@ -182,7 +182,7 @@ class Supervisor:
                     "--without-heartbeat",
                 ],
                 env,
-            ),  # fmt: skip
+            ),
         ]
         # Hook commands and webhooks: their own threads worker so they never starve the above.
         # Its hook commands run in sessions of their own: swept if it dies (kill -9, OOM).

@@ -51,7 +51,7 @@ def play_host():
                 "cmd": f"exec bash {marks}/launcher.sh",
                 "exit-timeout": 2,
                 "detect": {"process_name": "fakegame"},
-            },  # fmt: skip
+            },
         ],
     }
     (state / "apps.json").write_text(json.dumps(apps))

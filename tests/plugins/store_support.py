@@ -135,7 +135,7 @@ def build_plugin(tmp: Path, name="host-plugin-hello", ep_id="hello", version="1.
         + textwrap.dedent(f"""
         [project.entry-points."hostmgmt.plugins"]
         {ep_id} = "{pkg}:main"
-        """)  # fmt: skip
+        """)
     )
     (src / pkg / "__init__.py").write_text(body)
     return wheel.build_wheel(src, tmp / "wheels")
