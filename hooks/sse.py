@@ -6,8 +6,8 @@ it has no kind filter or stream cap; the contract here needs all four.
 One subscriber task per daphne process (the Hub) reads the Redis channel and fans each event out.
 A stream that has caught up (replay written, nothing queued) is written by the hub itself: one
 frame per event, built once, handed to each stream's ASGI `send` in turn, with no task wake-up
-or Django response iteration per stream (issue 23: those cost more than the socket write at 100
-streams). A stream that is catching up (its replay, a Redis outage) gets a bounded buffer that
+or Django response iteration per stream (measured: those cost more than the socket write at
+100 streams). A stream that is catching up (its replay, a Redis outage) gets a bounded buffer that
 its own task writes as one chunk. A stream whose buffer overflows, or whose socket holds more
 than HOST_SSE_MAX_UNSENT_BYTES unsent, is disconnected (it resumes with Last-Event-ID) instead of
 buffering without bound. A stream registers with the hub before it reads the ring, and drops
@@ -373,7 +373,7 @@ def _abort(transport) -> None:
 
 
 class _Peer:
-    """One stream's own transport, found once: the old per-check lookup walked every
+    """One stream's own transport, found once: a lookup per check walks every
     connection of the process, 4 times a second per stream, O(streams²) with many open."""
 
     def __init__(self, client_addr):

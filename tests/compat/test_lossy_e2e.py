@@ -1,4 +1,4 @@
-"""The compat stream over a lossy, jittery, reordering link (issue 21, "Network").
+"""The compat stream over a lossy, jittery, reordering link.
 
 `tests/compat/netem_client.py` runs our StreamSession and the real client (moonlight-common-c)
 with the video through tests/support/netem_relay.py: 5 % loss, 20 ms jitter, 5 % reordered

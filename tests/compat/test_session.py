@@ -250,7 +250,7 @@ def _run_real_client(*args: str) -> dict:
 
 
 def test_spoofed_pings_during_a_live_stream_get_nothing_and_the_client_every_frame(mcc_lib):
-    """Issue 14: one spoofed PING used to redirect the video to its sender for good.
+    """A spoofed PING never redirects the video to its sender.
 
     Spoofers ping both media ports every 20 ms from before the client's first ping to the end:
     from 127.0.0.2 with the session's real ping payload (a sniffed one), and from the client's

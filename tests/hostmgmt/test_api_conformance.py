@@ -1,4 +1,4 @@
-"""The host's own OpenAPI document matches every answer the host gives (issue 20).
+"""The host's own OpenAPI document matches every answer the host gives.
 
 In process, for every operation of both APIs, from the document `/api/schema?format=json`
 serves: no credentials, a wrong token, a credential without the route's scope, malformed,
