@@ -11,6 +11,7 @@ import sys
 import time
 from pathlib import Path
 
+import enet
 import numpy as np
 import pytest
 
@@ -154,7 +155,6 @@ def test_rtsp_connections_are_bounded_oversized_requests_dropped_and_stop_joins_
 
 
 def test_wrong_connect_data_is_refused_and_silence_times_out():
-    enet = pytest.importorskip("enet")
     events = []
     launch = loopback_launch(control_timeout_s=0.5)
     session = StreamSession(launch, black, on_event=lambda kind, **d: events.append((kind, d)))
@@ -216,7 +216,6 @@ def test_a_port_in_use_leaks_no_listener():
 
 
 def test_a_forged_control_message_ends_the_session():
-    enet = pytest.importorskip("enet")
     launch = loopback_launch()
     session = StreamSession(launch, black)
     session.start()
@@ -314,7 +313,6 @@ def test_rtsp_from_another_address_is_closed_without_a_reply():
 
 @needs_127_0_0_2
 def test_a_control_connect_from_another_address_is_refused_even_with_the_connect_data():
-    enet = pytest.importorskip("enet")
     launch = loopback_launch()
     session = StreamSession(launch, black)
     session.start()
