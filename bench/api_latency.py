@@ -149,7 +149,7 @@ def main() -> None:
             "-e",
             endpoint,
             "bench.asgi_with_hello:application",
-        ],  # fmt: skip
+        ],
         cwd=ROOT,
         env=env,
         stdout=subprocess.DEVNULL,

@@ -27,9 +27,9 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from hostmgmt.config.schema import AUDIO_KEYS  # noqa: E402
-from media.audio.chain import Chain  # noqa: E402
-from media.audio.opus import OpusDecoder, OpusEncoder  # noqa: E402
+from hostmgmt.config.schema import AUDIO_KEYS
+from media.audio.chain import Chain
+from media.audio.opus import OpusDecoder, OpusEncoder
 
 RATE = 48_000
 

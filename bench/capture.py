@@ -55,16 +55,16 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from displays import capture  # noqa: E402
-from displays.sway import SwayCompositor, repaint_rate  # noqa: E402
-from media.framesource import DisplayCapture, KWinCapture, MutterCapture  # noqa: E402
-from media.wayland.screencopy import ScreenCopy  # noqa: E402
-from streaming.session_display import open_capture  # noqa: E402
-from tests.support.desktop import OperatorDesktop  # noqa: E402
-from tests.support.gnome import missing_tools, running_gnome  # noqa: E402
-from tests.support.kde import missing_tools as missing_kde_tools  # noqa: E402
-from tests.support.kde import running_kde  # noqa: E402
-from tests.support.wl_app import WaylandApp  # noqa: E402
+from displays import capture
+from displays.sway import SwayCompositor, repaint_rate
+from media.framesource import DisplayCapture, KWinCapture, MutterCapture
+from media.wayland.screencopy import ScreenCopy
+from streaming.session_display import open_capture
+from tests.support.desktop import OperatorDesktop
+from tests.support.gnome import missing_tools, running_gnome
+from tests.support.kde import missing_tools as missing_kde_tools
+from tests.support.kde import running_kde
+from tests.support.wl_app import WaylandApp
 
 ROOT = Path(__file__).resolve().parent.parent
 SIZES = [(1280, 720), (1920, 1080)]
@@ -290,7 +290,7 @@ def gnome_rows(w: int, h: int) -> dict[str, list[float]]:
         screens = (
             ("static", lambda: desk.foot("3366cc", ["sleep", "3600"]), _stop_foot),
             ("changing", lambda: desk.foot("3366cc", [sys.executable, "-c", CHANGER]), _stop_foot),
-        )  # fmt: skip
+        )
         return pipewire_rows(
             desk, "gnome", desk.procs["mutter"].pid, screens,
             lambda: MutterCapture("Meta-0", bus_address=desk.bus_address, env=desk.env), w, h,

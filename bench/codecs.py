@@ -115,7 +115,7 @@ def one(codec: str, width: int, height: int, fps: int, seconds: float, kbps: int
             bitrate_kbps=kbps,
             supported_video_formats=CODEC_MAP[codec],
             codec=codec,
-        ),  # fmt: skip
+        ),
         ri_aes_key=key,
         ri_aes_iv=iv,
         capture_audio=False,
@@ -200,7 +200,7 @@ def print_table(results: list[dict], kbps: int) -> None:
               f"{_f(r['encode_ms_p50'], 7, 2)} {_f(r['encode_ms_p99'], 7, 2)} "
               f"{_f(r['g2g_ms_p50'])} {_f(r['g2g_ms_p99'])} {ratio:>6} "
               f"{_f(r['wire_kbps'], 6, 0)} {_f(r['psnr_y_db'], 6)}")  # fmt: skip
-    for r in results:  # issue 18's goal: HEVC and AV1 hold 720p60 within 1.3x of H.264's g2g
+    for r in results:  # the goal: HEVC and AV1 hold 720p60 within 1.3x of H.264's g2g
         b = base.get(r["mode"])
         if (
             r["mode"] == "1280x720@60"

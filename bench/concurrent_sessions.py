@@ -1,4 +1,4 @@
-"""Benchmark of concurrent compat sessions against the real client (issue 17). Run by hand:
+"""Benchmark of concurrent compat sessions against the real client. Run by hand:
 `.venv/bin/python bench/concurrent_sessions.py [--seconds 12] [--counts 1,2,3]
 [--mode 1280x720x60]`.
 
@@ -185,7 +185,7 @@ def run_round(host, clients: list[Path], args) -> dict:
             text=True,
             cwd=ROOT,
             env={**os.environ, "PYTHONPATH": str(ROOT)},
-        )  # fmt: skip
+        )
         for cfg in clients
     ]
     mgr = manager_pid(host)

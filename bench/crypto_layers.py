@@ -19,9 +19,9 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from compat import control  # noqa: E402
-from compat.audio import AudioPacketizer  # noqa: E402
-from compat.video import FRAME_TYPE_IDR, FRAME_TYPE_P, VideoPacketizer  # noqa: E402
+from compat import control
+from compat.audio import AudioPacketizer
+from compat.video import FRAME_TYPE_IDR, FRAME_TYPE_P, VideoPacketizer
 
 KEY = bytes(range(16))
 

@@ -30,7 +30,7 @@ import mss  # noqa: E402
 from django.core.management import call_command  # noqa: E402
 
 from displays import (  # noqa: E402
-    capture,  # noqa: E402
+    capture,
     machine,
     xvfb,
 )

@@ -147,7 +147,7 @@ async def _client_streams(cafile, url, token, n_subs, n_events, ready_q, out_q):
             subscriber(
                 cafile, f"{base}://{origin}", "/" + path, headers, n_events, s, ready, counts
             )
-        )  # fmt: skip
+        )
         for s in sinks
     ]
     await asyncio.wait_for(ready.wait(), 240)

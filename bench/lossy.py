@@ -1,5 +1,5 @@
 """The compat stream over a lossy, jittery, reordering link: fps, freezes and FEC recoveries
-per loss level (issue 21, "Network").
+per loss level.
 
 Run by hand: `.venv/bin/python bench/lossy.py [--seconds 15] [--levels 0,1,5,10]
 [--mode 640x360x30] [--jitter-ms 20] [--reorder-pct 5]`.

@@ -103,7 +103,7 @@ def bench_pairing(proc, base: int, rounds: int, config_dir: Path) -> list[float]
         def run():
             try:
                 client.pair(server, pin="4821")
-            except BaseException as exc:  # noqa: BLE001
+            except BaseException as exc:
                 errors.append(exc)  # noqa: B023 - read right after join
 
         t = threading.Thread(target=run)

@@ -1,4 +1,4 @@
-"""Soak: the real host under steady load for a long time, minute by minute (issue 21).
+"""Soak: the real host under steady load for a long time, minute by minute.
 
 Run by hand: `.venv/bin/python bench/soak.py [--minutes 60] [--json out.json]`.
 

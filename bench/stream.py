@@ -7,7 +7,7 @@ a PIN, and for each mode launches Desktop and streams for `--seconds`. A drawer 
 client process draws a 16-bit frame counter (and its complement, to reject frames captured
 mid-draw) into the X display the session streams every 2 ms, plus a moving noise window so
 the encoder has real work; the client decodes every frame as it arrives and reads the counter
-back. The backends (issue 15), each set up as tests/streaming/test_*_e2e.py set them up:
+back. The backends, each set up as tests/streaming/test_*_e2e.py set them up:
 
 * xvfb (default): the host's private Xvfb per session; the drawer draws into it.
 * x11: `capture = x11` on an "operator desktop" the bench owns (an Xvfb per mode at the mode's
@@ -364,7 +364,7 @@ def print_table(results: list[dict]) -> None:
         print(f"  {r['backend']:<9} {r['mode']:<12} fps {_ratio(r, x, 'fps_delivered')},"
               f" capture {_ratio(r, x, 'capture_ms_p50')}, encode {_ratio(r, x, 'encode_ms_p50')},"
               f" g2g {_ratio(r, x, 'g2g_ms_p50')}")  # fmt: skip
-    for r in results:  # issue 15: 60 fps delivered at 720p60 on every backend (98 %: jitter)
+    for r in results:  # the goal: 60 fps delivered at 720p60 on every backend (98 %: jitter)
         if r["mode"] == "1280x720@60":
             fps = r.get("fps_delivered", 0)
             verdict = "met" if fps >= 0.98 * 60 else "NOT met"

@@ -19,7 +19,7 @@ Each stage's CPU is `time.process_time` across it (the process's CPU, so libx264
 OpenCV's worker threads count where they work: the pipeline is one thread, nothing else in the
 process runs meanwhile). Stages inside others (FEC inside packetize, the rewrite inside encode)
 are taken out of their parent. Figures: CPU ms per frame (mean), % of one core at the mode's
-rate, and each stage as a share of the video encoder's CPU; the goal (issue 23) is the
+rate, and each stage as a share of the video encoder's CPU; the goal is the
 non-encoder stages at most 30 % of the encoder at 1080p60. "non-encoder" leaves out both
 encoders (libx264 and libopus: each is the codec's own work) and counts everything else.
 What is not here: the session's sound capture (parec, its own process) and the game itself.

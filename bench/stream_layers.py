@@ -24,9 +24,9 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from compat import fec  # noqa: E402
-from compat.video import FRAME_TYPE_IDR, FRAME_TYPE_P, VideoPacketizer  # noqa: E402
-from media.encoder import VideoEncoder, to_yuv420p  # noqa: E402
+from compat import fec
+from compat.video import FRAME_TYPE_IDR, FRAME_TYPE_P, VideoPacketizer
+from media.encoder import VideoEncoder, to_yuv420p
 
 FRAME_INTERVAL_MS = 1000 / 60
 

@@ -14,7 +14,7 @@ def _config(name: str, default):
         from hostmgmt.config import store
 
         value = store.get(name)
-    except Exception:  # noqa: BLE001 - a broken config must not stop a stream
+    except Exception:  # a broken config must not stop a stream
         return default
     return default if value is None else value
 

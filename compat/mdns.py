@@ -98,7 +98,7 @@ class Announcer:
             try:
                 want = bool(self.enabled())
                 name = instance_name(self.hostname())
-            except Exception:  # noqa: BLE001 - an unreadable switch keeps the current state
+            except Exception:  # an unreadable switch keeps the current state
                 log.exception("reading the compat broadcast switch failed")
                 want, name = self.announced, self.name
             try:
@@ -109,7 +109,7 @@ class Announcer:
                     self._announce()
                 elif not want and self.announced:
                     self._withdraw()
-            except Exception:  # noqa: BLE001 - retry on the next poll
+            except Exception:  # retry on the next poll
                 log.exception("mDNS update failed")
             self._stop.wait(self.poll_s)
 

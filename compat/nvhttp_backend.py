@@ -34,7 +34,7 @@ def warm_probe() -> None:
         from media import encoders
 
         encoders.available()
-    except Exception:  # noqa: BLE001 - /serverinfo falls back to H.264 on its own
+    except Exception:  # /serverinfo falls back to H.264 on its own
         log.exception("encoder probe failed")
 
 
@@ -76,7 +76,7 @@ class NvhttpBackend:
             return 0
         try:
             return int(provider(fingerprint) or 0)
-        except Exception:  # noqa: BLE001 - serverinfo must answer even if the engine is sick
+        except Exception:  # serverinfo must answer even if the engine is sick
             log.exception("current game lookup failed")
             return 0
 

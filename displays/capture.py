@@ -124,7 +124,7 @@ def probe_x(name: str, timeout: float = X_PROBE_TIMEOUT_S) -> XDisplay:
 
             with mss.MSS(display=name) as sct:
                 box["monitors"] = [dict(m) for m in sct.monitors[1:]]
-        except Exception as exc:  # noqa: BLE001 - any failure is the answer
+        except Exception as exc:  # any failure is the answer
             box["error"] = f"{exc.__class__.__name__}: {exc}"
 
     worker = threading.Thread(target=run, name=f"x-probe-{name}", daemon=True)
@@ -415,7 +415,7 @@ def _monitor_pin(env) -> str:
         return pin
     try:
         return (policy.load()[0].get("capture_monitor") or "").strip()
-    except Exception:  # noqa: BLE001 - a broken policy file is reported by its own route
+    except Exception:  # a broken policy file is reported by its own route
         return ""
 
 
@@ -482,7 +482,7 @@ def select(env=None) -> Selection:
     if wlr_ok:
         try:
             outs = wlr_outputs(wlr_path)
-        except Exception as exc:  # noqa: BLE001 - a compositor going away is the answer
+        except Exception as exc:  # a compositor going away is the answer
             outs, wlr_why = [], f"the compositor at {wlr_path} went away: {exc}"
         if pin:
             wlr_head, wlr_why = _pinned(outs, pin, _output_name_of, "output",

@@ -125,13 +125,13 @@ def monitors(
         try:
             heads = _wlr_heads(wayland)
             compositor = "wlr"
-        except Exception as exc:  # noqa: BLE001 - an unreachable compositor is reported
+        except Exception as exc:  # an unreachable compositor is reported
             error = f"compositor at {wayland} not reachable: {exc.__class__.__name__}"
     if display and not heads:
         try:
             heads = _x_heads(display)
             compositor = "x11"
-        except Exception as exc:  # noqa: BLE001 - an unreachable X server is reported, not raised
+        except Exception as exc:  # an unreachable X server is reported, not raised
             error = f"X server {display} not reachable: {exc.__class__.__name__}"
     if not heads:
         heads = _drm_heads(Path(sysfs))

@@ -26,7 +26,7 @@ def tick() -> int:
         from displays import machine
 
         return machine.expire_due()
-    except Exception:  # noqa: BLE001 - see module docstring
+    except Exception:  # see module docstring
         log.exception("display countdown tick failed")
         return 0
 
@@ -62,7 +62,7 @@ def on_host_stop() -> int:
         if killed:
             log.info("stopped %d virtual display server(s)", killed)
         return killed
-    except Exception:  # noqa: BLE001
+    except Exception:
         log.exception("display teardown at host stop failed")
         return 0
 
@@ -103,6 +103,6 @@ def on_host_start() -> dict:
                                         "updated_at"])  # fmt: skip
             machine._emit("display.created", {"backend": display.backend, "mode": display.mode})
             result["restored"] += 1
-    except Exception:  # noqa: BLE001
+    except Exception:
         log.exception("display restore at host start failed")
     return result

@@ -115,7 +115,7 @@ def start(width: int, height: int) -> tuple[int, str]:
         raise BackendError(f"Xvfb did not start at {width}x{height}")
     try:
         _admit_own_uid(f":{number}", auth)
-    except Exception as exc:  # noqa: BLE001 - whatever it was, the display is of no use
+    except Exception as exc:  # whatever it was, the display is of no use
         stop(proc.pid)
         raise BackendError(f"Xvfb :{number} refused the host's cookie: {exc}") from None
     return proc.pid, f":{number}"

@@ -127,7 +127,7 @@ def release_permit(token: str | None, client) -> None:
         return
     try:
         client.zrem(_permits_key(), token)
-    except Exception:  # noqa: BLE001 - the lease expires on its own
+    except Exception:  # the lease expires on its own
         log.warning("could not release a hook permit; it expires with its lease")
 
 
@@ -215,7 +215,7 @@ def wait_released(
             if not left or time.monotonic() >= deadline or (abort is not None and abort()):
                 break
             time.sleep(poll_s)
-    except Exception as exc:  # noqa: BLE001 - Redis gone: nothing to wait on any more
+    except Exception as exc:  # Redis gone: nothing to wait on any more
         log.warning("could not watch hook firings (%s)", exc.__class__.__name__)
     return left
 
@@ -239,6 +239,6 @@ def _send(name: str, args: list) -> bool:
 
         app.send_task(name, args=args, queue=conf.HOOKS_QUEUE, retry=False)
         return True
-    except Exception as exc:  # noqa: BLE001 - broker down: the firing is lost, say so once
+    except Exception as exc:  # broker down: the firing is lost, say so once
         log.warning("could not queue %s (%s)", name, exc.__class__.__name__)
         return False

@@ -120,13 +120,13 @@ def emit(kind: str, payload: dict | None = None) -> None:
             from django.db import connection, transaction
 
             in_atomic = connection.in_atomic_block
-        except Exception:  # noqa: BLE001 - no Django DB here: emit now
+        except Exception:  # no Django DB here: emit now
             in_atomic = False
         if in_atomic:
             transaction.on_commit(partial(_emit_now, kind, body), robust=True)
         else:
             _emit_now(kind, body)
-    except Exception:  # noqa: BLE001 - the caller's work must never fail because of the bus
+    except Exception:  # the caller's work must never fail because of the bus
         log.exception("event bus: emit of %s failed", kind)
 
 
@@ -150,7 +150,7 @@ def emit_and_wait(
             log.error("event bus: refusing unknown event kind %r", kind)
             return None, 0, []
         event, permits = _emit_now(kind, _payload_json(kind, payload or {}))
-    except Exception:  # noqa: BLE001 - the caller's work must never fail because of the bus
+    except Exception:  # the caller's work must never fail because of the bus
         log.exception("event bus: emit of %s failed", kind)
         return None, 0, []
     waited = dispatch.wait_released(permits, timeout_s, _bus.get(), abort=abort)
@@ -172,7 +172,7 @@ def _emit_now(kind: str, payload_json: str) -> tuple[dict, list[str]]:
     if box is None or not box.pending():
         try:
             event = _publish('{"seq":', suffix)
-        except Exception as exc:  # noqa: BLE001 - Redis down or misconfigured: keep it
+        except Exception as exc:  # Redis down or misconfigured: keep it
             box = box or _outbox()
             box.failed(exc)
     if event is None:
@@ -207,7 +207,7 @@ def recover_spools() -> int:
         return outbox.recover_orphans(
             state_path(outbox.SPOOL_DIR), redis_client.url(), _deliver_kept
         )
-    except Exception as exc:  # noqa: BLE001 - Redis still away: the spools stay for next time
+    except Exception as exc:  # Redis still away: the spools stay for next time
         log.debug("event bus: orphaned spools not delivered yet (%s)", exc)
         return 0
 
@@ -269,7 +269,7 @@ def _schedule_hooks(event: dict) -> list[str]:
     """Queue the event's hook firings; returns their permits (see `dispatch.schedule`)."""
     try:
         return dispatch.schedule(event, _bus.get())
-    except Exception:  # noqa: BLE001 - hooks are best-effort observers
+    except Exception:  # hooks are best-effort observers
         log.exception("event bus: scheduling hooks for seq %s failed", event.get("seq"))
         return []
 

@@ -136,7 +136,7 @@ class Outbox:
                 entry = self.entries[0]
             try:
                 self.deliver(entry, self.url)
-            except Exception as exc:  # noqa: BLE001 - Redis still away: wait and retry
+            except Exception as exc:  # Redis still away: wait and retry
                 self.failed(exc)
                 self.wake.wait(RETRY_S)
                 self.wake.clear()
@@ -158,7 +158,7 @@ class Outbox:
         self.lost = 0
         try:
             recover_orphans(self.dir, self.url, self.deliver)
-        except Exception:  # noqa: BLE001 - the supervisor's periodic job tries again
+        except Exception:  # the supervisor's periodic job tries again
             log.exception("event bus: recovering orphaned spools failed")
 
     def _close_spool(self) -> None:

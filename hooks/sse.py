@@ -6,8 +6,8 @@ it has no kind filter or stream cap; the contract here needs all four.
 One subscriber task per daphne process (the Hub) reads the Redis channel and fans each event out.
 A stream that has caught up (replay written, nothing queued) is written by the hub itself: one
 frame per event, built once, handed to each stream's ASGI `send` in turn, with no task wake-up
-or Django response iteration per stream (issue 23: those cost more than the socket write at 100
-streams). A stream that is catching up (its replay, a Redis outage) gets a bounded buffer that
+or Django response iteration per stream (measured: those cost more than the socket write at
+100 streams). A stream that is catching up (its replay, a Redis outage) gets a bounded buffer that
 its own task writes as one chunk. A stream whose buffer overflows, or whose socket holds more
 than HOST_SSE_MAX_UNSENT_BYTES unsent, is disconnected (it resumes with Last-Event-ID) instead of
 buffering without bound. A stream registers with the hub before it reads the ring, and drops
@@ -133,7 +133,7 @@ class Subscriber:
     async def write(self, message: dict) -> None:
         try:
             await self.writer(message)
-        except Exception:  # noqa: BLE001 - the connection is gone: its task ends the stream
+        except Exception:  # the connection is gone: its task ends the stream
             self.fail()
             return
         self.wrote_at = asyncio.get_running_loop().time()
@@ -235,7 +235,7 @@ class Hub:
                     await self._fan_out(batch)
             except asyncio.CancelledError:
                 raise
-            except Exception as exc:  # noqa: BLE001 - Redis went away: streams must resume
+            except Exception as exc:  # Redis went away: streams must resume
                 log.warning("event stream: Redis subscription lost (%s)", exc.__class__.__name__)
                 self.ready.clear()
                 for sub in tuple(self.subs):  # they stay open and catch up once it is back
@@ -245,7 +245,7 @@ class Hub:
                 try:
                     await pubsub.aclose()
                     await client.aclose()
-                except Exception:  # noqa: BLE001
+                except Exception:
                     pass
 
     async def _fan_out(self, batch: list) -> None:
@@ -271,7 +271,7 @@ class Hub:
         try:
             run_id = (await client.info("server")).get("run_id")
             seq = await client.get(events.keys()["seq"])
-        except Exception as exc:  # noqa: BLE001 - unknown run: a later restart counts as a gap
+        except Exception as exc:  # unknown run: a later restart counts as a gap
             log.warning("event stream: Redis run not identified (%s)", exc.__class__.__name__)
             self.run_id, self.prev_run_last = None, None
             return
@@ -314,7 +314,7 @@ async def _resync(sent: int, patterns, keepalive: float):
                 if data:
                     yield data
                 sent = seq
-        except Exception:  # noqa: BLE001 - lost again before the ring was read: wait again
+        except Exception:  # lost again before the ring was read: wait again
             await asyncio.sleep(0.2)
             continue
         yield sent
@@ -339,7 +339,7 @@ def _transport(client_addr):
             peer = transport.getPeer()
             if getattr(peer, "port", None) == port and getattr(peer, "host", None) == host:
                 return transport
-    except Exception:  # noqa: BLE001 - diagnostics only
+    except Exception:  # diagnostics only
         return None
     return None
 
@@ -368,12 +368,12 @@ def _abort(transport) -> None:
     if transport is not None:
         try:
             transport.abortConnection()
-        except Exception:  # noqa: BLE001 - already gone
+        except Exception:  # already gone
             pass
 
 
 class _Peer:
-    """One stream's own transport, found once: the old per-check lookup walked every
+    """One stream's own transport, found once: a lookup per check walks every
     connection of the process, 4 times a second per stream, O(streams²) with many open."""
 
     def __init__(self, client_addr):
@@ -429,7 +429,7 @@ async def stream_response(request):
         )
     try:
         await hub.ensure_ready()
-    except Exception as exc:  # noqa: BLE001 - no Redis: the stream cannot be served
+    except Exception as exc:  # no Redis: the stream cannot be served
         log.warning("event stream unavailable: %s", exc.__class__.__name__)
         return json_error(
             request.path,
@@ -524,7 +524,7 @@ async def _stream(cursor, patterns, client_addr, slot: _Slot | None = None, send
                 if data:
                     replay.append(data)
                 sub.sent = seq
-        except Exception as exc:  # noqa: BLE001 - Redis vanished meanwhile: let it resume
+        except Exception as exc:  # Redis vanished meanwhile: let it resume
             log.warning("event stream: ring unavailable (%s)", exc.__class__.__name__)
             return
         if replay:  # the replay as one write too

@@ -10,10 +10,10 @@ import os
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "hostmgmt.settings")
 
-from django.core.asgi import get_asgi_application  # noqa: E402
-from django.core.wsgi import get_wsgi_application  # noqa: E402
+from django.core.asgi import get_asgi_application
+from django.core.wsgi import get_wsgi_application
 
-from hostmgmt.sync_dispatch import SyncViewDispatcher, bearer_wsgi_handler  # noqa: E402
+from hostmgmt.sync_dispatch import SyncViewDispatcher, bearer_wsgi_handler
 
 django_app = SyncViewDispatcher(
     get_asgi_application(), get_wsgi_application(), bearer_app=bearer_wsgi_handler(), threads=8

@@ -41,12 +41,12 @@ class LimitedWebRequest(BodyLimitedRequest, WebRequest):
 
 
 class LimitedHTTPFactory(HTTPFactory):
-    def buildProtocol(self, addr):  # noqa: N802 - Twisted's name
+    def buildProtocol(self, addr):  # Twisted's name
         protocol = super().buildProtocol(addr)
         protocol.requestFactory = LimitedWebRequest
         return protocol
 
-    def acceptableProtocols(self):  # noqa: N802 - Twisted's name
+    def acceptableProtocols(self):  # Twisted's name
         # HTTP/1.1 only: an HTTP/2 stream (were the h2 package ever installed) takes its body
         # through another path than the one limited here.
         return [b"http/1.1"]

@@ -157,7 +157,7 @@ def _enqueue(appid: int, kind: str) -> None:
         try:
             _fetch_queue(appid, kind)
             return
-        except Exception:  # noqa: BLE001 - no broker (a bare manage.py process): fetch here
+        except Exception:  # no broker (a bare manage.py process): fetch here
             log.warning("art fetch could not be queued; fetching in this process")
     fetch_from_cdn(appid, kind)
 

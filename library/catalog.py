@@ -262,7 +262,7 @@ def global_prep() -> list[dict]:
         from hostmgmt.config import store
 
         steps = store.get("global_prep_cmd") or []
-    except Exception:  # noqa: BLE001 - a broken config must not hide the catalog
+    except Exception:  # a broken config must not hide the catalog
         log.exception("global_prep_cmd unreadable; no global prep steps")
         return []
     return [s for s in steps if isinstance(s, dict)]

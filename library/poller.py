@@ -26,7 +26,7 @@ class StorePoller:
         for store, scanner in SCANNERS.items():
             try:
                 sig = scanner.signature()
-            except Exception:  # noqa: BLE001 - a store dir vanishing mid-stat is not fatal
+            except Exception:  # a store dir vanishing mid-stat is not fatal
                 log.exception("stat of %s store files failed", store)
                 continue
             if store in self.last and self.last[store] != sig:
@@ -37,5 +37,5 @@ class StorePoller:
             if catalog.hand_edited():
                 log.info("apps.json was edited by hand")
                 services.emit_changed("manual")
-        except Exception:  # noqa: BLE001 - a broken or unreadable file is reported elsewhere
+        except Exception:  # a broken or unreadable file is reported elsewhere
             log.exception("checking apps.json failed")

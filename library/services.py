@@ -233,7 +233,7 @@ def rescan_all() -> dict[str, int]:
     for store in SCANNERS:
         try:
             out[store] = rescan(store)
-        except Exception:  # noqa: BLE001 - one store's surprise must not stop the others
+        except Exception:  # one store's surprise must not stop the others
             log.exception("rescan of %s failed", store)
     return out
 

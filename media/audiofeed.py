@@ -4,7 +4,7 @@ Why two objects: the capture and the chain live as long as the session (one sink
 the AGC's state carried across a /resume), while the Opus encoder belongs to one stream (the
 client's packet duration and quality come with each RTSP ANNOUNCE). No Django here: the
 session task builds `SessionSound` from the config and hands `SessionSound.stream` to
-`StreamSession` as its audio source; without one the engine sends CBR silence as before.
+`StreamSession` as its audio source; without one the engine sends CBR silence.
 
 Clock: a null sink renders on the system clock, so the capture itself paces the audio thread
 (10 ms blocks); when the capture stalls or dies, silence goes out at the monotonic clock's

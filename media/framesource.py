@@ -86,7 +86,7 @@ class _FrameSource:
                 # 2-core box, a whole 60 fps frame; LINEAR 3.3 ms.
                 frame = cv2.resize(frame, (width, height), interpolation=cv2.INTER_LINEAR)
             self.failing_since = None
-        except Exception as exc:  # noqa: BLE001 - see module docstring
+        except Exception as exc:  # see module docstring
             self._drop()
             if self.failing_since is None:
                 self.failing_since = time.monotonic()
@@ -135,7 +135,7 @@ class DisplayCapture(_FrameSource):
         if self._sct is not None:
             try:
                 self._sct.close()
-            except Exception:  # noqa: BLE001 - the server may be gone already
+            except Exception:  # the server may be gone already
                 pass
             self._sct = None
 
@@ -166,7 +166,7 @@ class WaylandCapture(_FrameSource):
         if self._cap is not None:
             try:
                 self._cap.close()
-            except Exception:  # noqa: BLE001 - the compositor may be gone already
+            except Exception:  # the compositor may be gone already
                 pass
             self._cap = None
 

@@ -100,7 +100,7 @@ class X11Clipboard:
         self._thread.join(3)
         try:
             self.d.close()
-        except Exception:  # noqa: BLE001 - the server may be gone already
+        except Exception:  # the server may be gone already
             pass
 
     # -- the connection's thread ---------------------------------------------------------------
@@ -116,7 +116,7 @@ class X11Clipboard:
                     CONVERT_TIMEOUT_S
                 ):
                     self._converting_since = None  # the owner never answered
-        except Exception:  # noqa: BLE001 - the display went away: the session is ending
+        except Exception:  # the display went away: the session is ending
             if not self._halt.is_set():
                 log.info("clipboard thread stopped", exc_info=True)
 
@@ -202,5 +202,5 @@ class X11Clipboard:
         self.received += 1
         try:
             self.on_copy(text)
-        except Exception:  # noqa: BLE001 - a broken listener must not stop the clipboard
+        except Exception:  # a broken listener must not stop the clipboard
             log.exception("clipboard listener failed")

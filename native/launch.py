@@ -72,7 +72,7 @@ def choices() -> list[dict]:
             for a in catalog.list_apps()
             if a.cmd.strip() or a.prep
         ]
-    except Exception:  # noqa: BLE001 - the picker still offers Desktop
+    except Exception:  # the picker still offers Desktop
         log.exception("catalog listing for /play failed")
     try:
         from library import services as library
@@ -82,7 +82,7 @@ def choices() -> list[dict]:
             for e in library.list_library()
             if _library_cmd(e.get("launch"))
         ][:MAX_LISTED]
-    except Exception:  # noqa: BLE001
+    except Exception:
         log.exception("library listing for /play failed")
     return out
 

@@ -41,7 +41,7 @@ def open_capture(values: dict, session_id: str):
         if audio is not None:
             audio.start()
         return audio
-    except Exception as exc:  # noqa: BLE001 - a session never fails for sound
+    except Exception as exc:  # a session never fails for sound
         log.warning("native session %s streams silence: %s", session_id, exc)
         return None
 
@@ -92,7 +92,7 @@ class OpusTrack(MediaStreamTrack):
                     self.loop.call_soon_threadsafe(self._offer, packet)
         except RuntimeError:  # the loop closed under us: the session is over
             pass
-        except Exception:  # noqa: BLE001 - sound stops, the picture goes on
+        except Exception:  # sound stops, the picture goes on
             log.exception("native audio thread failed")
 
     def _offer(self, packet: bytes) -> None:

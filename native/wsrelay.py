@@ -101,7 +101,7 @@ class VideoRelayConsumer(AsyncWebsocketConsumer):
         self.writer.close()
         try:  # the session ended: tell the page
             await self.close(code=1000)
-        except Exception:  # noqa: BLE001 - the page left at the same moment
+        except Exception:  # the page left at the same moment
             pass
 
     async def receive(self, text_data=None, bytes_data=None) -> None:

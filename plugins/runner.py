@@ -481,7 +481,7 @@ class Runner:
         while not self.stopping:
             try:
                 self.tick()
-            except Exception:  # noqa: BLE001 - one bad tick must not end every plugin
+            except Exception:  # one bad tick must not end every plugin
                 log.exception("plugin runner tick failed")
             time.sleep(TICK_S)
         self.stop_all()

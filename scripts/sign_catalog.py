@@ -23,8 +23,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from plugins.store import catalog as store_catalog  # noqa: E402
-from plugins.store import signing  # noqa: E402
+from plugins.store import catalog as store_catalog
+from plugins.store import signing
 
 
 def _say(text: str) -> None:

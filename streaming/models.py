@@ -13,7 +13,8 @@ class SessionRecord(models.Model):
 
     t_start = models.DateTimeField(db_index=True)
     t_end = models.DateTimeField(null=True, blank=True)
-    # The live session this stream belonged to (registry id, 8 hex digits; "" before issue 17).
+    # The live session this stream belonged to (registry id, 8 hex digits; "" on rows written
+    # before sessions had ids).
     session_id = models.CharField(max_length=16, blank=True, default="", db_index=True)
     plane = models.CharField(max_length=16, default="compat")
     app_name = models.CharField(max_length=256, blank=True, default="", db_index=True)

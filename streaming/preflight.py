@@ -92,7 +92,7 @@ def redis_and_worker() -> list[dict]:
 
     try:
         redis_client.ping()
-    except Exception as exc:  # noqa: BLE001 - any failure is the answer
+    except Exception as exc:  # any failure is the answer
         return [
             _check("redis", "Redis reachable", FAIL, exc.__class__.__name__, "start the host"),
             _check("worker", "Task worker reachable", SKIP, "needs Redis"),
@@ -102,7 +102,7 @@ def redis_and_worker() -> list[dict]:
         from hostmgmt.celery import app
 
         replies = app.control.ping(timeout=1.0)
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:
         replies, err = [], exc.__class__.__name__
     else:
         err = "no worker answered within 1 s"

@@ -34,7 +34,7 @@ def capped_fps(fps: int) -> int:
         from hostmgmt.config import store
 
         cap = store.get("max_fps")
-    except Exception:  # noqa: BLE001 - a broken config must not stop a stream
+    except Exception:  # a broken config must not stop a stream
         cap = None
     return min(fps, cap) if isinstance(cap, int) and cap > 0 else fps
 

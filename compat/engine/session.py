@@ -82,11 +82,11 @@ def send_datagrams(sock: socket.socket, rows: np.ndarray, addr: tuple[str, int])
     """Send each row of `rows` (C-contiguous, equal sizes) as one datagram.
 
     Batched with UDP GSO: one `sendmsg` hands the kernel up to 46 rows of 1408 bytes and
-    the kernel cuts them into the very datagrams the per-row loop sent (same bytes, same
-    order), so the Python loop and the syscall run per batch, not per datagram (issue 23).
+    the kernel cuts them into the very datagrams a per-row loop sends (same bytes, same
+    order), so the Python loop and the syscall run per batch, not per datagram.
     A socket whose route refuses GSO (no checksum offload: EIO; an old kernel: EINVAL/
     ENOPROTOOPT) falls back to one `sendto` per row, for good. A full socket buffer drops
-    what did not fit, as before."""
+    what did not fit, on either path."""
     rows = np.ascontiguousarray(rows)
     n, size = rows.shape if rows.ndim == 2 else (0, 0)
     per = min(GSO_MAX_SEGMENTS, GSO_MAX_BYTES // size) if size else 0

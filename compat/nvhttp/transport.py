@@ -41,7 +41,7 @@ class _ServerContextFactory:
         ctx.set_session_id(b"hostmgmt-nvhttp")
         self._ctx = ctx
 
-    def getContext(self) -> SSL.Context:  # noqa: N802 - Twisted's interface name
+    def getContext(self) -> SSL.Context:  # Twisted's interface name
         return self._ctx
 
 
@@ -56,7 +56,7 @@ def _peer_der(request) -> bytes | None:
         return None
     try:
         cert = get()
-    except Exception:  # noqa: BLE001 - no certificate is an answer, not an error
+    except Exception:  # no certificate is an answer, not an error
         return None
     if cert is None:
         return None
@@ -136,7 +136,7 @@ class _LimitedRequest(BodyLimitedRequest, server.Request):
 
 
 class _Site(server.Site):
-    requestFactory = _LimitedRequest  # noqa: N815 - Twisted's name
+    requestFactory = _LimitedRequest  # Twisted's name
 
     # Request lines can carry pairing material; the host logs its own events instead.
     def log(self, request) -> None:

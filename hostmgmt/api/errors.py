@@ -166,5 +166,5 @@ def _authenticate_header(context) -> str | None:
         return None
     try:
         return view.get_authenticate_header(request)
-    except Exception:  # noqa: BLE001 - a header is a courtesy, never a second failure
+    except Exception:  # a header is a courtesy, never a second failure
         return None

@@ -97,11 +97,11 @@ class CsrfTokenSerializer(serializers.Serializer):
 
 
 class PasswordRequestSerializer(serializers.Serializer):
-    currentUsername = serializers.CharField(required=False)  # noqa: N815 - the wire name
-    currentPassword = serializers.CharField(required=False)  # noqa: N815
-    newUsername = serializers.CharField(required=False)  # noqa: N815
-    newPassword = serializers.CharField()  # noqa: N815
-    confirmNewPassword = serializers.CharField()  # noqa: N815
+    currentUsername = serializers.CharField(required=False)  # the wire name
+    currentPassword = serializers.CharField(required=False)
+    newUsername = serializers.CharField(required=False)
+    newPassword = serializers.CharField()
+    confirmNewPassword = serializers.CharField()
 
 
 class VigemStatusSerializer(AdminStatusSerializer):

@@ -218,7 +218,7 @@ ENCODER_KEYS: dict[str, tuple[str, ...] | None] = {
         "lowlatency_high_quality",
         "lowlatency",
         "ultralowlatency",
-    ),  # fmt: skip
+    ),
     "amd_rc": ("cqp", "cbr", "vbr_latency", "vbr_peak"),
     "amd_quality": ("speed", "balanced", "quality"),
     "amd_preanalysis": None,

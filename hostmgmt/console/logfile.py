@@ -44,7 +44,7 @@ PAGE_MAX = 1000
 REDACTED = "[redacted]"
 
 # Every pattern below runs in time linear in the line: a log line is outside input (a request
-# path, a client name), and the old key pattern (`\b[\w-]*word[\w-]*`, tried at every dash) took
+# path, a client name), and a key pattern such as `\b[\w-]*word[\w-]*` (tried at every dash) takes
 # minutes on a long dash-separated line. Each pattern also only runs when a cheap substring probe
 # says it could match, so an ordinary line costs a few passes in C.
 _BEARER = re.compile(r"(?i)\b(bearer|basic)\s+[A-Za-z0-9._~+/=-]{8,}")
@@ -103,7 +103,7 @@ class RedactingFilter(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
         try:
             message = record.getMessage()
-        except Exception:  # noqa: BLE001 - a bad format string is logged as its raw template
+        except Exception:  # a bad format string is logged as its raw template
             message = str(record.msg)
         record.msg = redact(message)
         record.args = None

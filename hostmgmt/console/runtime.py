@@ -18,7 +18,7 @@ log = logging.getLogger(__name__)
 def _safe(fn, default):
     try:
         value = fn()
-    except Exception:  # noqa: BLE001 - one broken part must not take the snapshot down
+    except Exception:  # one broken part must not take the snapshot down
         log.exception("runtime status: %s failed", getattr(fn, "__qualname__", fn))
         return default
     return default if value is None else value

@@ -166,7 +166,7 @@ class Housekeeping:
         if self.sampler is None:
             try:
                 self.sampler = Sampler()
-            except Exception:  # noqa: BLE001 - no telemetry is better than no host
+            except Exception:  # no telemetry is better than no host
                 log.exception("telemetry sampler unavailable")
                 self.unavailable = True
             return

@@ -197,7 +197,7 @@ def config(request):
                 "problems": store.problems(),
             }
             return page(request, "config.html", ctx, status=400)
-        except Exception as exc:  # noqa: BLE001 - Failed from the service (500 write failure)
+        except Exception as exc:  # Failed from the service (500 write failure)
             message = getattr(exc, "message", "the configuration could not be saved")
             ctx = {"groups": configform.groups(), "error": message, "problems": store.problems()}
             return page(request, "config.html", ctx)

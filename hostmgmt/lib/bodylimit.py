@@ -58,7 +58,7 @@ class BodyLimitedRequest:
         target = getattr(self.channel, "_path", None)
         return target_path(target) if isinstance(target, bytes) else ""
 
-    def gotLength(self, length):  # noqa: N802 - Twisted's name
+    def gotLength(self, length):  # Twisted's name
         path = self._body_path()
         self._body_limit = self.body_limit(path)
         self._body_seen = 0
@@ -68,7 +68,7 @@ class BodyLimitedRequest:
             return
         super().gotLength(length)
 
-    def handleContentChunk(self, data):  # noqa: N802 - Twisted's name
+    def handleContentChunk(self, data):  # Twisted's name
         if self._body_refused:
             return  # already answered: what is still arriving is dropped
         self._body_seen += len(data)
@@ -77,7 +77,7 @@ class BodyLimitedRequest:
             return
         super().handleContentChunk(data)
 
-    def requestReceived(self, command, path, version):  # noqa: N802 - Twisted's name
+    def requestReceived(self, command, path, version):  # Twisted's name
         if self._body_refused:
             return  # the body ended after the 413 was sent: the request is not processed
         super().requestReceived(command, path, version)
@@ -110,5 +110,5 @@ def _abort(transport) -> None:
     if abort is not None and getattr(transport, "connected", True):
         try:
             abort()
-        except Exception:  # noqa: BLE001, S110 - already gone is the goal
+        except Exception:  # already gone is the goal
             pass

@@ -42,7 +42,7 @@ class DiskSafeFileHandler(logging.handlers.WatchedFileHandler):
                 raise
             self._dropping(exc)
 
-    def handleError(self, record: logging.LogRecord) -> None:  # noqa: N802 - logging's name
+    def handleError(self, record: logging.LogRecord) -> None:  # logging's name
         exc = sys.exc_info()[1]
         if isinstance(exc, OSError) and exc.errno in DISK_ERRNOS:
             self._dropping(exc)

@@ -19,7 +19,7 @@ def host_facts() -> dict:
     """The payload of host.started and host.stopping (spec: version, compat plane enabled)."""
     try:
         compat = bool(store.get("compat_enabled"))
-    except Exception:  # noqa: BLE001 - an unreadable config must not stop the announcement
+    except Exception:  # an unreadable config must not stop the announcement
         compat = False
     return {"version": VERSION, "gamestream": compat}
 
@@ -37,7 +37,7 @@ def _queue_prep_recovery() -> None:
         from hostmgmt.celery import app
 
         app.send_task("hooks.prep_undo_orphans", queue=HOOKS_QUEUE, retry=False)
-    except Exception:  # noqa: BLE001 - recovery is best-effort; the rows stay for next time
+    except Exception:  # recovery is best-effort; the rows stay for next time
         log.warning("could not queue prep undo recovery")
 
 

@@ -45,7 +45,7 @@ class StartupError(RuntimeError):
     """The host cannot start; the message tells the operator why and what to change."""
 
 
-class StopRequested(BaseException):  # noqa: N818 - not an error: the operator stopped the start
+class StopRequested(BaseException):  # not an error: the operator stopped the start
     """SIGTERM/SIGINT while the host was still preparing (nothing runs yet to stop)."""
 
 
@@ -173,7 +173,7 @@ class Supervisor:
                     "--without-heartbeat",
                 ],
                 env,
-            ),  # fmt: skip
+            ),
         ]
         # Hook commands and webhooks: their own threads worker so they never starve the above.
         # Its hook commands run in sessions of their own: swept if it dies (kill -9, OOM).

@@ -99,6 +99,6 @@ class Runner:
         while not self._stop.wait(delay):
             try:
                 job.run()
-            except Exception:  # noqa: BLE001 - one failed run must not end the job
+            except Exception:  # one failed run must not end the job
                 log.exception("periodic job %s failed", job.name)
             delay = job.interval_s

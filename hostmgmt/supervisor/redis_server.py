@@ -42,7 +42,7 @@ def wait_ready(url: str, timeout: float = 10.0, abort=lambda: False) -> None:
         try:
             redis_client.ping(url)
             return
-        except Exception as exc:  # noqa: BLE001 - keep polling until the deadline
+        except Exception as exc:  # keep polling until the deadline
             last = exc
             time.sleep(0.05)
     if abort():

@@ -51,7 +51,7 @@ class LibraryScanView(ConsoleMgmtAPIView):
         requested_at = services.request_rescan()
         try:
             tasks.rescan_all.delay()
-        except Exception:  # noqa: BLE001 - no broker reachable: do the (sub-second) scan here
+        except Exception:  # no broker reachable: do the (sub-second) scan here
             services.rescan_all()
         return Response({"queued": True, "requested_at": requested_at}, status=202)
 

@@ -65,7 +65,7 @@ def scan() -> list[ScannedTitle]:
             cols = {row[1] for row in con.execute("PRAGMA table_info(games)")}
             config = "configpath" if "configpath" in cols else "NULL"
             rows = con.execute(
-                f"SELECT id, name, directory, {config} FROM games "  # noqa: S608 - fixed names
+                f"SELECT id, name, directory, {config} FROM games "  # fixed names
                 "WHERE installed = 1 AND name IS NOT NULL"
             ).fetchall()
         finally:

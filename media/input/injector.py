@@ -33,7 +33,7 @@ def keybindings() -> dict[int, int]:
 
         codes = [int(c, 0) for c in store.get("keybindings") or []]
         return dict(zip(codes[0::2], codes[1::2], strict=True))
-    except Exception:  # noqa: BLE001
+    except Exception:
         log.exception("keybindings unreadable; no key is remapped")
         return {}
 

@@ -46,7 +46,7 @@ def input_switches() -> dict[str, bool]:
         from hostmgmt.config import store
 
         return {name: bool(store.get(name)) for name in ("keyboard", "mouse", "controller")}
-    except Exception:  # noqa: BLE001 - a broken config must not stop a session's input
+    except Exception:  # a broken config must not stop a session's input
         log.exception("input switches unreadable; every input stays on")
         return {}
 

@@ -156,7 +156,8 @@ class ScreenCopy:
         if self.prefetch:
             # `copy` is what books the frame at the compositor's next repaint, and it can only
             # follow the compositor's buffer events: wait for them (one round trip) and send it
-            # now. Left to the next grab, the frame was booked no earlier than without prefetch.
+            # now. Left to the next grab, the frame would be booked no earlier than without
+            # prefetch.
             nxt = self._pending = _Frame(self, 1 - frame.index)
             self.display.wait_for(lambda: nxt.copied or nxt.result is not None, self.timeout,
                                   "the next frame's buffer")  # fmt: skip

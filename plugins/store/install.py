@@ -281,7 +281,7 @@ def run(job_id: str) -> None:
             (install if job.data["kind"] == "install" else uninstall)(job)
         except JobFailed as exc:
             job.finish(str(exc))
-        except Exception as exc:  # noqa: BLE001 - a job ends with its reason, never silently
+        except Exception as exc:  # a job ends with its reason, never silently
             job.finish(f"internal error: {type(exc).__name__}: {exc}")
         else:
             job.finish()

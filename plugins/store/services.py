@@ -117,7 +117,7 @@ def _installed_versions() -> dict[str, str]:
 def _busy() -> bool:
     try:
         return jobs.holder() is not None
-    except Exception:  # noqa: BLE001 - the catalog still answers with Redis down
+    except Exception:  # the catalog still answers with Redis down
         return False
 
 
@@ -146,7 +146,7 @@ def refresh() -> dict:
 def _running_ids() -> set[str]:
     try:
         return {pid for pid, st in runner_control.status().items() if st.get("running")}
-    except Exception:  # noqa: BLE001 - a broken status file is "nothing known to run"
+    except Exception:  # a broken status file is "nothing known to run"
         return set()
 
 
@@ -259,7 +259,7 @@ def _queue(kind: str, target: str, plan: dict) -> dict:
         raise
     try:
         tasks.run_store_job.delay(job_id)
-    except Exception as exc:  # noqa: BLE001 - no broker: the job cannot run
+    except Exception as exc:  # no broker: the job cannot run
         job.finish(f"could not queue the job ({type(exc).__name__})")
         jobs.release(job_id)
         raise DomainError("the host's task queue is out of reach", status=503,

@@ -72,7 +72,7 @@ def main() -> None:
             bitrate_kbps=8000,
             supported_video_formats=CODEC_MAP[codec],
             codec=codec,
-        ),  # fmt: skip
+        ),
         ri_aes_key=key,
         ri_aes_iv=iv,
         capture_audio=False,

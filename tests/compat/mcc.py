@@ -15,12 +15,9 @@ import ctypes
 import struct
 from pathlib import Path
 
-try:
-    import moonlight_python
+import moonlight_python
 
-    LIB_PATH = Path(moonlight_python.__file__).parent / "libmoonlight-common-c.so"
-except ImportError:  # pragma: no cover - the test dependency is missing
-    LIB_PATH = None
+LIB_PATH = Path(moonlight_python.__file__).parent / "libmoonlight-common-c.so"
 
 RTPV_QUEUE_ENTRY_SIZE = 64  # sizeof(RTPV_QUEUE_ENTRY) is 56 on x86-64; leave slack
 RTP_VIDEO_QUEUE_SIZE = 8192  # the struct is far smaller; zeroed scratch is all it needs
@@ -74,10 +71,6 @@ class _DecodeUnit(ctypes.Structure):
         ("hdrActive", ctypes.c_bool),
         ("colorspace", ctypes.c_uint8),
     ]
-
-
-def available() -> bool:
-    return LIB_PATH is not None and LIB_PATH.exists()
 
 
 class VideoReceiver:

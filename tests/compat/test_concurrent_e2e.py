@@ -1,4 +1,4 @@
-"""Two GameStream clients at once on one real host (issue 17), with the real client library
+"""Two GameStream clients at once on one real host, with the real client library
 (moonlight-python's moonlight-common-c) in two processes: each launches its own app at
 1280x720@60 within 0.5 s of the other, gets its own port slot, picture, sound and keys; a
 third client is refused with the admission message; one client's /cancel and one client's

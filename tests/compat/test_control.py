@@ -6,6 +6,7 @@ import socket
 import struct
 import time
 
+import enet
 import pytest
 from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 
@@ -94,7 +95,6 @@ def _free_udp_port() -> int:
 
 
 def test_enet_loopback_connect_data_and_encrypted_exchange():
-    enet = pytest.importorskip("enet")
     from compat.enet_transport import EnetHost
 
     port = _free_udp_port()

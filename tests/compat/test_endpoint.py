@@ -40,7 +40,7 @@ def test_a_client_that_sends_payload_pings_is_not_impersonated_by_plain_PINGs():
         b"PING",
         endpoint.ping("FEDCBA9876543210", 1),  # someone else's payload
         PAYLOAD.encode(),  # the payload without its counter
-        endpoint.ping(PAYLOAD, 1) + b"x",  # the old check took any data starting with it
+        endpoint.ping(PAYLOAD, 1) + b"x",  # a prefix check would take any data starting with it
         b"",
     ):
         assert not ep.offer(bad, CLIENT)

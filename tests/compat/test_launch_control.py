@@ -146,7 +146,7 @@ def test_stop_streaming_keeps_the_app_and_resume_streams_again(stream_host, tmp_
 def test_outsiders_pinging_the_stream_ports_get_nothing_and_the_client_every_frame(
     stream_host, tmp_path
 ):
-    """Issue 14: one `PING` from anywhere used to redirect the live video to its sender.
+    """A `PING` from anywhere never redirects the live video to its sender.
 
     While the real client streams, outsiders ping the video and audio ports every 20 ms, from
     127.0.0.2 and from the client's own IP (legacy `PING` and a made-up payload ping)."""

@@ -1,4 +1,4 @@
-"""The compat stream over a lossy, jittery, reordering link (issue 21, "Network").
+"""The compat stream over a lossy, jittery, reordering link.
 
 `tests/compat/netem_client.py` runs our StreamSession and the real client (moonlight-common-c)
 with the video through tests/support/netem_relay.py: 5 % loss, 20 ms jitter, 5 % reordered
@@ -23,10 +23,11 @@ pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.exclusive]
 
 
 def stream_over(seconds: float, loss_pct: float) -> dict:
+    # NETEM_MCC_LOG: the client library's own lines come back, to tell the known freeze below.
     out = subprocess.run(
         [sys.executable, str(ROOT / "tests/compat/netem_client.py"), str(seconds), str(loss_pct)],
         capture_output=True, text=True, timeout=120, cwd=ROOT,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        env={**os.environ, "PYTHONPATH": str(ROOT), "NETEM_MCC_LOG": "1"},
     )  # fmt: skip
     assert out.returncode == 0, out.stderr[-3000:]
     return json.loads(out.stdout.strip().splitlines()[-1])
@@ -34,7 +35,6 @@ def stream_over(seconds: float, loss_pct: float) -> dict:
 
 @pytest.fixture(scope="module")
 def five_pct() -> dict:
-    pytest.importorskip("moonlight_python", reason="moonlight-python (test dependency) missing")
     return stream_over(10, 5)  # one 10 s run for both tests
 
 
@@ -53,9 +53,14 @@ def test_five_percent_loss_keeps_frames_coming_with_fec_and_key_frame_recovery(f
 
 
 # GAP (docs/gaps.md, `stuck without asking`): after reordered video the client sometimes
-# waits for a key frame without asking for one (its log says so; the host sees nothing), and
-# the picture stands still up to its 120-frame limit. Seen: 0.25 to 0.41 s in three runs at
-# 5 %, 1.06 and 2.19 s in two others. Make this strict when the gap closes.
-@pytest.mark.xfail(reason="GAP: client stuck without asking for a key frame", strict=False)
+# waits for a key frame without asking for one (its log says "Waiting for IDR frame"; the host
+# sees nothing), and the picture stands still up to its 120-frame limit. Seen: 0.25 to 0.41 s
+# in three runs at 5 %, 1.06 and 2.19 s in two others. Only that freeze, told by the client's
+# own line inside it, is an expected failure; any other freeze over one second fails.
 def test_five_percent_loss_never_freezes_the_picture_over_one_second(five_pct):
-    assert five_pct["freeze_max_s"] <= 1.0, five_pct
+    r = five_pct
+    start, end = r["freeze_at_s"], r["freeze_at_s"] + r["freeze_max_s"]
+    waiting = [t for t, line in r["mcc_log"] if "Waiting for IDR frame" in line]
+    if r["freeze_max_s"] > 1.0 and any(start <= t <= end for t in waiting):
+        pytest.xfail("GAP: client stuck without asking for a key frame (docs/gaps.md)")
+    assert r["freeze_max_s"] <= 1.0, r

@@ -11,6 +11,7 @@ import sys
 import time
 from pathlib import Path
 
+import enet
 import numpy as np
 import pytest
 
@@ -154,7 +155,6 @@ def test_rtsp_connections_are_bounded_oversized_requests_dropped_and_stop_joins_
 
 
 def test_wrong_connect_data_is_refused_and_silence_times_out():
-    enet = pytest.importorskip("enet")
     events = []
     launch = loopback_launch(control_timeout_s=0.5)
     session = StreamSession(launch, black, on_event=lambda kind, **d: events.append((kind, d)))
@@ -216,7 +216,6 @@ def test_a_port_in_use_leaks_no_listener():
 
 
 def test_a_forged_control_message_ends_the_session():
-    enet = pytest.importorskip("enet")
     launch = loopback_launch()
     session = StreamSession(launch, black)
     session.start()
@@ -250,7 +249,7 @@ def _run_real_client(*args: str) -> dict:
 
 
 def test_spoofed_pings_during_a_live_stream_get_nothing_and_the_client_every_frame(mcc_lib):
-    """Issue 14: one spoofed PING used to redirect the video to its sender for good.
+    """A spoofed PING never redirects the video to its sender.
 
     Spoofers ping both media ports every 20 ms from before the client's first ping to the end:
     from 127.0.0.2 with the session's real ping payload (a sniffed one), and from the client's
@@ -314,7 +313,6 @@ def test_rtsp_from_another_address_is_closed_without_a_reply():
 
 @needs_127_0_0_2
 def test_a_control_connect_from_another_address_is_refused_even_with_the_connect_data():
-    enet = pytest.importorskip("enet")
     launch = loopback_launch()
     session = StreamSession(launch, black)
     session.start()

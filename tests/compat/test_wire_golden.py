@@ -1,12 +1,12 @@
-"""The compat plane's bytes on the wire stay what they were before the hot-path work (issue 23).
+"""The compat plane's bytes on the wire match digests of the plain, unbatched code path.
 
-The digests below were computed from the code path before it changed (main at 5c22152: the
-per-column `np.take` FEC, the per-row send loop): the same fixed inputs through today's code
-must give the very same datagrams. Covers video packetizing with FEC (one shard, a shard
+The digests below were computed with the per-column `np.take` FEC and a per-row send loop
+(commit 5c22152): the same fixed inputs through today's batched code must give the very same
+datagrams. Covers video packetizing with FEC (one shard, a shard
 boundary, multi-block frames, a frame too big for FEC, no FEC, a high minimum parity, 255 %),
 AES-GCM video encryption, raw Reed-Solomon parity over several (data, parity) shapes, and the
-audio packetizer with its FEC and CBC encryption. The old FEC is also kept here as a reference
-and compared on random shapes.
+audio packetizer with its FEC and CBC encryption. That per-column FEC is also kept here as a
+reference and compared on random shapes.
 """
 
 from __future__ import annotations
@@ -83,7 +83,7 @@ def test_audio_datagrams_unchanged():
 
 
 def _old_apply_tables(tables: np.ndarray, shards: np.ndarray) -> np.ndarray:
-    """The FEC inner loop before issue 23, verbatim: one row-gather per data shard."""
+    """The per-column FEC inner loop of commit 5c22152, verbatim: one row-gather per data shard."""
     out_t = np.zeros((shards.shape[1], tables.shape[2]), dtype=np.uint8)
     for col in range(tables.shape[0]):
         out_t ^= np.take(tables[col], shards[col], axis=0)

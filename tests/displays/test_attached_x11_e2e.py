@@ -1,4 +1,4 @@
-"""Issue 15, attached X11 capture, end to end: a test-owned "operator desktop" (an Xvfb the
+"""Attached X11 capture, end to end: a test-owned "operator desktop" (an Xvfb the
 host did not start, 1600x900, with windows of known colours), and a host started with DISPLAY
 pointing at it and `capture = x11`. A real Moonlight client (moonlight-python) streams Desktop
 at 1280x720@60: it must decode that desktop, scaled, with the colours where they were drawn;

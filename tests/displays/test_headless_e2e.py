@@ -1,4 +1,4 @@
-"""Issue 15, wlroots sessions end to end with a real Moonlight client (moonlight-python):
+"""Wlroots sessions end to end with a real Moonlight client (moonlight-python):
 
 * headless mode: a host with `headless_mode = true` (run as root, so its compositor runs as
   `nobody` through HOST_COMPOSITOR_USER) launches a catalog app (the X11 test app, through

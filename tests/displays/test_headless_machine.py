@@ -82,8 +82,8 @@ def test_root_without_a_compositor_user_is_refused_with_sways_reason(state, monk
 @needs_sway
 @pytest.mark.slow
 def test_the_native_plane_gets_an_output_of_the_headless_compositor_too(state, host_user):
-    """Issue 15: native sessions were refused wlroots backends with a 503; now they get an
-    output like compat sessions, and its capture (the encoder child's frame source) works."""
+    """Native sessions get an output of the headless compositor as compat sessions do (no
+    503), and its capture (the encoder child's frame source) works."""
     from streaming import session_display
 
     conf(state, headless_mode="true")

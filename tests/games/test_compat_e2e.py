@@ -45,7 +45,7 @@ def stop_host():
                 "cmd": f"exec bash {marks}/launcher.sh",
                 "exit-timeout": 2,
                 "detect": {"process_name": "stopgame"},
-            },  # fmt: skip
+            },
         ],
     }
     (state / "apps.json").write_text(json.dumps(apps))

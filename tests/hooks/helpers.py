@@ -154,7 +154,7 @@ def start_receiver(ip: str, tls: TlsMaterial | None = None, **kwargs) -> Receive
     holder: dict = {}
 
     class Handler(http.server.BaseHTTPRequestHandler):
-        def do_POST(self):  # noqa: N802 - http.server API
+        def do_POST(self):  # http.server API
             length = int(self.headers.get("Content-Length") or 0)
             body = self.rfile.read(length)
             rec: Receiver = holder["r"]
@@ -317,7 +317,7 @@ class SSEClient:
                     else:
                         name, _, value = line.partition(":")
                         cur[name] = value[1:] if value.startswith(" ") else value
-        except Exception:  # noqa: BLE001 - the test sees `closed`
+        except Exception:  # the test sees `closed`
             pass
         finally:
             self.ready.set()
@@ -357,6 +357,6 @@ class SSEClient:
         if response is not None:
             try:
                 response.close()
-            except Exception:  # noqa: BLE001 - already closed by the server
+            except Exception:  # already closed by the server
                 pass
         self.client.close()

@@ -70,7 +70,7 @@ def wait_for(predicate, timeout: float = 10.0):
 def ring(kind: str | None = None) -> list[dict]:
     try:
         got = events.ring_events()
-    except Exception:  # noqa: BLE001 - Redis still starting
+    except Exception:  # Redis still starting
         return []
     return [e for e in got if kind is None or e["kind"] == kind]
 

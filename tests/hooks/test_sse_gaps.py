@@ -48,7 +48,7 @@ def test_the_bus_dropped_marker_renders_as_the_spec_frame():
     assert not sse.wanted(("library.*",), "host.started")
 
 
-# -- the hub's direct writes to a live stream (issue 23) -------------------------------------
+# -- the hub's direct writes to a live stream ------------------------------------------------
 
 
 class _Peer:

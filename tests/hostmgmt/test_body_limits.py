@@ -92,12 +92,12 @@ def test_bodies_within_the_limit_reach_the_application(channel, path, size):
             "/api/password",
             1024 * 1024,
             {"status": False, "status_code": 413, "error": "request body too large"},
-        ),  # fmt: skip
+        ),
         (
             "/admin/login/",
             1024 * 1024,
             {"status": False, "status_code": 413, "error": "request body too large"},
-        ),  # fmt: skip
+        ),
     ],
 )
 def test_daphne_limits_and_bodies_follow_the_api_of_the_path(path, limit, shape):
@@ -125,7 +125,7 @@ def test_nvhttp_refuses_any_body_on_both_listeners():
     class Ok(resource.Resource):
         isLeaf = True
 
-        def render_GET(self, request):  # noqa: N802
+        def render_GET(self, request):
             return b"ok"
 
     site = nv._Site(Ok())

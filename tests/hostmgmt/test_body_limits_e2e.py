@@ -239,7 +239,7 @@ def test_bodies_within_the_limits_still_reach_the_application(body_host):
         r = c.post("/api/password", content=b"x" * (MiB + 1),
                    headers={"Content-Type": "application/json"})  # fmt: skip
         assert r.status_code == 413 and r.json()["status_code"] == 413
-    # nvhttp: a plain GET (no body) is served as before.
+    # nvhttp: a plain GET (no body) is served.
     with socket.create_connection(("127.0.0.1", host.base_port), timeout=10) as sock:
         sock.sendall(b"GET /serverinfo HTTP/1.1\r\nHost: x\r\n\r\n")
         answer = read_answer(sock, b"")

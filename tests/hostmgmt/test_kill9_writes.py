@@ -81,7 +81,7 @@ def test_kill_9_mid_write_leaves_the_old_or_the_new_document(kind, tmp_path):
             pid = int(server.stdout.readline().split()[1])
             # Kill after a random count of completed writes (the writer runs on meanwhile, so
             # the kill lands mid-write or between two), not after a random time: on a quiet
-            # machine 100 writes take less than the old 0.3 s window.
+            # machine 100 writes can all finish within 0.3 s, before a timed kill lands.
             writes = rng.randint(1, w.WRITES // 2)
             for _ in range(writes):
                 assert server.stdout.readline().strip() == "w"

@@ -1,4 +1,4 @@
-"""The read routes' change checks (issue 23): what they reuse, and what makes them look again."""
+"""The read routes' change checks: what they reuse, and what makes them look again."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The read routes' caches never answer with data older than a write (issue 23).
+"""The read routes' caches never answer with data older than a write.
 
 `/host`, `/status`, `/library`, `/clients`, `/display/state` and `/gpus` keep what they derive
 from the database (hostmgmt/dbversion.py) and from files (hostmgmt/lib/filecache.py) instead of

@@ -132,7 +132,7 @@ class CDN:
         files, hits = self.files, self.hits
 
         class Handler(http.server.BaseHTTPRequestHandler):
-            def do_GET(self):  # noqa: N802 - stdlib name
+            def do_GET(self):  # stdlib name
                 hits.append(self.path)
                 if self.path.startswith("/redirect"):
                     self.send_response(302)

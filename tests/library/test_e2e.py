@@ -108,8 +108,6 @@ def test_library_changes_reach_the_event_stream(lib_host):
         lib_host.mgmt() as c,
         c.stream("GET", "/api/v1/events", params={"since": 0, "kinds": "library.*"}) as s,
     ):
-        if s.status_code == 404:
-            pytest.skip("the event stream (issue 3) is not served yet")
         assert s.status_code == 200
         with lib_host.mgmt() as writer:
             assert (

@@ -104,8 +104,8 @@ def test_tuning_reaches_libx264_and_keeps_zero_latency(tuning, subme, aq):
 
 
 def test_the_converted_frame_is_cvtcolors_buffer_and_encodes_as_a_copy_did():
-    """to_yuv420p hands cvtColor's buffer to PyAV without a copy (issue 23): the same planes,
-    and libx264 writes the same bytes as from the copying `from_ndarray` it replaced."""
+    """to_yuv420p hands cvtColor's buffer to PyAV without a copy: the same planes, and
+    libx264 writes the same bytes as from a copying `from_ndarray`."""
     import cv2
 
     from media.encoder import to_yuv420p

@@ -1,5 +1,5 @@
 """media.framesource.DisplayCapture on a real Xvfb: after mss has proven XShm, each grab is a
-view of its shared segment (no 8 MB copy per 1080p frame, issue 23) that shows exactly what
+view of its shared segment (no 8 MB copy per 1080p frame) that shows exactly what
 mss's own copying grab shows, and the capture still closes cleanly."""
 
 from __future__ import annotations

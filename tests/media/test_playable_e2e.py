@@ -1,7 +1,8 @@
-"""Issue 9 end to end on a host of its own, with the real client library (moonlight-python's
-moonlight-common-c): the session's sound (tone app -> private null sink -> parec -> chain ->
-Opus -> encrypted RTP + FEC -> the client's audio callback -> the library's Opus decoder),
-input from the control stream into the session's Xvfb, and the launched title's lifecycle."""
+"""Sound, input and the game end to end on a host of its own, with the real client library
+(moonlight-python's moonlight-common-c): the session's sound (tone app -> private null sink ->
+parec -> chain -> Opus -> encrypted RTP + FEC -> the client's audio callback -> the library's
+Opus decoder), input from the control stream into the session's Xvfb, and the launched title's
+lifecycle."""
 
 from __future__ import annotations
 
@@ -51,7 +52,7 @@ def play_host():
                 "cmd": f"exec bash {marks}/launcher.sh",
                 "exit-timeout": 2,
                 "detect": {"process_name": "fakegame"},
-            },  # fmt: skip
+            },
         ],
     }
     (state / "apps.json").write_text(json.dumps(apps))

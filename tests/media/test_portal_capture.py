@@ -89,7 +89,7 @@ def in_thread(fn):
     def run():
         try:
             out["value"] = fn()
-        except Exception as exc:  # noqa: BLE001 - handed to the test
+        except Exception as exc:  # handed to the test
             out["error"] = exc
 
     t = threading.Thread(target=run, daemon=True)

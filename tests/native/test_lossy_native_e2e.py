@@ -1,4 +1,4 @@
-"""Issue 21, the native plane over a lossy link: the stream recovers from lost packets.
+"""The native plane over a lossy link: the stream recovers from lost packets.
 
 A real aiortc player (as in test_dtls_proof) plays Desktop on the live host while a noise
 window moves across the session's display (every frame carries picture data, several packets

@@ -1,4 +1,4 @@
-"""Issue 15, native sessions on a host with `headless_mode = true` (its compositor run as
+"""Native sessions on a host with `headless_mode = true` (its compositor run as
 `nobody` through HOST_COMPOSITOR_USER when the tests run as root), driven by a real aiortc
 peer as the player page does (no browser):
 
@@ -8,9 +8,6 @@ peer as the player page does (no browser):
   and keyboard); when the device leaves, no app process is left.
 * Desktop is the compositor's desktop (its background #285577), never black.
 * the compositor killed under a native session ends it with `display_lost`, naming the output.
-
-Before issue 15 the native plane refused wlroots backends: the offer's peer could not acquire a
-display (503 "not available to native-plane sessions") and no frame ever came.
 """
 
 from __future__ import annotations

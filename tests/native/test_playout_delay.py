@@ -1,6 +1,6 @@
 """native.media.use_playout_delay: the host answers a browser's playout-delay extension and
 stamps (min, max) = (0, 0) on its video packets, so Chrome renders each frame once decoded
-instead of holding it in its jitter buffer (issue 23). aiortc on both ends, no browser: the
+instead of holding it in its jitter buffer. aiortc on both ends, no browser: the
 browser's side of it is checked by tests/native/test_player.py (jitter buffer delay)."""
 
 from __future__ import annotations

@@ -58,7 +58,7 @@ def test_take_once_and_pin(q):
 
 def test_a_reknock_during_a_decision_is_not_queued_again(q):
     """approve/deny claim the entry before it leaves the queue: the page's re-knock in that
-    window must not become a second pending entry (seen live before the fix)."""
+    window must not become a second pending entry (a race seen on a live host)."""
     fp = "c" * 64
     entry, new = q.knock(fp, "tv", "10.0.0.1")
     claimed = q.claim(entry.id)

@@ -190,7 +190,7 @@ def test_pairing_imports_no_session_code():
 
 
 def test_the_import_check_catches_a_lazy_import(tmp_path):
-    """The check above sees an import inside a function, as the old one was."""
+    """The check above sees an import inside a function too (a lazy import)."""
     sample = tmp_path / "sample.py"
     sample.write_text("def f():\n    from streaming import services\n")
     assert "streaming.services" in imports_of(sample)

@@ -84,7 +84,7 @@ class FileServer:
         files, hits = self.files, self.hits
 
         class Handler(http.server.BaseHTTPRequestHandler):
-            def do_GET(self):  # noqa: N802 - http.server's name
+            def do_GET(self):  # http.server's name
                 hits.append(self.path)
                 body = files.get(self.path)
                 if body is None:
@@ -135,7 +135,7 @@ def build_plugin(tmp: Path, name="host-plugin-hello", ep_id="hello", version="1.
         + textwrap.dedent(f"""
         [project.entry-points."hostmgmt.plugins"]
         {ep_id} = "{pkg}:main"
-        """)  # fmt: skip
+        """)
     )
     (src / pkg / "__init__.py").write_text(body)
     return wheel.build_wheel(src, tmp / "wheels")

@@ -24,7 +24,7 @@ def upstream():
     seen = []
 
     class Handler(BaseHTTPRequestHandler):
-        def do_GET(self):  # noqa: N802
+        def do_GET(self):
             seen.append((self.path, dict(self.headers)))
             if self.headers.get("X-Plugin-Secret") != SECRET:
                 self.send_error(403)

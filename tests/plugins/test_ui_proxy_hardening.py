@@ -87,7 +87,7 @@ def foreign():
     seen = []
 
     class Handler(BaseHTTPRequestHandler):
-        def do_GET(self):  # noqa: N802
+        def do_GET(self):
             seen.append(self.path)
             self.send_response(200)
             self.send_header("Content-Length", "7")

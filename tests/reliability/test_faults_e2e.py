@@ -1,4 +1,4 @@
-"""Issue 21, fault injection on a real host (docs/reliability.md): `kill -9` of each part
+"""Fault injection on a real host (docs/reliability.md): `kill -9` of each part
 while a real moonlight-python client streams a small mode, and what the table promises.
 
 * Parts the stream does not need (daphne, Redis, each Celery worker, the compat listener):

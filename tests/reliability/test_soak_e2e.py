@@ -34,7 +34,6 @@ SOCKET_SLACK = 16  # daphne's and Redis's sockets follow the connections open at
 
 
 def test_short_soak_has_no_errors_and_flat_memory_and_fds():
-    pytest.importorskip("moonlight_python", reason="moonlight-python (test dependency) missing")
     report = soak.run(WINDOWS, window_s=WINDOW_S, rps=RPS, quiet=True)
     rows = report["rows"]
     assert len(rows) >= WINDOWS, rows

@@ -54,7 +54,7 @@ def main() -> None:
     try:
         url = http.launch_app(app.id, W, H, FPS, 6000, 1, key, iv, config.surroundaudioinfo,
                               launch_query_params=extra)  # fmt: skip
-    except Exception as exc:  # noqa: BLE001 - the refusal is the result
+    except Exception as exc:  # the refusal is the result
         print(json.dumps({**result, "launch_error": str(exc)}), flush=True)
         return
     result["session_url"] = url
@@ -99,7 +99,7 @@ def main() -> None:
         t1 = time.monotonic()
         try:
             http.quit_app()
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             result["cancel_error"] = str(exc)
         result["cancel_s"] = round(time.monotonic() - t1, 3)
     frames = list(frames)

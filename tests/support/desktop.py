@@ -91,7 +91,7 @@ class OperatorDesktop:
         while d is not None and self.alive():
             try:
                 ev = d.next_event()
-            except Exception:  # noqa: BLE001 - the connection closed at the end of the test
+            except Exception:  # the connection closed at the end of the test
                 return
             if ev.type in (X.KeyPress, X.KeyRelease, X.ButtonPress, X.ButtonRelease):
                 self.events.append((ev.type, ev.detail, ev.root_x, ev.root_y))
@@ -107,7 +107,7 @@ class OperatorDesktop:
         if self._d is not None:
             try:
                 self._d.close()
-            except Exception:  # noqa: BLE001
+            except Exception:
                 pass
             self._d = None
         if self.alive():

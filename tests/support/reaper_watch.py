@@ -59,7 +59,7 @@ def _watch() -> None:
                 print(f"reaper_watch: pids {sorted(stuck)} stuck in {STUCK}; killed Chromium "
                       f"renderers {renderers}", file=sys.stderr, flush=True)  # fmt: skip
                 seen = {}
-        except Exception as exc:  # noqa: BLE001 - a guard must never break the run
+        except Exception as exc:  # a guard must never break the run
             print(f"reaper_watch: {exc!r}", file=sys.stderr, flush=True)
 
 

@@ -33,7 +33,7 @@ def main() -> None:
             "--channels=2",
             "--format=s16le",
             "--latency-msec=10",
-        ],  # fmt: skip
+        ],
         stdin=subprocess.PIPE,
     )
     silence = np.zeros((BLOCK, 2), np.int16).tobytes()

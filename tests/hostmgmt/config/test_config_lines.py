@@ -1,4 +1,4 @@
-"""Config values can never create keys (issue 14): the value rule and the file reader, in-process.
+"""Config values can never create keys: the value rule and the file reader, in-process.
 
 A value is one line of `host.conf`. These tests hold both sides: every door refuses a character
 that any reader could take as a line break (or any other non-printable one), and the reader takes

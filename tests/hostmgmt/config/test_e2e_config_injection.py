@@ -1,4 +1,4 @@
-"""Config values can never create keys (issue 14), against the real host as an outsider sends it.
+"""Config values can never create keys, against the real host as an outsider sends it.
 
 Each attack puts a line break (every character `str.splitlines()` ends a line at) and then an
 `api_tokens` line holding a full-admin token whose plaintext the attacker knows into a free-string
@@ -128,7 +128,7 @@ def test_good_edits_add_only_their_key_and_a_bracket_swallows_nothing(live_host,
         assert r.status_code == 200 and r.json()["settings"]["general"]["host_name"] == "[den ✓"
         r = admin.post("/api/config", json={"rate_cap_pct": 61})
         assert r.status_code == 200, r.text
-        # Before the fix the `[` of the host name swallowed every following line as a list.
+        # A host name opening with `[` must not swallow every following line as a list.
         assert admin.get("/api/config").json()["rate_cap_pct"] == 61
         r = v1.put("/api/v1/host/config", json={"general": {"host_name": "[den2"}})
         assert r.status_code == 200, r.text

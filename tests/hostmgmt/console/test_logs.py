@@ -52,7 +52,7 @@ def test_redaction_keeps_ordinary_text():
 @pytest.mark.parametrize(
     "text,expected",
     [
-        # What the old single key pattern redacted, edge by edge.
+        # Where a key starts and ends, edge by edge.
         ("x-pin=1234 ok", "x-pin=[redacted] ok"),
         ('"-token": abc', '"-token": [redacted]'),
         ("foo=token=abc", "foo=token=[redacted]"),
@@ -68,8 +68,8 @@ def test_redaction_edges_are_kept(text, expected):
     assert logfile.redact(text) == expected
 
 
-# Timed in a child process: the old pattern needed minutes on these lines, and a regex holds the
-# GIL, so only a killable process can turn "hangs" into "fails".
+# Timed in a child process: a backtracking pattern needs minutes on these lines, and a regex
+# holds the GIL, so only a killable process can turn "hangs" into "fails".
 _TIMING_CHILD = r"""
 import json, time
 from hostmgmt.console import logfile
@@ -225,7 +225,7 @@ def test_reading_while_rotating_never_fails(log_dir):
             try:
                 logfile.page(0, 50)
                 logfile.tail_text(2000)
-            except BaseException as exc:  # noqa: BLE001
+            except BaseException as exc:
                 errors.append(exc)
     finally:
         stop.set()

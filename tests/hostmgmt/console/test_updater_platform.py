@@ -44,7 +44,7 @@ def release(settings, redis_db):
     served = {"body": b"", "status": 200}
 
     class Handler(BaseHTTPRequestHandler):
-        def do_GET(self):  # noqa: N802
+        def do_GET(self):
             self.send_response(served["status"])
             self.end_headers()
             self.wfile.write(served["body"])

@@ -97,7 +97,7 @@ def make_ui(secret: str, state: dict) -> ThreadingHTTPServer:
     secret in `X-Plugin-Secret`, which only the host's console proxy knows."""
 
     class Handler(BaseHTTPRequestHandler):
-        def do_GET(self):  # noqa: N802 - http.server's naming
+        def do_GET(self):  # http.server's naming
             given = self.headers.get("X-Plugin-Secret", "")
             if not hmac.compare_digest(given.encode(), secret.encode()):
                 self.send_error(403, "missing or wrong plugin secret")
