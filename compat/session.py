@@ -146,7 +146,7 @@ class CompatSession:
         while not stop.wait(1.0):
             try:
                 self.publish()
-            except Exception:  # noqa: BLE001 - Redis hiccup: the next beat tries again
+            except Exception:  # Redis hiccup: the next beat tries again
                 log.warning("session %s: heartbeat failed during start", self.id, exc_info=True)
 
     def _start(self) -> None:
@@ -197,7 +197,7 @@ class CompatSession:
                 sink = SessionInput(display["x_display"], region=display.get("region"))
             self.core.extra["gamepads"] = "ok" if sink.gamepads_available else sink.gamepad_reason
             return sink
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             log.warning("no input for session %s: %s", self.id, exc)
             return None
 
@@ -371,7 +371,7 @@ class CompatSession:
 
         try:
             policy = game_settings.load().game_on_session_end
-        except Exception:  # noqa: BLE001 - a broken settings file must not end a stream
+        except Exception:  # a broken settings file must not end a stream
             log.exception("session settings unreadable; keeping the app for a /resume")
             return False
         return policy in (game_settings.ON_QUIT, game_settings.ALWAYS)

@@ -3,7 +3,7 @@ plane -> media.encoder.VideoEncoder on the session's encoder plan -> Annex-B H.2
 OBUs) and the aiortc track that hands H.264 access units to the RTP sender.
 
 Why its own process: next to the asyncio loop that runs DTLS/SRTP, PyAV's encode time grew
-from 2.4 ms to 11.5 ms (issue 10); the GIL is the reason. Why pre-encoded: aiortc's own H.264
+from 2.4 ms to 11.5 ms (measured); the GIL is the reason. Why pre-encoded: aiortc's own H.264
 encoder runs at the medium preset with a 3 Mbit/s cap and 30 fps pacing. Keyframes: the RTP
 sender's PLI/FIR handler is pointed at `request_keyframe`, and an IDR also goes out every
 `IDR_EVERY_S` so a browser that lost packets without asking still recovers. No Django here.
@@ -142,7 +142,7 @@ def use_playout_delay(min_ms: int = PLAYOUT_DELAY_MS[0], max_ms: int = PLAYOUT_D
     Why: without it Chrome's receiver smooths a live stream like a call: its jitter buffer
     waits to render each frame at the time its RTP timestamp predicts, and two frames that land
     in one display refresh cost one shown frame. That held WebRTC at 46-53 fps and ~48 ms at
-    720p60 where WebCodecs (decode and draw at once) showed 60 fps at ~17 ms (issue 23).
+    720p60 where WebCodecs (decode and draw at once) showed 60 fps at ~17 ms.
     (0, 0) asks for what WebCodecs does: render each frame as soon as it is decoded (Chrome's
     low-latency renderer; the frame is still shown in order). aiortc knows neither the URI nor
     the field, so this adds both: the URI to the video capabilities it answers with (the id is

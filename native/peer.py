@@ -49,7 +49,7 @@ def _reply(obj: dict) -> None:
 
 
 def _allow_loopback_candidates() -> None:
-    """aioice skips 127.0.0.1; a browser on the same machine needs it (issue 10)."""
+    """aioice skips 127.0.0.1; a browser on the same machine needs it."""
     from aioice import ice
 
     original = ice.get_host_addresses
@@ -150,7 +150,7 @@ class NativePeer:
         from native import launch
         from native.media import use_playout_delay
 
-        use_playout_delay()  # render each frame at once, as WebCodecs does (issue 23)
+        use_playout_delay()  # render each frame at once, as WebCodecs does
         self.choice = await asyncio.to_thread(launch.resolve, self.offer.get("app") or "desktop")
         if self.choice is None:
             raise LookupError("that app is no longer in the catalog or library")
@@ -235,7 +235,7 @@ class NativePeer:
 
         try:
             proof = await self.prove()
-        except Exception:  # noqa: BLE001 - no proof is a refusal, never a pass
+        except Exception:  # no proof is a refusal, never a pass
             log.exception("native %s: checking the DTLS peer failed", self.fp[:12])
             proof = False
         await asyncio.to_thread(registry.proven, os.getpid())
@@ -260,7 +260,7 @@ class NativePeer:
             self.reason, self.error = "error", str(exc)
             self.stop("encoder_failed", True, f"no {self.codec} encoder opened here")
             return
-        except Exception as exc:  # noqa: BLE001 - the page hears it in the closing "bye"
+        except Exception as exc:  # the page hears it in the closing "bye"
             log.warning("native session %s failed to start: %s", self.fp[:12], exc)
             self.reason = "error"
             self.stop("released", True, str(exc))  # a game it started is closed
@@ -485,7 +485,7 @@ class NativePeer:
         when the browser was last heard from, on the way."""
         try:
             report = await self.pc.getStats()
-        except Exception:  # noqa: BLE001 - closing under us
+        except Exception:  # closing under us
             return None
         received = sum(s.packetsReceived for s in report.values() if s.type == "transport")
         if received != self.rx_packets:
@@ -546,7 +546,7 @@ class NativePeer:
             try:
                 self.channel.send(json.dumps({"t": "bye", "reason": self.detail}))
                 await asyncio.sleep(0.1)
-            except Exception:  # noqa: BLE001 - leaving anyway
+            except Exception:  # leaving anyway
                 pass
         if self.pc is not None:
             await self.pc.close()
@@ -560,7 +560,7 @@ class NativePeer:
             try:  # a dead compositor (display_lost) must not keep the display from release
                 self.xinput.release_all()
                 self.xinput.close()
-            except Exception:  # noqa: BLE001
+            except Exception:
                 log.warning("input release failed", exc_info=True)
         if self.pads is not None:
             self.pads.close()
@@ -596,7 +596,7 @@ async def run(offer: dict) -> int:
     try:
         try:
             answer = await session.negotiate()
-        except Exception as exc:  # noqa: BLE001 - becomes the offer's error answer
+        except Exception as exc:  # becomes the offer's error answer
             status = getattr(exc, "status", 400 if isinstance(exc, ValueError) else 500)
             status = 404 if isinstance(exc, LookupError) else status
             log.warning("native session refused: %s", exc)

@@ -63,7 +63,7 @@ def max_sessions() -> int:
         from hostmgmt.config import store
 
         value = int(store.get("max_sessions"))
-    except Exception:  # noqa: BLE001 - an unreadable config admits as the default does
+    except Exception:  # an unreadable config admits as the default does
         return DEFAULT_MAX
     return min(max(value, MIN_MAX), MAX_MAX)
 

@@ -88,7 +88,7 @@ def offered_or_h264(client_name: str = "") -> tuple[str, ...]:
     streams, in software at worst)."""
     try:
         return offered(client_name)
-    except Exception:  # noqa: BLE001 - a broken probe or config must not stop a stream
+    except Exception:  # a broken probe or config must not stop a stream
         log.exception("codec offer failed; offering H.264 only")
         return H264_ONLY
 
@@ -138,7 +138,7 @@ def plan(codecs: tuple[str, ...] | list[str]) -> Plan:
         if index is not None:
             config["gpu_index"] = index
         return Plan(order, config)
-    except Exception:  # noqa: BLE001 - a broken probe or config streams in software
+    except Exception:  # a broken probe or config streams in software
         log.exception("encoder plan failed; encoding in software on the defaults")
         return Plan()
 
@@ -150,6 +150,6 @@ def where(encoder: str) -> dict:
 
     try:
         return gpus.encoder_for(encoder)
-    except Exception:  # noqa: BLE001 - a GPU probe failure must not stop a stream
+    except Exception:  # a GPU probe failure must not stop a stream
         log.warning("encoder GPU unknown for %s", encoder, exc_info=True)
         return dict(gpus.SOFTWARE)

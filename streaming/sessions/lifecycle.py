@@ -502,12 +502,12 @@ class SessionCore:
         if self.app is not None:
             try:
                 self.app.end(reason, title_deliberate)
-            except Exception:  # noqa: BLE001 - the display must still be released
+            except Exception:  # the display must still be released
                 log.exception("session %s: ending the app failed", self.id)
         if self.display is not None:
             try:
                 machine.disconnect(self.display["slot"], deliberate=deliberate)
-            except Exception as exc:  # noqa: BLE001 - the display may be gone already
+            except Exception as exc:  # the display may be gone already
                 log.warning("display slot %s: %s", self.display.get("slot"), exc)
         with contextlib.suppress(Exception):
             registry.remove(self.id)
@@ -597,7 +597,7 @@ def _hand_back(rec: dict, error: str) -> str:
     for step, fn in steps:
         try:
             fn()
-        except Exception:  # noqa: BLE001 - the other steps must still run
+        except Exception:  # the other steps must still run
             log.exception("session %s lost: handing back its %s failed", sid, step)
     client = {"name": rec.get("client", ""), "fingerprint": rec.get("fingerprint", "")}
     core = SessionCore(plane, sid, client, int(rec.get("width") or 0),

@@ -144,7 +144,7 @@ class Manager:
                 from streaming.sessions import process
 
                 code = process.run(plane, spec)
-            except BaseException:  # noqa: BLE001 - a child never returns into the manager
+            except BaseException:  # a child never returns into the manager
                 import traceback
 
                 traceback.print_exc()
@@ -187,7 +187,7 @@ class Manager:
 
                 lifecycle.recover_lost(pid, signum)
                 code = 0
-            except BaseException:  # noqa: BLE001 - never return into the manager
+            except BaseException:  # never return into the manager
                 import traceback
 
                 traceback.print_exc()

@@ -9,8 +9,8 @@ from __future__ import annotations
 import logging
 import os
 
-# Where a session's stderr goes: the native peer's own log (as before the core), the compat
-# session's into the host's output (as when it ran in the Celery worker).
+# Where a session's stderr goes: the native peer's own log; the compat session's into the
+# host's output.
 LOG_NAMES = {"native": "native-peer.log"}
 
 
@@ -49,7 +49,7 @@ def warm_up() -> None:
     for name in (*WARM, *planes.warm_modules()):
         try:
             importlib.import_module(name)
-        except Exception:  # noqa: BLE001 - an optional backend missing: imported when used
+        except Exception:  # an optional backend missing: imported when used
             pass
 
 
