@@ -201,7 +201,7 @@ def listing(table: dict[str, dict[str, bool]] | None = None) -> dict:
                 CANDIDATES[b][codec]
                 for b in (*HARDWARE_ORDER, "software")
                 if table.get(b, {}).get(codec)
-            ]  # fmt: skip
+            ]
             for codec in CODEC_ORDER
         },
         "encoders_unavailable": dict(UNAVAILABLE),
