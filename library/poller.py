@@ -3,7 +3,9 @@
 Every `HOST_LIBRARY_POLL_S` seconds it stats the store files (mtime + size of the manifests,
 library dirs and databases; no file is read) and enqueues `rescan_store` for a store whose
 signature moved; it also notices hand edits of `apps.json` and emits `library.changed`.
-The first run only records the signatures (the workers rescan everything when they start).
+The first run records the signatures and enqueues one `rescan_all`: the host's start rescan,
+once per host (the supervisor is one process; a `worker_ready` handler would run once per worker,
+and the host has two).
 """
 
 from __future__ import annotations
@@ -19,10 +21,17 @@ log = logging.getLogger("library.poller")
 class StorePoller:
     def __init__(self):
         self.last: dict[str, list] = {}
+        self.start_rescan_queued = False
 
     def __call__(self) -> None:
-        from library.tasks import rescan_store
+        from library.tasks import rescan_all, rescan_store
 
+        if not self.start_rescan_queued:
+            try:
+                rescan_all.delay()
+                self.start_rescan_queued = True
+            except Exception:  # no broker yet: the next run tries again
+                log.exception("queueing the start rescan failed")
         for store, scanner in SCANNERS.items():
             try:
                 sig = scanner.signature()

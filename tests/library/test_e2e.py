@@ -8,6 +8,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import re
 import time
 
 import pytest
@@ -77,6 +78,20 @@ def test_fixture_steam_library_shows_up_with_working_art(lib_host):
         assert c.get("/api/v1/library/art/lutris:7/portrait").status_code == 404
     with lib_host.client() as anon:
         assert anon.get("/api/v1/library/art/steam:570/header").status_code == 401
+
+
+def test_the_start_rescan_runs_once_per_host_not_once_per_worker(lib_host):
+    """Both workers (the shared one and the hooks one) are up; one start rescan was queued."""
+    log = lib_host.log_path
+
+    def both_ready():
+        text = log.read_text(errors="replace")
+        return "celery.apps.worker: host-" in text and "celery.apps.worker: hooks-" in text
+
+    _wait_for(both_ready)
+    time.sleep(1.0)  # a rescan queued from a worker's start would be received by now
+    received = re.findall(r"Task library\.tasks\.rescan_all\[\S+\] received", log.read_text())
+    assert len(received) == 1, received
 
 
 def test_store_change_is_picked_up_by_the_poller(lib_host):

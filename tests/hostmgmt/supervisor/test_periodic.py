@@ -34,8 +34,9 @@ def test_registry_holds_every_periodic_job_with_its_interval(monkeypatch):
     }
     assert all(callable(job.run) for job in jobs.values())
     # What runs at once at host start: countdowns and grace windows that ran out while the
-    # host was down, the telemetry counters' priming, the store signatures' baseline, the
-    # events a process kept on disk before it died while Redis was away.
+    # host was down, the telemetry counters' priming, the start rescan and the store
+    # signatures' baseline, the events a process kept on disk before it died while Redis was
+    # away.
     assert {n for n, j in jobs.items() if j.first_s == 0} == {
         "events-spool", "display-countdowns", "game-lifecycle", "telemetry", "library-poll"
     }  # fmt: skip
@@ -48,6 +49,18 @@ def test_no_other_scheduler_is_left():
     assert not app.conf.beat_schedule
     argv = [arg for child in main.Supervisor().child_specs() for arg in child.argv]
     assert "--beat" not in argv and "-B" not in argv
+
+
+def test_no_worker_starts_work_of_its_own():
+    """The host runs two workers: work started from a worker signal would run twice."""
+    from celery import signals
+
+    import library.tasks  # noqa: F401 - every task module is loaded in a worker
+
+    for name in ("worker_init", "worker_process_init", "worker_ready", "celeryd_after_setup"):
+        receivers = [ref() for _, ref in getattr(signals, name).receivers]
+        ours = [r for r in receivers if not getattr(r, "__module__", "").startswith("celery.")]
+        assert ours == [], name  # Celery's own Django fixup is all there is
 
 
 def test_runner_runs_each_job_on_its_interval_and_stops():
