@@ -154,10 +154,6 @@ def session_ended(session_id: str, deliberate: bool) -> dict:
         else:
             counts["kept"] += 1
             _undo(r)  # the session is over: its prep steps are undone, the game lives on
-    if wait and mine:
-        timer = threading.Timer(conf.disconnect_grace_seconds + 0.05, tick)
-        timer.daemon = True
-        timer.start()
     log.info(
         "session %s ended (%s, %s): %s",
         session_id,
@@ -213,7 +209,10 @@ def end_waiting_games(app_id: str | None = None, wait_s: float = 10.0) -> int:
     return _close(keys, wait_s)
 
 
-TICK_S = 1.0  # how often the supervisor's periodic job calls tick()
+# How often the supervisor's `game-lifecycle` periodic job calls tick(). It alone ends
+# expired grace windows: a grace window is 10 s at least, so a second late is within its
+# promise, and the session's process (which saw the session end) is about to exit.
+TICK_S = 1.0
 
 
 def tick() -> int:

@@ -156,6 +156,22 @@ def test_always_vanish_waits_out_grace_then_ends(state, launch):
     assert wait_for(lambda: game_events("game.exited"))[0]["reason"] == "terminated"
 
 
+def test_only_the_periodic_tick_ends_an_expired_grace_window(state, launch, monkeypatch):
+    """No timer of the session's process: the supervisor's `game-lifecycle` job ends it."""
+    expired = game_settings.SessionSettings(
+        game_on_session_end="always", disconnect_grace_seconds=0
+    )
+    monkeypatch.setattr(game_settings, "load", lambda: expired)
+    item = launch()
+    key = launched(item)
+    assert running(key)
+    assert lifecycle.session_ended(1, deliberate=False)["grace"] == 1
+    time.sleep(0.5)
+    assert registry.get(key)["state"] == "grace" and procs.alive(item.game_pid())
+    assert lifecycle.tick() == 1
+    assert wait_for(lambda: not procs.alive(item.game_pid()))
+
+
 def test_a_returning_client_takes_its_game_out_of_grace(state, launch):
     use_settings(game_on_session_end="always")
     item = launch()
