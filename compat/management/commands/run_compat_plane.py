@@ -78,6 +78,11 @@ class Command(BaseCommand):
             key_path=str(identity.key_path()),
         )
         reactor.addSystemEventTrigger("before", "shutdown", coordinator.shutdown)
+        # Periodic work outside the supervisor's registry (hostmgmt/supervisor/periodic.py),
+        # because it must run in this process: the pairing attempt it times out (a client that
+        # went quiet mid-handshake) lives in this coordinator's memory, beside the request
+        # threads that hold it. A knock or a phase reaps too; this covers a client that never
+        # sends another request, so the one pairing slot frees and `pairing.denied` goes out.
         reaper = task.LoopingCall(lambda: threads.deferToThread(coordinator.reap))
         reaper.start(1.0, now=False)
 
