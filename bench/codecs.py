@@ -89,7 +89,7 @@ def one(codec: str, width: int, height: int, fps: int, seconds: float, kbps: int
     from moonlight_python.stream import StreamingSession
 
     from compat.codecs import Offer
-    from compat.engine.session import StreamSession
+    from compat.engine.stream import StreamSession
     from media import encoders
     from tests.compat.e2e_client import loopback_launch
 

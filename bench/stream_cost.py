@@ -11,7 +11,7 @@ compat engine's video and audio path in one thread, in the engine's order, at th
   -> encode (`VideoEncoder.encode_yuv`, libx264 as the engine opens it) -> bitstream rewrite
   (`h264_for_moonlight`) -> FEC (`compat.fec`, 20 %) and packetize (`VideoPacketizer`)
   -> [encrypt, `--encrypt`: AES-GCM per datagram, when a client negotiates it]
-  -> send (`compat.engine.session.send_datagrams` to a loopback UDP socket nobody reads)
+  -> send (`compat.engine.stream.send_datagrams` to a loopback UDP socket nobody reads)
   -> opus (libopus encoding a tone in 5 ms packets, `media.audio.opus.OpusEncoder`)
   -> audio (the rest of the audio path: `AudioPacketizer` with its FEC, sendto).
 
@@ -49,7 +49,7 @@ sys.path.insert(0, str(ROOT))
 from compat import fec  # noqa: E402
 from compat import video as compat_video  # noqa: E402
 from compat.audio import AudioPacketizer  # noqa: E402
-from compat.engine.session import send_datagrams  # noqa: E402
+from compat.engine.stream import send_datagrams  # noqa: E402
 from compat.video import FRAME_TYPE_IDR, FRAME_TYPE_P, VideoPacketizer  # noqa: E402
 from media import encoder as media_encoder  # noqa: E402
 from media.audio.opus import OpusEncoder  # noqa: E402

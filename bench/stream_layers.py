@@ -176,7 +176,7 @@ def loopback_launch(**kw):
     """A stream session's launch on loopback with free ports."""
     import socket
 
-    from compat.engine.session import Launch
+    from compat.engine.stream import Launch
 
     return Launch(
         rikey=bytes(16),
@@ -195,7 +195,7 @@ def bench_rtsp(repeat: int) -> None:
     while silent clients hold connections open (they must not delay the real one)."""
     import socket
 
-    from compat.engine.session import StreamSession
+    from compat.engine.stream import StreamSession
 
     launch = loopback_launch()
     session = StreamSession(launch, lambda w, h: np.zeros((h, w, 4), np.uint8))
@@ -247,7 +247,7 @@ def bench_pacing(repeat: int) -> None:
     burstiness (most datagrams leaving within any 1 ms)."""
     import socket
 
-    from compat.engine.session import StreamSession
+    from compat.engine.stream import StreamSession
 
     rows = np.zeros((263, 1408), np.uint8)
     rx = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)

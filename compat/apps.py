@@ -10,4 +10,4 @@ class CompatConfig(AppConfig):
     def ready(self) -> None:
         from streaming.sessions import planes
 
-        planes.register("compat", "compat.session:main", warm=("compat.engine.session",))
+        planes.register("compat", "compat.session:main", warm=("compat.engine.stream",))

@@ -28,7 +28,7 @@ import redis
 
 from compat.codecs import Offer
 from compat.engine import adaptive
-from compat.engine.session import StreamSession
+from compat.engine.stream import StreamSession
 from compat.launchconfig import make_launch
 from media.framesource import DisplayCapture, WaylandCapture
 from streaming import services, session_display, session_play

@@ -25,7 +25,7 @@ def main() -> None:
     from moonlight_python.stream import StreamingSession
 
     from compat import codecs
-    from compat.engine.session import StreamSession
+    from compat.engine.stream import StreamSession
     from media import encoders
     from streaming.sessions import encoding
     from tests.compat.e2e_client import loopback_launch, pattern

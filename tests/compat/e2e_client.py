@@ -26,7 +26,7 @@ def free_port(kind: int) -> int:
 def loopback_launch(**fields):
     """A Launch on free loopback ports with a fresh key and IV (what /launch arms for a local
     client), and that key and IV for the client; `fields` set the rest."""
-    from compat.engine.session import Launch, rikeyid_from_iv
+    from compat.engine.stream import Launch, rikeyid_from_iv
 
     key, iv = secrets.token_bytes(16), secrets.token_bytes(16)
     launch = Launch(
@@ -142,7 +142,7 @@ def main() -> None:
     from moonlight_python.config import StreamConfig
     from moonlight_python.stream import StreamingSession
 
-    from compat.engine.session import StreamSession
+    from compat.engine.stream import StreamSession
     from media.input import packets
 
     width, height, fps, seconds = (

@@ -6,7 +6,7 @@ import socket
 
 import numpy as np
 
-from compat.engine.session import Launch
+from compat.engine.stream import Launch
 
 
 def free_port(kind: int) -> int:

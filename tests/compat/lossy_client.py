@@ -24,7 +24,7 @@ def main() -> None:
     from moonlight_python.config import StreamConfig
     from moonlight_python.stream import StreamingSession
 
-    from compat.engine.session import StreamSession
+    from compat.engine.stream import StreamSession
 
     seconds, drop_pct = float(sys.argv[1]), float(sys.argv[2])
     seed = int(sys.argv[3]) if len(sys.argv) > 3 else 18

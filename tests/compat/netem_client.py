@@ -48,7 +48,7 @@ def main() -> None:
     from moonlight_python.config import StreamConfig
     from moonlight_python.stream import StreamingSession
 
-    from compat.engine.session import StreamSession
+    from compat.engine.stream import StreamSession
 
     seconds, loss = float(sys.argv[1]), float(sys.argv[2])
     rest = [float(v) for v in sys.argv[3:]]

@@ -18,7 +18,7 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from compat import control, rtsp
 from compat.audio import AudioPacketizer
 from compat.engine import encryption
-from compat.engine.session import StreamSession
+from compat.engine.stream import StreamSession
 from compat.video import FRAME_TYPE_IDR, VideoPacketizer
 from tests.compat.loopback import black, loopback_launch
 from tests.compat.test_rtsp import ANNOUNCE, URL, _handshake, _req, _status

@@ -30,7 +30,7 @@ class VideoSniffer:
     """UDP payloads sent from ``port`` on ``lo`` (each datagram once: outgoing copies skipped).
 
     The host sends a frame's datagrams in UDP segmentation offload batches (one `sendmsg` per
-    batch, `compat.engine.session.send_datagrams`); on ``lo`` the tap sees a batch before the
+    batch, `compat.engine.stream.send_datagrams`); on ``lo`` the tap sees a batch before the
     kernel cuts it, so a payload longer than ``segment`` is cut here the way the kernel cuts it
     for the receiver (every ``segment`` bytes, the last piece shorter)."""
 

@@ -9,7 +9,7 @@ import time
 import numpy as np
 import pytest
 
-from compat.engine.session import PACING_BATCH, StreamSession
+from compat.engine.stream import PACING_BATCH, StreamSession
 from media import pacing
 from tests.compat.loopback import black, loopback_launch
 

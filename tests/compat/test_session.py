@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from compat import control, rtsp
-from compat.engine.session import RTSP_MAX_CONNECTIONS, RTSP_READ_DEADLINE_S, StreamSession
+from compat.engine.stream import RTSP_MAX_CONNECTIONS, RTSP_READ_DEADLINE_S, StreamSession
 from tests.compat.loopback import black, loopback_launch
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -19,7 +19,7 @@ import pytest
 
 from compat import fec
 from compat.audio import AudioPacketizer
-from compat.engine import session as engine
+from compat.engine import stream as engine
 from compat.video import FRAME_TYPE_IDR, FRAME_TYPE_P, VideoPacketizer
 
 # (bitstream bytes, FEC %, min parity, packet size, encrypted) -> sha256 of 3 frames' datagrams

@@ -114,7 +114,7 @@ def test_launch_takes_the_stream_keys_from_the_config(state):
 
 
 def test_enet_4mib_buffer_grows_both_socket_buffers_or_leaves_them():
-    from compat.engine.session import grow_buffers
+    from compat.engine.stream import grow_buffers
 
     plain = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     grown = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)

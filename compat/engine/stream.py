@@ -1,4 +1,4 @@
-"""One GameStream session on real sockets: RTSP, ENet control, video and audio (no Django).
+"""One GameStream stream on real sockets: RTSP, ENet control, video and audio (no Django).
 
 This is the transport half of the engine: it binds the four listeners for one armed launch,
 walks the client through the RTSP handshake (:mod:`compat.rtsp`), binds its ENet
@@ -17,7 +17,7 @@ Everything listens to one client IP (``launch.client_ip``, else the first RTSP p
 connections and ENet connects from elsewhere are dropped, and the video/audio destination
 follows :mod:`compat.endpoint`'s ping rules; a live stream never changes address.
 
-What the caller (``compat.session``, run by the Celery session task) supplies: the
+What the caller (``compat.session``, in its session's process) supplies: the
 launch's secrets and mode, a ``frame_source`` (the capture backend's frames), and ``on_event``
 to turn lifecycle moments into host events (``client.connected``, ``stream.started``, ...).
 """
