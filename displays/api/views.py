@@ -7,7 +7,7 @@ from drf_spectacular.utils import OpenApiExample, extend_schema
 from rest_framework.response import Response
 
 from displays import capture, compositors, machine, monitors
-from displays import service as displays
+from displays import services as displays
 from displays.api import serializers as s
 from hostmgmt.api.base import ConsoleMgmtAPIView, MgmtAPIView, json_body
 from hostmgmt.api.errors import FieldErrors

@@ -109,7 +109,7 @@ def _seed() -> dict[str, dict[str, str]]:
     too (`/api/apps/{index}`: the app the POST example creates just before)."""
     from django.utils import timezone
 
-    from displays import service as displays
+    from displays import services as displays
     from hostmgmt.auth import api_tokens
     from library import services as library
     from streaming import history

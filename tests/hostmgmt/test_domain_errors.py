@@ -9,7 +9,7 @@ from rest_framework.test import APIRequestFactory
 from rest_framework.views import APIView
 
 from displays.machine import DisplayError
-from displays.service import ServiceError
+from displays.services import ServiceError
 from hostmgmt.console.tokens import TokenError
 from hostmgmt.console.updater import CheckRefused
 from hostmgmt.lib import errors
