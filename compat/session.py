@@ -367,7 +367,7 @@ class CompatSession:
         waits for a /resume or /cancel; `on_quit` and `always` end the game on a user stop at
         once, so the session ends now. (`disconnect_grace_seconds` is for a vanished client
         under `always` only: `timeout`/`error` ends, handled by the lifecycle layer.)"""
-        from games import settings as game_settings
+        from games import session_settings as game_settings
 
         try:
             policy = game_settings.load().game_on_session_end

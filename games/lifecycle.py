@@ -34,7 +34,7 @@ from collections.abc import Callable
 import psutil
 
 from games import closer, registry
-from games import settings as game_settings
+from games import session_settings as game_settings
 from games.detect import DetectHints
 from games.watcher import REASON_NOT_FOUND, REASON_TERMINATED, GameEvent, GameWatcher
 from hooks import event_kinds, events, prep

@@ -1,6 +1,6 @@
 """Management routes of the game lifecycle: session ⇄ game settings and ending waiting games.
 
-Thin: validation and storage live in `games.settings`, the closing in
+Thin: validation and storage live in `games.session_settings`, the closing in
 `games.lifecycle`, so the engine and these routes share one path.
 """
 
@@ -11,7 +11,7 @@ from rest_framework import serializers
 from rest_framework.response import Response
 
 from games import lifecycle
-from games import settings as game_settings
+from games import session_settings as game_settings
 from hostmgmt.api.base import MgmtAPIView, json_object
 from hostmgmt.api.errors import ApiError, FieldErrors
 from hostmgmt.api.schema import error

@@ -138,7 +138,7 @@ class AppRun:
             return True
         if self.resumed:  # its watcher may live in another process: read the record
             from games import registry as games
-            from games import settings as game_settings
+            from games import session_settings as game_settings
 
             rec = games.get(self.game.key or "")
             gone = rec is None or rec.get("state") == games.EXITED

@@ -10,7 +10,7 @@ import pytest
 from rest_framework.test import APIClient
 
 from games import lifecycle, registry
-from games import settings as game_settings
+from games import session_settings as game_settings
 from hostmgmt.lib import procs
 from tests.games.conftest import game_events, wait_for
 

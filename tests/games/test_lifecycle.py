@@ -11,7 +11,7 @@ import time
 import pytest
 
 from games import lifecycle, registry
-from games import settings as game_settings
+from games import session_settings as game_settings
 from hostmgmt.lib import procs
 from tests.games.conftest import STUBBORN, game_events, wait_for
 
