@@ -48,6 +48,7 @@ lint: $(TEST_STAMP)
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
 	$(VENV)/bin/lint-imports --no-cache
+	$(PY) scripts/check_layers.py
 	HOST_STATE_DIR="$$(mktemp -d)" $(PY) manage.py makemigrations --check --dry-run
 
 # `make test` from a clean clone of HEAD inside a throw-away Debian 12 root (root, debootstrap):

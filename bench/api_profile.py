@@ -7,7 +7,7 @@ Sets up a throwaway host state (tokens, migrations, identity, TLS) with its own 
 bearer token, through the handler daphne's dispatcher hands such a request to, in-process
 (Django's middleware, DRF, auth, the view, the renderer). Prints per route the mean time per
 request, the SQL queries per request (the `PRAGMA data_version` change check of
-hostmgmt/dbversion.py runs on the raw connection and is not counted) and the top
+common/dbversion.py runs on the raw connection and is not counted) and the top
 functions by cumulative time. A warm-up request runs first so one-time imports do not count.
 """
 
@@ -56,8 +56,8 @@ def setup(state: Path, redis_sock: Path) -> str:
     import django
 
     django.setup()
-    from hostmgmt.auth import tokens
-    from hostmgmt.supervisor.main import Supervisor
+    from access import tokens
+    from supervisor.main import Supervisor
 
     Supervisor().prepare()
     return tokens.current_token(tokens.MGMT)
@@ -136,7 +136,7 @@ def main() -> None:
     tmp = Path(tempfile.mkdtemp(prefix="bench-prof-"))
     state = tmp / "state"
     state.mkdir()
-    from hostmgmt.supervisor import redis_server
+    from supervisor import redis_server
 
     sock = tmp / "redis.sock"
     redis = subprocess.Popen(

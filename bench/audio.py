@@ -27,7 +27,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from hostmgmt.config.schema import AUDIO_KEYS
+from hostconfig.schema import AUDIO_KEYS
 from media.audio.chain import Chain
 from media.audio.opus import OpusDecoder, OpusEncoder
 

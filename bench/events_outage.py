@@ -37,7 +37,7 @@ class Server:
         self.proc = None
 
     def start(self) -> None:
-        from hostmgmt.supervisor import redis_server
+        from supervisor import redis_server
 
         self.sock.unlink(missing_ok=True)
         self.proc = subprocess.Popen(
@@ -67,8 +67,8 @@ def main() -> None:
     import django
 
     django.setup()
+    from common import redis_client
     from hooks import events
-    from hostmgmt import redis_client
 
     server.start()
     print(f"state dir {root}; buffer bound {max(counts)}")

@@ -53,7 +53,7 @@ def setup_env() -> tuple[Path, int]:
     from django.core.management import call_command
 
     call_command("migrate", verbosity=0)
-    from hostmgmt import identity
+    from access import identity
 
     identity.ensure_identity()
     identity.ensure_tls()
@@ -124,8 +124,8 @@ def crypto_baseline(rounds: int) -> float:
     """CPU seconds of the host's handshake steps alone (no HTTP, no database)."""
     from cryptography.hazmat.primitives import serialization
 
+    from access import identity
     from compat.nvhttp.handshake import HostIdentity, ServerHandshake
-    from hostmgmt import identity
     from pairing import crypto
     from tests.compat.test_handshake import Client
 

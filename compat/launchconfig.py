@@ -11,7 +11,7 @@ from compat.engine.launch import Launch
 
 def _config(name: str, default):
     try:
-        from hostmgmt.config import store
+        from hostconfig import store
 
         value = store.get(name)
     except Exception:  # a broken config must not stop a stream

@@ -18,7 +18,7 @@ from collections.abc import Callable
 
 from zeroconf import InterfaceChoice, IPVersion, ServiceInfo, Zeroconf
 
-from hostmgmt.lib import netranges
+from common import netranges
 
 log = logging.getLogger(__name__)
 

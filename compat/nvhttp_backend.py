@@ -17,10 +17,10 @@ from django.conf import settings
 from django.db import close_old_connections
 from django.utils import timezone
 
+from access import identity
 from compat.nvhttp.coordinator import PinGone
 from compat.nvhttp.dispatch import App, ClientInfo
 from compat.nvhttp.handshake import HostIdentity
-from hostmgmt import identity
 from pairing import conf, services
 from pairing.models import PinRequest
 

@@ -52,7 +52,7 @@ import threading
 from dataclasses import dataclass, field
 
 from displays import xvfb
-from hostmgmt.config.schema import CAPTURE_UNSUPPORTED
+from hostconfig.schema import CAPTURE_UNSUPPORTED
 
 METHODS = (
     ("auto", "Automatic"),
@@ -371,8 +371,8 @@ def configured(env=None) -> tuple[str, str, str]:
     values they are a conflict (reported; sessions refuse to start) rather than one silently
     winning. A value the host cannot do (a hand edit: the APIs refuse it) is a conflict too.
     """
-    from hostmgmt.config import store
-    from hostmgmt.config.schema import key
+    from hostconfig import store
+    from hostconfig.schema import key
 
     env = os.environ if env is None else env
     raw = store.read_raw()
@@ -402,7 +402,7 @@ def configured(env=None) -> tuple[str, str, str]:
 
 
 def _output_name() -> str:
-    from hostmgmt.config import store
+    from hostconfig import store
 
     return (store.get("output_name") or "").strip()
 
@@ -639,7 +639,7 @@ def select(env=None) -> Selection:
 
 
 def _headless_mode() -> bool:
-    from hostmgmt.config import store
+    from hostconfig import store
 
     return bool(store.get("headless_mode"))
 

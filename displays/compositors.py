@@ -54,7 +54,7 @@ def headless(gnome_why: str | None = None) -> list[dict]:
     is installed and this build can drive it (the `compositor_backend` refusals say why not).
     `gnome_why`: a capture selection's finding on the user's GNOME ("" usable), so a caller
     that has one does not probe the session bus again."""
-    from hostmgmt.config.schema import COMPOSITOR_BACKEND_REFUSED
+    from hostconfig.schema import COMPOSITOR_BACKEND_REFUSED
 
     rows = []
     for hid, (label, binary) in HEADLESS.items():

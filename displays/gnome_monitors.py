@@ -26,9 +26,9 @@ import sys
 import threading
 from pathlib import Path
 
+from common import procs
+from common.statedir import state_dir
 from displays import ownedproc
-from hostmgmt.lib import procs
-from hostmgmt.lib.statedir import state_dir
 
 log = logging.getLogger(__name__)
 

@@ -30,9 +30,9 @@ import os
 import pwd
 import shutil
 
+from common.statedir import state_dir
 from displays import sway as swaymod
 from displays.sway import CompositorError, SwayCompositor
-from hostmgmt.lib.statedir import state_dir
 
 log = logging.getLogger(__name__)
 
@@ -55,7 +55,7 @@ def backend(gnome_why: str | None = None) -> tuple[str | None, str]:
     user's GNOME (mutter's ScreenCast and RemoteDesktop on the session bus) cannot serve, ""
     when it can (displays/capture.py probes it): there each display is a virtual monitor of
     the person's own desktop (displays/gnome_monitors.py), else an output of the host's sway."""
-    from hostmgmt.config import store
+    from hostconfig import store
 
     wanted = store.get("compositor_backend") or "auto"
     if wanted in ("auto", "mutter"):

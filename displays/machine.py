@@ -34,10 +34,10 @@ import re
 from django.db import transaction
 from django.utils import timezone
 
+from common.errors import DomainError
 from displays import gnome_monitors, xvfb
 from displays import policy as policies
 from displays.models import VirtualDisplay
-from hostmgmt.lib.errors import DomainError
 
 log = logging.getLogger(__name__)
 
@@ -156,7 +156,7 @@ def _place(display: VirtualDisplay, axes: dict) -> None:
 def _headless_defaults(mode: str) -> str:
     """headless_width / headless_height / headless_refresh fill what the request leaves out
     (no mode at all, or no refresh); a client's own mode always wins."""
-    from hostmgmt.config import store
+    from hostconfig import store
 
     mode = str(mode or "").strip()
     if not mode:
@@ -555,7 +555,7 @@ def info(display: VirtualDisplay, now: dt.datetime | None = None) -> dict:
 def state() -> dict:
     """GET /display/state: the rows are read again only when the database moved; whether each
     display's server still runs is looked at per request (a process or socket check)."""
-    from hostmgmt import dbversion
+    from common import dbversion
 
     now = timezone.now()
     rows = dbversion.cached("displays.rows", lambda: list(VirtualDisplay.objects.all()))

@@ -1,6 +1,6 @@
 """Processes the host starts outside its own process group (Xvfb servers, GNOME monitor
 keepers) and finds again by a mark in their environment: whether one is gone, ending one and
-waiting for it, and finding every one still alive (`hostmgmt.lib.procs.alive`: a zombie
+waiting for it, and finding every one still alive (`common.procs.alive`: a zombie
 counts as gone)."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from hostmgmt.lib import procs
+from common import procs
 
 
 def marked(pid: int, mark: str) -> bool:

@@ -12,8 +12,8 @@ import copy
 import json
 from typing import Any
 
-from hostmgmt.lib.files import atomic_write
-from hostmgmt.lib.statedir import state_dir
+from common.files import atomic_write
+from common.statedir import state_dir
 
 SETTINGS_FILE = "display-settings.json"
 VERSION = 1

@@ -9,9 +9,9 @@ from typing import Any
 
 from django.db import DatabaseError
 
+from common.errors import DomainError
 from displays import policy as policies
 from displays.models import CustomPreset
-from hostmgmt.lib.errors import DomainError
 
 log = logging.getLogger(__name__)
 

@@ -36,7 +36,7 @@ import time
 import uuid
 from collections.abc import Mapping, Sequence
 
-from hostmgmt.lib import procs
+from common import procs
 from media.wayland.swayipc import SwayCommandError, SwayIPC, SwayIPCError
 
 log = logging.getLogger(__name__)

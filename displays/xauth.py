@@ -22,7 +22,7 @@ import stat
 import struct
 from pathlib import Path
 
-from hostmgmt.lib.statedir import state_dir
+from common.statedir import state_dir
 
 FILE = "Xauthority"
 AUTH_NAME = b"MIT-MAGIC-COOKIE-1"

@@ -25,9 +25,9 @@ import threading
 import time
 from pathlib import Path
 
+from common import procs
+from common.statedir import state_dir
 from displays import ownedproc, xauth
-from hostmgmt.lib import procs
-from hostmgmt.lib.statedir import state_dir
 
 log = logging.getLogger(__name__)
 

@@ -117,7 +117,7 @@ def start_detached(commands: list[str], env: dict, working_dir: str = "",
     forget it: a thread reaps it when it ends, nothing signals it. A command that cannot
     start is logged and skipped (the app itself still launches). Returns the pids.
     They carry no HOST_INSTANCE run mark: the host's sentinel leaves them running when the
-    host goes, as the session's end does (hostmgmt/supervisor/sentinel.py)."""
+    host goes, as the session's end does (supervisor/sentinel.py)."""
     env = {k: v for k, v in env.items() if k != "HOST_INSTANCE"}
     pids = []
     for cmd in commands:

@@ -14,8 +14,8 @@ import subprocess
 import time
 from collections.abc import Mapping
 
-from hostmgmt.lib import procs
-from hostmgmt.lib.env import without_secrets
+from common import procs
+from common.env import without_secrets
 
 log = logging.getLogger("streaming.sessions")
 

@@ -17,9 +17,9 @@ import time
 
 import psutil
 
+from common import procs
 from games.detect import Found
 from games.watcher import _signal_game as signal_game
-from hostmgmt.lib import procs
 
 log = logging.getLogger("games")
 

@@ -33,12 +33,12 @@ from collections.abc import Callable
 
 import psutil
 
+from common import procs
 from games import closer, registry
 from games import session_settings as game_settings
 from games.detect import DetectHints
 from games.watcher import REASON_NOT_FOUND, REASON_TERMINATED, GameEvent, GameWatcher
 from hooks import event_kinds, events, prep
-from hostmgmt.lib import procs
 
 log = logging.getLogger("games")
 active_games = registry.active_games  # ActiveGame records for GET /status

@@ -19,7 +19,7 @@ from __future__ import annotations
 import logging
 import re
 
-from hostmgmt.config import store
+from hostconfig import store
 
 log = logging.getLogger("games")
 

@@ -18,9 +18,9 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
-from hostmgmt.lib import filecache
-from hostmgmt.lib.files import atomic_write
-from hostmgmt.lib.statedir import ensure_state_dir, state_path
+from common import filecache
+from common.files import atomic_write
+from common.statedir import ensure_state_dir, state_path
 
 log = logging.getLogger("games")
 

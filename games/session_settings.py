@@ -12,9 +12,9 @@ import json
 import logging
 from dataclasses import asdict, dataclass
 
-from hostmgmt.lib.errors import Invalid
-from hostmgmt.lib.files import atomic_write
-from hostmgmt.lib.statedir import ensure_state_dir, state_path
+from common.errors import Invalid
+from common.files import atomic_write
+from common.statedir import ensure_state_dir, state_path
 
 log = logging.getLogger("games")
 

@@ -28,8 +28,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from common import procs
 from games.detect import DetectHints, Found, scan
-from hostmgmt.lib import procs
 
 log = logging.getLogger("games")
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import os
 
-from hostmgmt.lib.env import env_int, env_str
+from common.env import env_int, env_str
 
 # Replay ring size (spec: newest ~1024 events).
 RING_SIZE = 1024

@@ -27,9 +27,9 @@ import threading
 import time
 from functools import partial
 
+from common import redis_client
 from hooks import conf, dispatch, outbox
 from hooks.event_kinds import KINDS, RESERVED_KEYS, SCHEMA_VERSION
-from hostmgmt import redis_client
 
 log = logging.getLogger("hooks.events")
 
@@ -183,7 +183,7 @@ def _emit_now(kind: str, payload_json: str) -> tuple[dict, list[str]]:
 
 
 def _outbox() -> outbox.Outbox:
-    from hostmgmt.lib.statedir import state_path
+    from common.statedir import state_path
 
     return outbox.get(redis_client.url(), state_path(outbox.SPOOL_DIR), _deliver_kept)
 
@@ -201,7 +201,7 @@ def _deliver_kept(entry: outbox.Entry, url: str) -> None:
 def recover_spools() -> int:
     """Deliver the spools of processes that died while Redis was away (the supervisor runs
     this periodically; any process's flusher also does after its own delivery)."""
-    from hostmgmt.lib.statedir import state_path
+    from common.statedir import state_path
 
     try:
         return outbox.recover_orphans(
@@ -232,7 +232,7 @@ def _publish(prefix: str, suffix: str, kept_id: str = "") -> dict | None:
 
 
 def seq_file():
-    from hostmgmt.lib.statedir import state_path
+    from common.statedir import state_path
 
     return state_path(SEQ_FILE)
 
@@ -246,7 +246,7 @@ def persisted_mark() -> int:
 
 def _reserve(client, current: int) -> None:
     """Persist a high-water mark one block ahead, then let Redis hand out seqs up to it."""
-    from hostmgmt.lib.files import atomic_write
+    from common.files import atomic_write
 
     path = seq_file()
     with open(path.with_name(SEQ_FILE + ".lock"), "a+") as lock_fh:

@@ -15,9 +15,9 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from common.files import atomic_write
+from common.statedir import state_path
 from hooks import conf, event_kinds, ssrf
-from hostmgmt.lib.files import atomic_write
-from hostmgmt.lib.statedir import state_path
 
 log = logging.getLogger("hooks.config")
 

@@ -17,7 +17,7 @@ import threading
 import time
 from dataclasses import dataclass
 
-from hostmgmt.lib.env import without_secrets
+from common.env import without_secrets
 
 log = logging.getLogger("hooks.runner")
 
@@ -67,7 +67,7 @@ def event_env(event: dict) -> dict[str, str]:
 
 def base_env() -> dict[str, str]:
     """The worker's environment minus anything that looks like a host secret (the rule launched
-    apps share: hostmgmt/lib/env.py)."""
+    apps share: common/env.py)."""
     return without_secrets()
 
 

@@ -11,11 +11,11 @@ from pathlib import Path
 
 import redis
 
+from common import redis_client
+from common.errors import Conflict, Failed, Invalid, NotFound, Unavailable
+from common.files import storage_refusal
 from hooks import conf, deliveries, dispatch, hook_config, runner, ssrf, webhook_client
 from hooks.models import Delivery
-from hostmgmt import redis_client
-from hostmgmt.lib.errors import Conflict, Failed, Invalid, NotFound, Unavailable
-from hostmgmt.lib.files import storage_refusal
 
 log = logging.getLogger("hooks")
 

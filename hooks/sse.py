@@ -24,11 +24,11 @@ from collections import deque
 
 from django.http import StreamingHttpResponse
 
+from access import mgmt
+from apikit.errors import REDIS_RETRY_AFTER_S, json_error
+from common import redis_client
 from hooks import conf, event_kinds, events
 from hooks.event_kinds import DROPPED
-from hostmgmt import redis_client
-from hostmgmt.api.errors import REDIS_RETRY_AFTER_S, json_error
-from hostmgmt.auth import mgmt
 from hostmgmt.sync_dispatch import ASGI_SEND
 
 log = logging.getLogger("hooks.sse")

@@ -11,7 +11,7 @@ import ipaddress
 import socket
 from urllib.parse import urlsplit
 
-from hostmgmt.lib import netranges
+from common import netranges
 
 
 class UrlRefused(ValueError):

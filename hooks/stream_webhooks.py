@@ -40,7 +40,7 @@ RECORD_FIELDS = (
 
 def configured_urls() -> list[str]:
     """Every valid webhook_url_N of the host config, in N order."""
-    from hostmgmt.config import schema, store
+    from hostconfig import schema, store
 
     raw = store.read_raw()
     names = [n for n in raw if n.startswith("webhook_url_") and schema.key(n) is not None]
@@ -72,7 +72,7 @@ def notify(event_name: str, record: dict) -> int:
         urls = configured_urls()
         if not urls:
             return 0
-        from hostmgmt.config import store
+        from hostconfig import store
 
         body = body_for(event_name, record)
         secret = store.get("webhook_secret") or ""

@@ -23,7 +23,7 @@ django_app.start_threads()
 
 from django.conf import settings  # noqa: E402
 
-from hostmgmt.api.errors import error_body, is_v1_path  # noqa: E402
+from apikit.errors import error_body, is_v1_path  # noqa: E402
 
 
 class BodyLimit:
@@ -32,7 +32,7 @@ class BodyLimit:
 
     A second line only: under daphne, Twisted has read the body before the application runs,
     so the limits that protect memory and disk are enforced in the parser
-    (hostmgmt/lib/bodylimit.py via hostmgmt/daphne_main.py)."""
+    (common/bodylimit.py via hostmgmt/daphne_main.py)."""
 
     def __init__(self, app, limit: int, mgmt_limit: int):
         self.app = app

@@ -9,4 +9,4 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "hostmgmt.settings")
 app = Celery("hostmgmt")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
-# No beat schedule: periodic work is the supervisor's (hostmgmt/supervisor/periodic.py).
+# No beat schedule: periodic work is the supervisor's (supervisor/periodic.py).

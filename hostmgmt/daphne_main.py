@@ -1,5 +1,5 @@
 """`python -m hostmgmt.daphne_main <daphne arguments>`: daphne, with the request-body limits
-enforced in Twisted's HTTP parser (hostmgmt/lib/bodylimit.py) instead of after daphne has read
+enforced in Twisted's HTTP parser (common/bodylimit.py) instead of after daphne has read
 the whole body. The supervisor starts daphne through this module.
 
 Daphne builds its listening factory in `Server.run` from the `HTTPFactory` name of its server
@@ -17,7 +17,7 @@ from daphne import server as daphne_server
 from daphne.cli import CommandLineInterface
 from daphne.http_protocol import HTTPFactory, WebRequest
 
-from hostmgmt.lib.bodylimit import BodyLimitedRequest
+from common.bodylimit import BodyLimitedRequest
 
 TOO_LARGE = "request body too large"
 
@@ -28,14 +28,14 @@ class LimitedWebRequest(BodyLimitedRequest, WebRequest):
     def body_limit(self, path: str) -> int:
         from django.conf import settings
 
-        from hostmgmt.api.errors import is_v1_path
+        from apikit.errors import is_v1_path
 
         if is_v1_path(path):
             return settings.MGMT_MAX_REQUEST_BODY
         return settings.MAX_REQUEST_BODY
 
     def body_refusal(self, path: str) -> tuple[bytes, bytes]:
-        from hostmgmt.api.errors import error_body
+        from apikit.errors import error_body
 
         return b"application/json", json.dumps(error_body(path, 413, TOO_LARGE)).encode()
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from hostmgmt.api.errors import is_v1_path, json_error
-from hostmgmt.auth import origin
+from access import origin
+from apikit.errors import is_v1_path, json_error
 
 HSTS = "max-age=31536000"
 FRAME_POLICY = "frame-ancestors 'none'"

@@ -10,10 +10,10 @@ import os
 import secrets
 from pathlib import Path
 
-from hostmgmt.config import startup as _startup
-from hostmgmt.lib.env import env_bool, env_int, env_str
-from hostmgmt.lib.statedir import DB_FILE, LOG_DIR, REDIS_SOCKET, ensure_state_dir
-from hostmgmt.ports import DEFAULT_BASE_PORT, PortMap
+from common.env import env_bool, env_int, env_str
+from common.ports import DEFAULT_BASE_PORT, PortMap
+from common.statedir import DB_FILE, LOG_DIR, REDIS_SOCKET, ensure_state_dir
+from hostconfig import startup as _startup
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 STATE_DIR = ensure_state_dir()
@@ -21,7 +21,7 @@ STATE_DIR = ensure_state_dir()
 # ---------------------------------------------------------------------------------------------
 # Host network identity
 # The environment wins over host.conf (`port`, `bind_address`), which wins over the default;
-# a bad file value stops the start naming the key (hostmgmt/config/startup.py).
+# a bad file value stops the start naming the key (hostconfig/startup.py).
 if os.environ.get("HOST_PORT", "").strip():
     HOST_PORT = env_int("HOST_PORT", DEFAULT_BASE_PORT)
 else:
@@ -39,7 +39,7 @@ HOST_STARTED_AT = float(env_str("HOST_STARTED_AT", "0") or 0)
 # dir so sessions survive a restart.
 _secret_file = STATE_DIR / "django-secret"
 if not _secret_file.exists():
-    from hostmgmt.lib.files import atomic_write
+    from common.files import atomic_write
 
     atomic_write(_secret_file, secrets.token_hex(32))
 SECRET_KEY = _secret_file.read_text().strip()
@@ -121,7 +121,7 @@ DATABASES = {
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # Checked where a person picks the admin password (/welcome, /api/password), not when tools
-# or tests set one directly (hostmgmt.auth.credentials.check_password_rules).
+# or tests set one directly (access.credentials.check_password_rules).
 AUTH_PASSWORD_VALIDATORS: list[dict] = [
     {
         "NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator",
@@ -134,7 +134,7 @@ AUTH_PASSWORD_VALIDATORS: list[dict] = [
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
 ]
 # One backend: the admin password, through the shared failed-login bucket (Django admin too).
-AUTHENTICATION_BACKENDS = ["hostmgmt.auth.backends.ThrottledPasswordBackend"]
+AUTHENTICATION_BACKENDS = ["access.backends.ThrottledPasswordBackend"]
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"
 USE_I18N = True
@@ -189,11 +189,13 @@ REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [],
     "DEFAULT_PERMISSION_CLASSES": [],
     "UNAUTHENTICATED_USER": None,
-    "EXCEPTION_HANDLER": "hostmgmt.api.errors.exception_handler",
-    "DEFAULT_CONTENT_NEGOTIATION_CLASS": "hostmgmt.api.negotiation.JsonOnlyNegotiation",
+    "EXCEPTION_HANDLER": "apikit.errors.exception_handler",
+    "DEFAULT_CONTENT_NEGOTIATION_CLASS": "apikit.negotiation.JsonOnlyNegotiation",
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
 }
 
+# Plain Django views the schema generator never visits: route -> {method: operation factory}.
+HOST_HAND_WRITTEN_ROUTES = {"/api/v1/events": {"get": "hooks.api.schema.events_operation"}}
 SPECTACULAR_SETTINGS = {
     "TITLE": "Streaming host APIs",
     "DESCRIPTION": (
@@ -206,11 +208,11 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
     "COMPONENT_SPLIT_REQUEST": True,
-    # Plain Django views (the SSE stream) the generator cannot see: hostmgmt/api/schema.py.
+    # Plain Django views (the SSE stream) the generator cannot see: apikit/schema.py.
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",
-        "hostmgmt.api.schema.add_hand_written_routes",
-        "hostmgmt.api.schema.document_errors",
+        "apikit.schema.add_hand_written_routes",
+        "apikit.schema.document_errors",
     ],
 }
 
@@ -228,13 +230,13 @@ LOGGING = {
     "disable_existing_loggers": False,
     "formatters": {
         "line": {
-            "()": "hostmgmt.console.logfile.UtcFormatter",
+            "()": "console.logfile.UtcFormatter",
             "format": "%(asctime)s %(levelname)s %(process)d %(name)s: %(message)s",
         },
     },
     # Secrets are masked before any handler writes; the supervisor rotates the file and every
-    # process reopens it on its next line (hostmgmt/console/logfile.py).
-    "filters": {"redact": {"()": "hostmgmt.console.logfile.RedactingFilter"}},
+    # process reopens it on its next line (console/logfile.py).
+    "filters": {"redact": {"()": "console.logfile.RedactingFilter"}},
     "handlers": {
         "stderr": {
             "class": "logging.StreamHandler",
@@ -243,7 +245,7 @@ LOGGING = {
             "level": LOG_LEVEL,
         },
         "file": {
-            "class": "hostmgmt.lib.loghandler.DiskSafeFileHandler",
+            "class": "common.loghandler.DiskSafeFileHandler",
             "filename": str(LOG_FILE),
             "formatter": "line",
             "filters": ["redact"],
@@ -262,7 +264,7 @@ LOGGING = {
 # Updater: release manifests must be signed by this Ed25519 key (raw 32 bytes, base64).
 # GAP: no release signing key exists yet; until one is pinned here every manifest is refused,
 # nothing is fetched, and the update status (`refused`, `last_error`) and the console dashboard
-# say so (hostmgmt/console/updater.py NO_KEY_REASON; docs/console.md "Updater").
+# say so (console/updater.py NO_KEY_REASON; docs/console.md "Updater").
 # HOST_UPDATE_PUBLIC_KEY overrides it for test rigs and private builds only.
-# The manifest URL is the config schema key `update_manifest_url` (hostmgmt/config/schema.py).
+# The manifest URL is the config schema key `update_manifest_url` (hostconfig/schema.py).
 UPDATE_PUBLIC_KEY = env_str("HOST_UPDATE_PUBLIC_KEY", "")

@@ -4,12 +4,13 @@ from django.contrib import admin
 from django.urls import include, path
 from drf_spectacular.views import SpectacularSwaggerView
 
-from hostmgmt import pages
-from hostmgmt.api import error_views
-from hostmgmt.api.schema import SchemaView
+from apikit import error_views
+from apikit.schema import SchemaView
+from console import pages
 
 v1_patterns = [
-    path("", include("hostmgmt.api.urls_v1")),
+    path("", include("host.api.urls_v1")),
+    path("", include("console.api.urls_v1")),
     path("", include("hooks.api.urls_v1")),
     path("", include("library.api.urls_v1")),
     path("", include("pairing.api.urls_v1")),
@@ -19,7 +20,8 @@ v1_patterns = [
 ]
 
 admin_api_patterns = [
-    path("", include("hostmgmt.api.urls_admin")),
+    path("", include("host.api.urls_admin")),
+    path("", include("console.api.urls_admin")),
     path("", include("hooks.api.urls_admin")),
     path("", include("library.api.urls_admin")),
     path("", include("pairing.api.urls_admin")),
@@ -36,7 +38,8 @@ urlpatterns = [
     path("welcome", pages.welcome, name="welcome"),
     path("", include("pairing.urls_pages")),
     path("", include("native.api.urls")),
-    path("", include("hostmgmt.urls_console")),
+    path("", include("plugins.urls_pages")),
+    path("", include("console.urls")),
 ]
 
 handler400 = error_views.bad_request

@@ -164,7 +164,7 @@ def _enqueue(appid: int, kind: str) -> None:
 
 def fetch_from_cdn(appid: int, kind: str) -> bool:
     """Download one file from the CDN into our cache (or record a miss). True on success."""
-    from hostmgmt.lib.files import atomic_write
+    from common.files import atomic_write
 
     if kind not in CDN_FILES or not 0 < appid < 0x80000000:
         return False

@@ -29,8 +29,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from hostmgmt.lib.files import atomic_write
-from hostmgmt.lib.statedir import state_dir
+from common.files import atomic_write
+from common.statedir import state_dir
 from library import conf, imaging
 
 log = logging.getLogger("library.catalog")
@@ -259,7 +259,7 @@ def global_prep() -> list[dict]:
     """The host's `global_prep_cmd` steps (validated by the config schema), run before every
     app's own `prep-cmd` unless the entry sets `exclude-global-prep-cmd`."""
     try:
-        from hostmgmt.config import store
+        from hostconfig import store
 
         steps = store.get("global_prep_cmd") or []
     except Exception:  # a broken config must not hide the catalog

@@ -9,8 +9,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from hostmgmt.lib.env import env_int, env_str
-from hostmgmt.lib.statedir import state_dir
+from common.env import env_int, env_str
+from common.statedir import state_dir
 
 
 def _paths(name: str, defaults: list[Path]) -> list[Path]:
@@ -115,7 +115,7 @@ def apps_file() -> Path:
     raw = env_str("HOST_APPS_FILE", "").strip()
     if raw:
         return Path(raw)
-    from hostmgmt.config import store
+    from hostconfig import store
 
     chosen = store.get("file_apps")
     return Path(chosen) if chosen else state_dir() / "apps.json"

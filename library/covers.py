@@ -11,7 +11,7 @@ import binascii
 from pathlib import Path
 from urllib.parse import quote, urlsplit
 
-from hostmgmt.lib.files import atomic_write
+from common.files import atomic_write
 from library import catalog, conf, fetch, imaging
 
 MAX_KEY = 200

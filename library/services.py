@@ -22,7 +22,7 @@ import time
 from django.db import transaction
 from django.utils import timezone
 
-from hostmgmt.lib.errors import Conflict, Invalid, NotFound
+from common.errors import Conflict, Invalid, NotFound
 from library.models import CustomEntry, InstalledTitle, ScannerState
 from library.scanners import SCANNERS
 
@@ -104,7 +104,7 @@ def library_json() -> bytes:
 
 
 def _cached() -> dict:
-    from hostmgmt import dbversion
+    from common import dbversion
 
     key = dbversion.cached("library.fingerprint", _fingerprint)
     cached = _listing_cache.get("current")

@@ -1,2 +1,2 @@
 """Encode, capture, sound and input: no Django, no app (imports only the standard
-library, third-party packages, hostmgmt.lib and hostmgmt.config)."""
+library, third-party packages, common and hostconfig)."""

@@ -14,7 +14,7 @@ refused: VAAPI, VideoToolbox and Vulkan encoders are not in PyAV's wheels.
 
 from __future__ import annotations
 
-from hostmgmt.config.schema import ENCODER_KEYS, X264_PRESETS, X264_TUNES
+from hostconfig.schema import ENCODER_KEYS, X264_PRESETS, X264_TUNES
 
 SOFTWARE = ("libx264", "libx265", "libsvtav1")
 NVENC = ("h264_nvenc", "hevc_nvenc", "av1_nvenc")

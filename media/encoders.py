@@ -19,8 +19,8 @@ import threading
 import time
 from pathlib import Path
 
-from hostmgmt.lib.files import atomic_write
-from hostmgmt.lib.statedir import state_dir
+from common.files import atomic_write
+from common.statedir import state_dir
 
 log = logging.getLogger(__name__)
 

@@ -17,7 +17,7 @@ import time
 
 import numpy as np
 
-from hostmgmt.lib.samples import Samples
+from common.samples import Samples
 
 log = logging.getLogger("streaming.sessions")
 

@@ -15,10 +15,10 @@ import os
 import time
 from pathlib import Path
 
-from hostmgmt.lib import filecache
-from hostmgmt.lib.errors import DomainError
-from hostmgmt.lib.files import atomic_write
-from hostmgmt.lib.statedir import state_dir
+from common import filecache
+from common.errors import DomainError
+from common.files import atomic_write
+from common.statedir import state_dir
 
 log = logging.getLogger(__name__)
 
@@ -275,7 +275,7 @@ def gpu_state(live: list[dict], sysfs: str | Path = "/sys", nvml: dict | None = 
     """GET /gpus: the GPUs, the preference and the next pick, and `active` from `live` (one
     `{"backend", "gpu_id"}` per live encode session, `streaming.services.live_encoders`: the
     session side lives above this module, so the caller asks it)."""
-    from hostmgmt.config import store
+    from hostconfig import store
 
     default = str(sysfs) == "/sys" and nvml is None
     gpus = machine_gpus() if default else enumerate_gpus(sysfs, nvml)
@@ -320,7 +320,7 @@ def encoder_for(encoder: str, gpus: list[dict] | None = None) -> dict:
     mine = [g for g in gpus if g["vendor"] == vendor]
     if not mine:
         return {"backend": backend, "gpu_id": ""}
-    from hostmgmt.config import store
+    from hostconfig import store
 
     chosen = select(gpus, load_preference(), store.get("adapter_name"))
     pick = next((g for g in mine if chosen and g["id"] == chosen["id"]), mine[0])
@@ -329,7 +329,7 @@ def encoder_for(encoder: str, gpus: list[dict] | None = None) -> dict:
 
 def preferred_vendor(gpus: list[dict] | None = None) -> str | None:
     """The vendor of the GPU the preference selects (`select`), for `encoders.choose`."""
-    from hostmgmt.config import store
+    from hostconfig import store
 
     gpus = enumerate_gpus() if gpus is None else gpus
     chosen = select(gpus, load_preference(), store.get("adapter_name"))
@@ -340,7 +340,7 @@ def nvenc_gpu_index(gpus: list[dict] | None = None) -> int | None:
     """FFmpeg NVENC's `gpu` option for the selected GPU: its place among the NVIDIA GPUs (in
     order GET /gpus lists them); None when it is not an NVIDIA GPU."""
     # GAP: QSV and AMF cannot be pointed at one GPU (PyAV gives encoders no device context).
-    from hostmgmt.config import store
+    from hostconfig import store
 
     gpus = enumerate_gpus() if gpus is None else gpus
     chosen = select(gpus, load_preference(), store.get("adapter_name"))

@@ -14,7 +14,7 @@ import ipaddress
 import logging
 import sys
 
-from hostmgmt.lib import netranges
+from common import netranges
 
 log = logging.getLogger("media")
 

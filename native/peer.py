@@ -272,7 +272,7 @@ class NativePeer:
             raise _Ended
 
     async def _start_media(self) -> None:
-        from hostmgmt.config import store
+        from hostconfig import store
         from native import clipboard, launch, sound
         from native.media import EncodedVideoTrack, EncoderProcess
         from streaming import session_display, session_play

@@ -13,7 +13,7 @@ import time
 
 import redis
 
-from hostmgmt.lib.errors import TooMany
+from common.errors import TooMany
 
 PREFIX = "native:rate:"
 WINDOW_S = 10

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import re
 
-from hostmgmt import redis_client
-from hostmgmt.lib.errors import Invalid, NotFound
+from common import redis_client
+from common.errors import Invalid, NotFound
 from native import launch, sessions
 from native.ratelimit import OfferLimiter
 from pairing import native as pairing

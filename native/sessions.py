@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 
-from hostmgmt.lib.errors import DomainError
+from common.errors import DomainError
 from streaming.sessions import admission, runtime
 from streaming.sessions import registry as sessions_registry
 from streaming.sessions.registry import connecting

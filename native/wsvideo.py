@@ -24,7 +24,7 @@ import stat
 import struct
 from pathlib import Path
 
-from hostmgmt.lib.statedir import state_path
+from common.statedir import state_path
 from native.media import HEADER
 
 log = logging.getLogger("native")

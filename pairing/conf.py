@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from hostmgmt.lib.env import env_int
+from common.env import env_int
 
 
 def pin_timeout_s() -> int:

@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from django.db import transaction
 from django.utils import timezone
 
-from hostmgmt.lib.errors import Forbidden, Invalid, NotFound, TooMany
-from hostmgmt.lib.names import sanitize_name
+from common.errors import Forbidden, Invalid, NotFound, TooMany
+from common.names import sanitize_name
 from pairing.models import PLANE_NATIVE, PairedClient
 from pairing.native_pending import MAX_WRONG_PINS, PendingQueue, QueueFull
 from pairing.services import emit_device
@@ -35,7 +35,7 @@ CLOSED_BY_WRONG_PINS = (
 
 
 def queue() -> PendingQueue:
-    from hostmgmt import redis_client  # the host's one accessor
+    from common import redis_client  # the host's one accessor
 
     return PendingQueue(redis_client.client())
 

@@ -14,8 +14,8 @@ from django.shortcuts import render
 from django.views.decorators.csrf import csrf_protect
 from django.views.decorators.http import require_http_methods
 
-from hostmgmt.auth import credentials, throttle
-from hostmgmt.auth.admin import REALM
+from access import credentials, throttle
+from access.admin import REALM
 from pairing import services
 
 

@@ -13,10 +13,9 @@ from cryptography import x509
 from django.db import transaction
 from django.utils import timezone
 
-from hostmgmt import dbversion
-from hostmgmt.lib import netranges
-from hostmgmt.lib.errors import Invalid
-from hostmgmt.lib.names import sanitize_name
+from common import dbversion, netranges
+from common.errors import Invalid
+from common.names import sanitize_name
 from pairing import crypto
 from pairing.models import PLANE_COMPAT, PLANE_NATIVE, PairedClient, PinRequest
 from pairing.signals import announce_revocation
@@ -229,7 +228,7 @@ TRUE_WORDS = {"true", "yes", "on", "enable", "enabled", "1"}
 
 
 def raw_config() -> dict[str, str]:
-    from hostmgmt.config import store
+    from hostconfig import store
 
     return store.read_raw()
 

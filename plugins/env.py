@@ -32,15 +32,15 @@ from dataclasses import dataclass, field
 from importlib.metadata import PathDistribution
 from pathlib import Path
 
-from hostmgmt.lib import statedir
-from hostmgmt.lib.env import without_secrets
+from access.plugin_tokens import PLUGIN_ID
+from common import statedir
+from common.env import without_secrets
 
 ENTRY_POINT_GROUP = "hostmgmt.plugins"
 DIST_PREFIX = "host-plugin-"
-PLUGIN_ID = re.compile(r"[a-z][a-z0-9-]{0,63}")
 DIST_NAME = re.compile(r"host-plugin-[a-z0-9][a-z0-9-]{0,58}")
 # The host's own settings: a process the host starts for plugin code gets none of them (the same
-# rule as the runner's; secret-named variables go by hostmgmt.lib.env.without_secrets).
+# rule as the runner's; secret-named variables go by common.env.without_secrets).
 HOST_ONLY_VARS = ("HOST_", "DJANGO_", "REDIS_URL", "CELERY", "SESSION_MANAGER", "PYTHON", "PIP_")
 
 

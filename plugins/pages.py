@@ -28,7 +28,7 @@ from django.http import HttpResponse, HttpResponseRedirect
 from django.views.decorators.csrf import csrf_protect
 from django.views.decorators.http import require_http_methods
 
-from hostmgmt.console.views import CSP, console_page, page
+from console.views import CSP, console_page, page
 from plugins import env as plugin_env
 from plugins import registry, runner_control, runtime
 

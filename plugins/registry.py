@@ -19,10 +19,10 @@ import json
 import re
 import time
 
+from common import redis_client
+from common.errors import DomainError, Invalid
 from hooks import events
 from hooks.event_kinds import PLUGINS_CHANGED
-from hostmgmt import redis_client
-from hostmgmt.lib.errors import DomainError, Invalid
 from plugins.env import PLUGIN_ID
 
 KEY = "plugins:registry"

@@ -7,7 +7,7 @@ supervisor restarts the runner like any child, and the plugins die with it (proc
 parent-death signal, as every child of the host).
 
 Each plugin gets: `HOST_MGMT_URL` (https://127.0.0.1:<mgmt port>/api/v1), `HOST_PLUGIN_TOKEN`
-(its own token, bound to its id: plugins/tokens.py), `HOST_PLUGIN_ID`, `HOST_CA_FILE` and
+(its own token, bound to its id: access/plugin_tokens.py), `HOST_PLUGIN_ID`, `HOST_CA_FILE` and
 `SSL_CERT_FILE` (the host's certificate, so stdlib `ssl` verifies the host), plus the host's
 environment without anything secret-named and without the host's own settings
 (`plugins.env.child_env`, the same rule pip runs under).
@@ -48,10 +48,10 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from hostmgmt.lib import procs
+from access import plugin_tokens
+from common import procs
 from plugins import env as plugin_env
 from plugins import runner_control
-from plugins import tokens as plugin_tokens
 
 log = logging.getLogger("plugins.runner")
 
@@ -365,7 +365,7 @@ class Runner:
 
     def pump(self, run: Running, stream, level: int) -> None:
         """One pipe of one plugin into the host's log, line by line, rate-limited."""
-        from hostmgmt.console.logfile import redact
+        from console.logfile import redact
 
         logger = run.logger
         with contextlib.suppress(OSError, ValueError):
@@ -495,8 +495,8 @@ def main() -> int:
     django.setup()
     from django.conf import settings
 
-    from hostmgmt import identity
-    from hostmgmt.lib import statedir
+    from access import identity
+    from common import statedir
 
     # Loopback whenever the host listens there (wildcard or loopback bind), else its address.
     bind = settings.HOST_BIND

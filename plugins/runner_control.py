@@ -31,8 +31,8 @@ import os
 import time
 from pathlib import Path
 
-from hostmgmt.lib import netranges, statedir
-from hostmgmt.lib.files import atomic_write
+from common import netranges, statedir
+from common.files import atomic_write
 
 RESCAN_FILE = "runner-rescan"
 STATUS_FILE = "runner-status.json"

@@ -6,7 +6,7 @@
 #
 #   sudo scripts/fresh-root-check.sh            # make test (the whole suite)
 #   sudo scripts/fresh-root-check.sh test-fast  # any other make target and arguments, e.g.
-#   sudo scripts/fresh-root-check.sh test PYTEST_ARGS="tests/hostmgmt/console/test_browser.py"
+#   sudo scripts/fresh-root-check.sh test PYTEST_ARGS="tests/console/test_browser.py"
 #
 # Needs root and unshare on a Debian-like machine with network access to the Debian mirror and
 # PyPI (debootstrap is installed when missing). The pristine base root is cached as a tarball (FRESH_ROOT_CACHE) so a rerun

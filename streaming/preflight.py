@@ -14,7 +14,7 @@ import time
 import psutil
 from django.conf import settings
 
-from hostmgmt.ports import busy_ports
+from common.ports import busy_ports
 
 PASS, WARN, FAIL, SKIP = "pass", "warn", "fail", "skip"
 
@@ -27,7 +27,7 @@ def _check(cid, label, status, detail, remediation=None) -> dict:
 
 
 def config_storage() -> dict:
-    from hostmgmt.lib.statedir import state_dir
+    from common.statedir import state_dir
 
     path = state_dir()
     try:
@@ -48,8 +48,8 @@ def config_storage() -> dict:
 def host_config() -> dict:
     """Keys whose value breaks its rule (the default applies) and lines the reader refused
     (`store.problems()`: hand edits with a line-break or control character, unclosed lists)."""
-    from hostmgmt.config import store
-    from hostmgmt.config.schema import key
+    from hostconfig import store
+    from hostconfig.schema import key
 
     bad = []
     for name, raw in store.read_raw().items():
@@ -74,7 +74,7 @@ def host_config() -> dict:
 
 
 def tls() -> dict:
-    from hostmgmt import identity
+    from access import identity
 
     if identity.tls_material_valid():
         return _check("tls", "TLS certificate and key", PASS, "valid and matching")
@@ -88,7 +88,7 @@ def tls() -> dict:
 
 
 def redis_and_worker() -> list[dict]:
-    from hostmgmt import redis_client
+    from common import redis_client
 
     try:
         redis_client.ping()
@@ -114,7 +114,7 @@ def redis_and_worker() -> list[dict]:
 
 
 def encoder() -> dict:
-    from hostmgmt.config import store
+    from hostconfig import store
     from media import encoders
 
     backend = encoders.resolve_backend(store.get("encoder"))
@@ -215,7 +215,7 @@ def _headless_check(sel) -> dict:
     """The host's headless compositor: which one headless_mode would run (as which user),
     whether it runs now and its live outputs; `fail` when headless_mode is on and it cannot."""
     from displays import headless
-    from hostmgmt.config import store
+    from hostconfig import store
 
     st = headless.status(sel.gnome_why)
     on = bool(store.get("headless_mode"))
@@ -284,7 +284,7 @@ def ports() -> dict:
 
 
 def compat_broadcast() -> dict:
-    from hostmgmt.config import store
+    from hostconfig import store
 
     on = bool(store.get("compat_enabled"))
     return _check(

@@ -21,7 +21,7 @@ import json
 import logging
 import time
 
-from hostmgmt import redis_client
+from common import redis_client
 from media import gpus
 from streaming.sessions import admission, registry
 
@@ -165,8 +165,8 @@ def runtime_status() -> dict:
 
 
 def kept_displays() -> int:
+    from common import dbversion
     from displays.models import VirtualDisplay
-    from hostmgmt import dbversion
 
     return dbversion.cached(
         "streaming.kept_displays",

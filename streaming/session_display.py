@@ -17,7 +17,7 @@ import logging
 import os
 import time
 
-from hostmgmt.lib import procs
+from common import procs
 
 log = logging.getLogger("streaming.sessions")
 
@@ -155,7 +155,7 @@ def placing(display: dict, timeout: float):
     if not is_gnome(display):
         yield
         return
-    from hostmgmt.lib.statedir import state_dir
+    from common.statedir import state_dir
     from media.framesource import MutterCapture
     from media.mutter.remotedesktop import MutterInput, MutterInputUnavailable
 

@@ -31,7 +31,7 @@ def capped_fps(fps: int) -> int:
     """The frame rate a client asked for at launch, capped by `max_fps` (unset: no cap); both
     planes ask it before they choose the display mode."""
     try:
-        from hostmgmt.config import store
+        from hostconfig import store
 
         cap = store.get("max_fps")
     except Exception:  # a broken config must not stop a stream
@@ -50,7 +50,7 @@ UNCAPPED = 1 << 30
 
 
 def _values() -> dict:
-    from hostmgmt.config import store
+    from hostconfig import store
 
     return store.values()
 

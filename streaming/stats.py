@@ -24,8 +24,8 @@ import threading
 import time
 from collections import deque
 
-from hostmgmt.lib.files import atomic_write
-from hostmgmt.lib.statedir import state_dir, state_path
+from common.files import atomic_write
+from common.statedir import state_dir, state_path
 
 LATENCY_WINDOW = 600  # frames (10 s at 60 fps)
 NETWORK_WINDOW = 120  # feedback samples (about two minutes at one per second)

@@ -30,7 +30,7 @@ def live_host():
 def redis_url():
     """The one kind of Redis the in-process tests use: a private redis-server on a unix
     socket, started as the supervisor starts the host's (same binary, same arguments)."""
-    from hostmgmt.supervisor import redis_server
+    from supervisor import redis_server
 
     tmp = Path(tempfile.mkdtemp(prefix="tests-redis-"))
     sock = tmp / "redis.sock"
@@ -51,8 +51,8 @@ def redis_url():
 @pytest.fixture
 def redis_db(redis_url, settings):
     """The host's Redis accessor pointed at the test server, emptied: the client every product
-    module gets from `hostmgmt.redis_client.client()` during this test."""
-    from hostmgmt import redis_client
+    module gets from `common.redis_client.client()` during this test."""
+    from common import redis_client
 
     settings.REDIS_URL = redis_url
     client = redis_client.client()
@@ -75,8 +75,8 @@ def restore_config(redis_db):
     """Give the test the in-process host's config file back as it found it, and fresh login
     buckets (they live in Redis, as on the host), so tests that write config or fail logins
     cannot leak into each other."""
-    from hostmgmt.auth import throttle
-    from hostmgmt.config import store
+    from access import throttle
+    from hostconfig import store
 
     path = store.config_path()
     saved = path.read_bytes() if path.exists() else None
@@ -92,7 +92,7 @@ def restore_config(redis_db):
 @pytest.fixture
 def admin_headers(db, restore_config):
     """Admin credentials set in the in-process host, as Django test-client headers."""
-    from hostmgmt.auth import credentials
+    from access import credentials
 
     credentials.set_credentials("admin", "s3cret")
     return {"HTTP_AUTHORIZATION": basic("admin", "s3cret")}

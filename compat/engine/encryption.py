@@ -13,16 +13,16 @@ Modes, per network class of the client (reference B.7, B.10):
 The layers themselves live beside their streams: encrypted RTSP in :mod:`compat.rtsp`, video
 AES-GCM in :mod:`compat.video`, audio AES-CBC in :mod:`compat.audio`, control v2 in
 :mod:`compat.control`. ``network_policy`` (``auto``/``lan``/``wan``) decides the class: ``auto``
-calls loopback and the LAN ranges of :mod:`hostmgmt.lib.netranges` LAN (the console's
-``hostmgmt.auth.origin`` uses the same table), anything else WAN.
+calls loopback and the LAN ranges of :mod:`common.netranges` LAN (the console's
+``access.origin`` uses the same table), anything else WAN.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from common import netranges
 from compat import rtsp
-from hostmgmt.lib import netranges
 
 OFF, WHEN_SUPPORTED, REQUIRED = 0, 1, 2
 ALL_LAYERS = rtsp.ENC_CONTROL_V2 | rtsp.ENC_VIDEO | rtsp.ENC_AUDIO

@@ -11,8 +11,8 @@ import struct
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from common.samples import Samples
 from compat.codecs import H264_ONLY, Offer
-from hostmgmt.lib.samples import Samples
 
 CONTROL_TIMEOUT_S = 10.0  # no ENet traffic for this long: the client is gone
 

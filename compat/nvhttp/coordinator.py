@@ -22,8 +22,8 @@ from typing import Protocol
 
 from cryptography import x509
 
+from common.names import sanitize_name
 from compat.nvhttp.handshake import DONE, WAITING_PIN, HandshakeError, HostIdentity, ServerHandshake
-from hostmgmt.lib.names import sanitize_name
 from pairing import crypto
 
 log = logging.getLogger(__name__)

@@ -16,8 +16,8 @@ from twisted.internet.interfaces import IOpenSSLContextFactory
 from twisted.web import resource, server
 from zope.interface import implementer
 
+from common.bodylimit import BodyLimitedRequest
 from compat.nvhttp.dispatch import Dispatcher, NvRequest, NvResponse, parse_query, xml
-from hostmgmt.lib.bodylimit import BodyLimitedRequest
 
 log = logging.getLogger(__name__)
 

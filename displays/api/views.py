@@ -6,12 +6,12 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiExample, extend_schema
 from rest_framework.response import Response
 
+from apikit.base import ConsoleMgmtAPIView, MgmtAPIView, json_body
+from apikit.errors import FieldErrors
+from apikit.schema import error
 from displays import capture, compositors, machine, monitors
 from displays import services as displays
 from displays.api import serializers as s
-from hostmgmt.api.base import ConsoleMgmtAPIView, MgmtAPIView, json_body
-from hostmgmt.api.errors import FieldErrors
-from hostmgmt.api.schema import error
 
 _NOT_SAVED = {500: error("the display policy or preset catalog could not be written")}
 _STATE = {200: s.DisplaySettingsStateSerializer, **_NOT_SAVED}
@@ -26,7 +26,7 @@ class CaptureMethodsView(MgmtAPIView):
 class CompositorsView(MgmtAPIView):
     @extend_schema(responses=s.CompositorSerializer(many=True))
     def get(self, request):
-        from hostmgmt.config import store
+        from hostconfig import store
 
         return Response(compositors.compositors(store.get("compositor")))
 

@@ -7,10 +7,10 @@ from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_sche
 from rest_framework import serializers
 from rest_framework.response import Response
 
+from apikit.base import ConsoleMgmtAPIView, json_object
+from apikit.errors import ApiError, FieldErrors
 from hooks import conf, services
 from hooks.models import Delivery
-from hostmgmt.api.base import ConsoleMgmtAPIView, json_object
-from hostmgmt.api.errors import ApiError, FieldErrors
 
 
 class HookFilterSerializer(serializers.Serializer):

@@ -7,10 +7,10 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiExample, OpenApiParameter, extend_schema
 from rest_framework.response import Response
 
-from hostmgmt.api.base import AdminAPIView, json_object
-from hostmgmt.api.errors import ApiError
-from hostmgmt.api.schema import error
-from hostmgmt.config.schema import app_exec_fields
+from apikit.base import AdminAPIView, json_object
+from apikit.errors import ApiError
+from apikit.schema import error
+from hostconfig.schema import app_exec_fields
 from library import app_input, browse, catalog, covers
 from library.api import serializers as s
 

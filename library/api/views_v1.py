@@ -12,9 +12,9 @@ from drf_spectacular.utils import (
 )
 from rest_framework.response import Response
 
-from hostmgmt.api.base import ConsoleMgmtAPIView
-from hostmgmt.api.errors import ApiError
-from hostmgmt.api.schema import error
+from apikit.base import ConsoleMgmtAPIView
+from apikit.errors import ApiError
+from apikit.schema import error
 from library import art, services
 from library.api import serializers as s
 

@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from hostmgmt.config.schema import AUDIO_KEYS, key
+from hostconfig.schema import AUDIO_KEYS, key
 from media.audio.dsp import Agc, Ducker, NoiseGate, Vad, level_db
 
 log = logging.getLogger("media.audio")
@@ -107,7 +107,7 @@ class Chain:
     @classmethod
     def from_store(cls) -> Chain:
         """A chain from the host's config file (read once, at session start)."""
-        from hostmgmt.config import store
+        from hostconfig import store
 
         return cls.from_config({name: store.get(name) for name in (*AUDIO_KEYS, "audio_gain")})
 

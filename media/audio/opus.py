@@ -19,7 +19,7 @@ from typing import Any
 import av
 import numpy as np
 
-from hostmgmt.config.schema import OPUS_KEYS
+from hostconfig.schema import OPUS_KEYS
 from media.audio.chain import setting
 
 log = logging.getLogger("media.audio")
@@ -58,7 +58,7 @@ class OpusSettings:
 
     @classmethod
     def from_store(cls) -> OpusSettings:
-        from hostmgmt.config import store
+        from hostconfig import store
 
         return cls.from_config({name: store.get(name) for name in OPUS_KEYS})
 

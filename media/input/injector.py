@@ -29,7 +29,7 @@ def keybindings() -> dict[int, int]:
     """host.conf's `keybindings` as {from: to} key codes; {} when unset or unreadable (a
     broken config must not stop a session's input)."""
     try:
-        from hostmgmt.config import store
+        from hostconfig import store
 
         codes = [int(c, 0) for c in store.get("keybindings") or []]
         return dict(zip(codes[0::2], codes[1::2], strict=True))

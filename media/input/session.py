@@ -43,7 +43,7 @@ SWITCH_OF = {
 def input_switches() -> dict[str, bool]:
     """`keyboard`, `mouse`, `controller` from the host config (read once per session)."""
     try:
-        from hostmgmt.config import store
+        from hostconfig import store
 
         return {name: bool(store.get(name)) for name in ("keyboard", "mouse", "controller")}
     except Exception:  # a broken config must not stop a session's input

@@ -85,7 +85,7 @@ class Stream:
 
 # -- the kept restore token and the last outcome ------------------------------------------------
 def state_file():
-    from hostmgmt.lib.statedir import state_path
+    from common.statedir import state_path
 
     return state_path(STATE_FILE)
 
@@ -119,8 +119,8 @@ def load_state() -> dict:
 
 def save_state(**fields) -> None:
     """Replace the kept state (0600, atomic)."""
-    from hostmgmt.lib.files import atomic_write
-    from hostmgmt.lib.statedir import ensure_state_dir
+    from common.files import atomic_write
+    from common.statedir import ensure_state_dir
 
     ensure_state_dir()
     fields["at"] = int(time.time())

@@ -14,7 +14,7 @@ import time
 
 import numpy as np
 
-from hostmgmt.lib.samples import Samples
+from common.samples import Samples
 from media.wayland.client import Display, MissingGlobal, OutputInfo, ShmPool, WaylandError
 from media.wayland.protocols import (
     SCREENCOPY_Y_INVERT,

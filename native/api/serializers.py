@@ -9,8 +9,8 @@ import re
 
 from rest_framework import serializers
 
+from common.errors import Invalid
 from displays.machine import DisplayError, parse_mode
-from hostmgmt.lib.errors import Invalid
 from native.services import sdp_fingerprint
 
 PIN_RE = re.compile(r"[0-9]{4}")  # not \d: that matches every script's digits

@@ -18,9 +18,9 @@ from rest_framework.response import Response
 from rest_framework.throttling import BaseThrottle
 from rest_framework.views import APIView
 
-from hostmgmt.auth.admin import client_ip
-from hostmgmt.auth.mgmt import csrf_failure
-from hostmgmt.lib.errors import Invalid, TooLarge
+from access.admin import client_ip
+from access.mgmt import csrf_failure
+from common.errors import Invalid, TooLarge
 from native import launch, services
 from native.api.serializers import OfferSerializer
 

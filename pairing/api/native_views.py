@@ -9,8 +9,8 @@ from __future__ import annotations
 from drf_spectacular.utils import extend_schema
 from rest_framework.response import Response
 
-from hostmgmt.api.base import ConsoleMgmtAPIView, json_object
-from hostmgmt.api.schema import error
+from apikit.base import ConsoleMgmtAPIView, json_object
+from apikit.schema import error
 from pairing import native
 from pairing.api import serializers as s
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 from drf_spectacular.utils import OpenApiExample, OpenApiResponse, extend_schema
 from rest_framework.response import Response
 
-from hostmgmt.api.base import AdminAPIView, MgmtAPIView, json_object
-from hostmgmt.api.errors import ApiError
+from apikit.base import AdminAPIView, MgmtAPIView, json_object
+from apikit.errors import ApiError
 from pairing import services
 from pairing.api import serializers as s
 

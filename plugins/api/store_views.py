@@ -1,7 +1,7 @@
 """Management API views of the plugin store (`/api/v1/store/...` but `/store/runtime`, which
 is the runner's). Thin: `plugins.store.services` does the work. The console's Store page calls
 them with the operator's login session; the plugin token gets 403 on every one
-(`hostmgmt/auth/mgmt.py` PLUGIN_DENIED)."""
+(`access/mgmt.py` PLUGIN_DENIED)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import serializers
 from rest_framework.response import Response
 
-from hostmgmt.api.base import ConsoleMgmtAPIView, json_object
+from apikit.base import ConsoleMgmtAPIView, json_object
 from plugins.store import services
 
 

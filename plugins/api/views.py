@@ -1,7 +1,7 @@
 """`/api/v1/plugins...` (registrations) and `/api/v1/store/runtime` (the runner's switch).
 
 Thin: the rules live in plugins.registry and plugins.runtime. Who may call what is decided
-before the view (hostmgmt/auth/mgmt.py: a plugin's own token reaches its own id only).
+before the view (access/mgmt.py: a plugin's own token reaches its own id only).
 """
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from django.http import HttpResponse
 from drf_spectacular.utils import extend_schema
 from rest_framework.response import Response
 
-from hostmgmt.api.base import ConsoleMgmtAPIView, MgmtAPIView, json_body
-from hostmgmt.api.schema import error
+from apikit.base import ConsoleMgmtAPIView, MgmtAPIView, json_body
+from apikit.schema import error
 from plugins import registry, runner_control, runtime
 from plugins.api import serializers as s
 

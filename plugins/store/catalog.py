@@ -32,8 +32,8 @@ from contextlib import contextmanager
 from datetime import UTC, datetime
 from urllib.parse import urljoin
 
+from common.files import atomic_write
 from hooks import ssrf
-from hostmgmt.lib.files import atomic_write
 from plugins import env
 from plugins.store import conf, netfetch, signing
 from plugins.store.sources import Source

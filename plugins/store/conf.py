@@ -5,8 +5,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from hostmgmt.lib import statedir
-from hostmgmt.lib.env import env_int, env_str
+from common import statedir
+from common.env import env_int, env_str
 
 # The built-in source: the project's own catalog, its entries the only `verified` tier.
 # GAP: no catalog is published at this address yet (a placeholder under `.invalid`, so it can

@@ -15,8 +15,8 @@ import os
 import time
 from collections import deque
 
-from hostmgmt import redis_client
-from hostmgmt.lib.files import atomic_write
+from common import redis_client
+from common.files import atomic_write
 from plugins.store import conf
 
 LOCK_TTL_S = conf.JOB_TIMEOUT_S + 30

@@ -21,8 +21,8 @@ import ssl
 import time
 from urllib.parse import urlsplit
 
+from common import netranges
 from hooks import ssrf
-from hostmgmt.lib import netranges
 from plugins.store import conf
 
 USER_AGENT = "hostmgmt-store/1"

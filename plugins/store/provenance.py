@@ -8,7 +8,7 @@ import json
 import shutil
 from pathlib import Path
 
-from hostmgmt.lib.files import atomic_write
+from common.files import atomic_write
 from plugins.store import conf
 
 FILE = "provenance.json"

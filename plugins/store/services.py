@@ -1,6 +1,6 @@
 """The store as the API sees it: sources, the merged catalog, installed packages and jobs.
 
-Views call these functions only; each raises a `hostmgmt.lib.errors` refusal with the message
+Views call these functions only; each raises a `common.errors` refusal with the message
 the caller sees. Every change of what the store offers or holds emits `store.changed` (source
 put/delete, a forced refresh, a job's end).
 """
@@ -12,9 +12,9 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from urllib.parse import unquote, urlsplit
 
+from common.errors import Conflict, DomainError, Invalid, NotFound
+from common.version import VERSION
 from hooks import ssrf
-from hostmgmt.lib.errors import Conflict, DomainError, Invalid, NotFound
-from hostmgmt.version import VERSION
 from plugins import env, runner_control
 from plugins.store import catalog, conf, jobs, netfetch, provenance, sources
 

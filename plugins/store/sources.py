@@ -9,9 +9,9 @@ import json
 from contextlib import contextmanager
 from dataclasses import dataclass
 
+from common.errors import Forbidden, Invalid
+from common.files import atomic_write
 from hooks import ssrf
-from hostmgmt.lib.errors import Forbidden, Invalid
-from hostmgmt.lib.files import atomic_write
 from plugins.store import conf, netfetch, signing
 
 FILE = "sources.json"

@@ -1,6 +1,6 @@
 // Native (browser) devices on the clients page: approve or deny a waiting browser, arm a PIN.
 // Calls the /api/v1/native routes with the operator's session and CSRF token (never the API
-// token: those routes accept the console session, see hostmgmt/api/base.py).
+// token: those routes accept the console session, see apikit/base.py).
 "use strict";
 
 (() => {

@@ -10,11 +10,11 @@ from drf_spectacular.utils import extend_schema, inline_serializer
 from rest_framework import serializers
 from rest_framework.response import Response
 
+from apikit.base import MgmtAPIView, json_object
+from apikit.errors import ApiError, FieldErrors
+from apikit.schema import error
 from games import lifecycle
 from games import session_settings as game_settings
-from hostmgmt.api.base import MgmtAPIView, json_object
-from hostmgmt.api.errors import ApiError, FieldErrors
-from hostmgmt.api.schema import error
 
 
 class SessionSettingsSerializer(serializers.Serializer):

@@ -9,8 +9,8 @@ from drf_spectacular.utils import extend_schema, inline_serializer
 from rest_framework import serializers
 from rest_framework.response import Response
 
-from hostmgmt.api.base import ConsoleMgmtAPIView
-from hostmgmt.api.errors import ApiError
+from apikit.base import ConsoleMgmtAPIView
+from apikit.errors import ApiError
 from streaming import live
 
 log = logging.getLogger(__name__)

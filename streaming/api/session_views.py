@@ -13,10 +13,10 @@ from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serial
 from rest_framework import serializers
 from rest_framework.response import Response
 
-from hostmgmt.api import shapes
-from hostmgmt.api.base import AdminAPIView, ConsoleMgmtAPIView
-from hostmgmt.api.errors import ApiError
-from hostmgmt.api.schema import error
+from apikit import shapes
+from apikit.base import AdminAPIView, ConsoleMgmtAPIView
+from apikit.errors import ApiError
+from apikit.schema import error
 from streaming import services
 from streaming.sessions import registry
 

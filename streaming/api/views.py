@@ -5,8 +5,8 @@ from __future__ import annotations
 from drf_spectacular.utils import OpenApiExample, extend_schema
 from rest_framework.response import Response
 
-from hostmgmt.api.base import MgmtAPIView, json_body
-from hostmgmt.api.schema import error
+from apikit.base import MgmtAPIView, json_body
+from apikit.schema import error
 from media import gpus
 from streaming import preflight, services
 from streaming.api import serializers as s

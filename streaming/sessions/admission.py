@@ -25,9 +25,8 @@ import logging
 import secrets
 import time
 
-from hostmgmt import redis_client
-from hostmgmt.lib import procs
-from hostmgmt.ports import MAX_SLOTS, slot_udp_held
+from common import procs, redis_client
+from common.ports import MAX_SLOTS, slot_udp_held
 from streaming.sessions import registry
 
 log = logging.getLogger("streaming.sessions")
@@ -60,7 +59,7 @@ def slot_key(slot: int) -> str:
 def max_sessions() -> int:
     """The `max_sessions` key, read at each admission (an edit counts from the next one)."""
     try:
-        from hostmgmt.config import store
+        from hostconfig import store
 
         value = int(store.get("max_sessions"))
     except Exception:  # an unreadable config admits as the default does

@@ -63,7 +63,7 @@ def offered(client_name: str = "") -> tuple[str, ...]:
     """The codecs offered to this client: the host's (or its profile's) modes over the probe.
     A pinned `encoder` counts only that backend's codecs as GPU ones."""
     from games.profiles import client_profile
-    from hostmgmt.config import store
+    from hostconfig import store
     from media import encoders
 
     values = store.values()
@@ -119,7 +119,7 @@ def plan(codecs: tuple[str, ...] | list[str]) -> Plan:
     """The plan for `codecs`. A backend pinned by the `encoder` key is tried first even where
     the probe did not see it open, so its failure is logged before software takes over. A plan
     that cannot be made is the software encoders on their defaults."""
-    from hostmgmt.config import store
+    from hostconfig import store
     from media import encoder_options, encoders, gpus
 
     try:

@@ -27,7 +27,7 @@ import struct
 import sys
 import time
 
-from hostmgmt.lib import procs
+from common import procs
 from streaming.sessions.runtime import MAX_LINE, PLANES, socket_path
 
 log = logging.getLogger("streaming.sessions.manager")

@@ -54,7 +54,7 @@ def warm_up() -> None:
 
 
 def _log_to(plane: str) -> None:
-    from hostmgmt.lib.statedir import state_path
+    from common.statedir import state_path
 
     name = LOG_NAMES.get(plane)
     if name:

@@ -25,8 +25,7 @@ import secrets
 import signal
 import time
 
-from hostmgmt import redis_client
-from hostmgmt.lib import procs
+from common import procs, redis_client
 
 log = logging.getLogger("streaming.sessions")
 

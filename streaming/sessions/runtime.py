@@ -15,7 +15,7 @@ import json
 import socket
 import time
 
-from hostmgmt.lib.statedir import state_path
+from common.statedir import state_path
 
 PLANES = ("compat", "native")
 MAX_LINE = 1 << 20

@@ -135,7 +135,7 @@ def test_adaptive_keys_reach_the_launch_and_bound_the_controller():
     """`adaptive_bitrate_enabled`, `_min` and `_max` from the config file (read at each arm)
     switch the controller on and set its range (the e2e test shows the engine acting on it)."""
     from compat.launchconfig import make_launch
-    from hostmgmt.config import store
+    from hostconfig import store
 
     arm = {"rikey": "00" * 16, "rikeyid": 1, "remote": "192.168.1.20"}
     before = make_launch(arm)

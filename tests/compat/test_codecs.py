@@ -91,7 +91,7 @@ def test_probe_table_splits_gpu_from_software():
 @pytest.mark.django_db
 def test_serverinfo_and_the_offer_follow_modes_profiles_and_the_probe(state, monkeypatch):  # noqa: F811
     from compat.nvhttp_backend import NvhttpBackend
-    from hostmgmt.config import store
+    from hostconfig import store
     from media import encoders
 
     table = {"nvenc": {"h264": True, "hevc": False, "av1": False},

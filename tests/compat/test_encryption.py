@@ -224,7 +224,7 @@ def test_encryption_modes_come_from_the_config_by_network_class():
     """`lan_encryption_mode`, `wan_encryption_mode` and `network_policy` decide the launch's
     encryption (the file the operator edits, read at each arm)."""
     from compat.launchconfig import make_launch
-    from hostmgmt.config import store
+    from hostconfig import store
 
     arm = {"rikey": "00" * 16, "rikeyid": 1, "remote": "192.168.1.20", "corever": "1"}
     before = make_launch(arm)  # defaults: LAN 0, WAN 1

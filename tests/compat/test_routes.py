@@ -84,8 +84,8 @@ def test_each_port_slot_streams_on_its_own_ports():
     (the SETUP replies hand them to the client)."""
     from django.conf import settings
 
+    from common.ports import MAX_BASE_PORT, PortMap
     from compat.launchconfig import make_launch
-    from hostmgmt.ports import MAX_BASE_PORT, PortMap
 
     ports = PortMap(47989)
     s0 = ports.stream_ports(0)

@@ -58,7 +58,7 @@ def test_capture_choices_and_garbage(admin, state):
 def test_console_shows_the_refusal_beside_the_key(state, redis_db):
     from django.test import Client
 
-    from hostmgmt.auth import credentials
+    from access import credentials
 
     credentials.set_credentials("admin", "s3cret")
     browser = Client()

@@ -24,8 +24,8 @@ from pathlib import Path
 
 import pytest
 
+from common import procs
 from displays import sway as swaymod
-from hostmgmt.lib import procs
 from tests.conftest import ADMIN_PASSWORD, ADMIN_USER
 from tests.streaming.conftest import events, owned_processes, pair, wait_for
 from tests.support import wl_app, x11_app

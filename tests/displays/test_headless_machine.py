@@ -9,8 +9,8 @@ import time
 
 import pytest
 
+from common import procs
 from displays import capture, headless, machine, sway
-from hostmgmt.lib import procs
 from media.framesource import WaylandCapture
 
 pytestmark = pytest.mark.django_db

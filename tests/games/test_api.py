@@ -9,9 +9,9 @@ import signal
 import pytest
 from rest_framework.test import APIClient
 
+from common import procs
 from games import lifecycle, registry
 from games import session_settings as game_settings
-from hostmgmt.lib import procs
 from tests.games.conftest import game_events, wait_for
 
 DEFAULTS = {"version": 1, "game_on_session_end": "keep", "session_on_game_exit": True,

@@ -22,8 +22,8 @@ from pathlib import Path
 
 import pytest
 
+from common import procs
 from games.appfields import ELEVATED_REASON
-from hostmgmt.lib import procs
 from tests.conftest import ADMIN_PASSWORD, ADMIN_USER
 from tests.streaming.conftest import events, pair, wait_for
 from tests.support.livehost import running_host

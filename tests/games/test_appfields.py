@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
+from common import procs
 from games import appfields
 from games.appfields import DETACHED, ENDED, RUNNING, exit_verdict
 from games.apprun import AppProcess
-from hostmgmt.lib import procs
 from tests.games.conftest import wait_for
 
 

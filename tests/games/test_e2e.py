@@ -12,8 +12,8 @@ import time
 
 import pytest
 
+from common import procs
 from games import lifecycle, registry
-from hostmgmt.lib import procs
 from tests.games.conftest import game_events, wait_for
 from tests.native.helpers import last_seq
 

@@ -11,8 +11,8 @@ import time
 
 import pytest
 
+from common import procs
 from games import DetectHints, GameWatcher, scan
-from hostmgmt.lib import procs
 
 LAUNCHER = """#!/bin/bash
 # A launcher as stores ship them: start the game in the background, then leave.

@@ -10,9 +10,9 @@ import time
 
 import pytest
 
+from common import procs
 from games import lifecycle, registry
 from games import session_settings as game_settings
-from hostmgmt.lib import procs
 from tests.games.conftest import STUBBORN, game_events, wait_for
 
 HINTS = {"process_name": "mygame"}

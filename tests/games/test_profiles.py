@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from games.profiles import effective_stream_params, encoder_preset
-from hostmgmt.config import store
+from hostconfig import store
 from library.catalog import App
 
 REQ = {"bitrate_kbps": 50_000, "codec": "hevc", "width": 1920}

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from common import redis_client
 from hooks import dispatch, hook_config
-from hostmgmt import redis_client
 from tests.support.events import emitted
 
 STREAM = {
@@ -139,9 +139,9 @@ def test_emit_and_wait_returns_when_the_firings_finish(bus, sent):
 
 
 def test_announce_stopping_carries_the_host_facts_and_gives_up_at_the_grace(bus, sent, caplog):
-    from hostmgmt.config import store
-    from hostmgmt.supervisor import lifecycle
-    from hostmgmt.version import VERSION
+    from common.version import VERSION
+    from hostconfig import store
+    from supervisor import lifecycle
 
     hook_config.save([{"on": "host.stopping", "run": "true"}])
     store.write({"compat_enabled": "false"})

@@ -184,7 +184,7 @@ def test_stream_webhooks_signed_and_retried(hooks_host, receiver_tls):
     try:
         helpers.run_in_host(
             hooks_host,
-            "from hostmgmt.config import store;"
+            "from hostconfig import store;"
             f"store.write({{'webhook_url_0': '{rec.url}', 'webhook_secret': 'stream-secret'}});"
             "from hooks import stream_webhooks;"
             "print(stream_webhooks.notify('stream.start', {'app_name': 'Doom', 'fps': 60}))",
@@ -200,7 +200,7 @@ def test_stream_webhooks_signed_and_retried(hooks_host, receiver_tls):
     finally:
         helpers.run_in_host(
             hooks_host,
-            "from hostmgmt.config import store;"
+            "from hostconfig import store;"
             "store.write({'webhook_url_0': None, 'webhook_secret': None})",
         )
         rec.close()

@@ -26,7 +26,7 @@ class OwnRedis:
         self.proc: subprocess.Popen | None = None
 
     def start(self) -> None:
-        from hostmgmt.supervisor import redis_server
+        from supervisor import redis_server
 
         self.sock.unlink(missing_ok=True)
         self.proc = subprocess.Popen(

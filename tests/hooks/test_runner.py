@@ -8,8 +8,8 @@ import time
 
 import psutil
 
+from common import procs
 from hooks import runner
-from hostmgmt.lib import procs
 
 EVENT = {
     "seq": 7,

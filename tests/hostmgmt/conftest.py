@@ -14,7 +14,7 @@ def clean_platform_state(restore_config):
 
 @pytest.fixture
 def admin_user(db):
-    from hostmgmt.auth import credentials
+    from access import credentials
 
     credentials.set_credentials("admin", "s3cret")
     return ("admin", "s3cret")

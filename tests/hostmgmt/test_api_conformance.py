@@ -65,8 +65,8 @@ class Finding:
 @pytest.fixture
 def hostile_host(db, redis_db, restore_config, monkeypatch, settings):
     """The in-process host with every kind of credential the cases need."""
-    from hostmgmt.auth import credentials, tokens
-    from hostmgmt.console import tokens as scoped
+    from access import credentials, tokens
+    from console import tokens as scoped
 
     monkeypatch.setenv("HOST_MGMT_TOKEN", MGMT_TOKEN)
     monkeypatch.setenv("HOST_PLUGIN_TOKEN", PLUGIN_TOKEN)
@@ -109,8 +109,8 @@ def _seed() -> dict[str, dict[str, str]]:
     too (`/api/apps/{index}`: the app the POST example creates just before)."""
     from django.utils import timezone
 
+    from access import api_tokens
     from displays import services as displays
-    from hostmgmt.auth import api_tokens
     from library import services as library
     from streaming import history
 
@@ -296,7 +296,7 @@ class Run:
 
 
 def fuzz(spec: dict, creds: dict, redis_down: bool = False) -> Run:
-    from hostmgmt.auth import throttle
+    from access import throttle
 
     client = Client()
     findings: list[Finding] = []
@@ -404,8 +404,8 @@ def test_the_event_stream_with_redis_out_of_reach_is_a_documented_503(
 def test_redis_out_of_reach_is_a_503_with_retry_after_on_both_apis(
     hostile_host, settings, tmp_path
 ):
-    from hostmgmt.api.errors import REDIS_DOWN
-    from hostmgmt.auth.throttle import ThrottleUnavailable
+    from access.throttle import ThrottleUnavailable
+    from apikit.errors import REDIS_DOWN
 
     settings.REDIS_URL = f"unix://{tmp_path}/no-redis.sock"
     client = Client()

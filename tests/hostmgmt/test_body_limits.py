@@ -10,7 +10,7 @@ import pytest
 from twisted.internet.testing import StringTransport
 from twisted.web import http, resource
 
-from hostmgmt.lib.bodylimit import BodyLimitedRequest
+from common.bodylimit import BodyLimitedRequest
 
 LIMIT = 1000
 
@@ -110,7 +110,7 @@ def test_daphne_limits_and_bodies_follow_the_api_of_the_path(path, limit, shape)
 
 
 def test_the_supervisor_starts_daphne_through_the_limited_entry_point():
-    from hostmgmt.supervisor.main import Supervisor
+    from supervisor.main import Supervisor
 
     sup = Supervisor.__new__(Supervisor)
     sup.ports = type("Ports", (), {"base": 47000, "mgmt": 47001})()

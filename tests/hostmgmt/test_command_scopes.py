@@ -12,7 +12,7 @@ import pytest
 from django.core.management import call_command
 from django.test import Client
 
-from hostmgmt.config import schema, store
+from hostconfig import schema, store
 
 pytestmark = pytest.mark.django_db
 

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from hostmgmt.lib.errors import InsufficientStorage, Unavailable
-from hostmgmt.lib.files import StateWriteError, atomic_write, storage_refusal
-from hostmgmt.lib.loghandler import DiskSafeFileHandler
+from common.errors import InsufficientStorage, Unavailable
+from common.files import StateWriteError, atomic_write, storage_refusal
+from common.loghandler import DiskSafeFileHandler
 
 
 def _mount(*args: str) -> bool:
@@ -86,7 +86,7 @@ def test_the_apis_answer_507_with_their_error_body_on_a_full_state_dir(
 ):
     from rest_framework.test import APIClient
 
-    from hostmgmt.auth import credentials
+    from access import credentials
 
     monkeypatch.setenv("HOST_STATE_DIR", str(tiny_fs))
     settings.HOST_NO_MGMT_TOKEN = True

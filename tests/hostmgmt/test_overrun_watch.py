@@ -7,7 +7,7 @@ from __future__ import annotations
 import subprocess
 import time
 
-from hostmgmt.lib import procs
+from common import procs
 from tests.support.overrun_watch import Watch, descendants, is_browser
 
 

@@ -7,7 +7,7 @@ import threading
 
 import pytest
 
-from hostmgmt.lib import filecache
+from common import filecache
 
 
 def test_filecache_parses_once_per_version_and_sees_a_same_size_edit(tmp_path):
@@ -60,7 +60,7 @@ def test_filecache_bad_version_reads_missing_until_fixed(tmp_path):
 
 
 def test_state_dir_follows_the_variable(tmp_path, monkeypatch):
-    from hostmgmt.lib.statedir import state_dir
+    from common.statedir import state_dir
 
     (tmp_path / "a").mkdir()
     (tmp_path / "b").mkdir()
@@ -74,7 +74,7 @@ def test_state_dir_follows_the_variable(tmp_path, monkeypatch):
 def test_dbversion_moves_on_own_writes_and_on_other_connections():
     from django.db import connection
 
-    from hostmgmt import dbversion
+    from common import dbversion
     from pairing.models import PinRequest
 
     computed = []
@@ -103,7 +103,7 @@ def test_dbversion_moves_on_own_writes_and_on_other_connections():
 
 @pytest.mark.django_db
 def test_dbversion_caches_nothing_inside_a_transaction():
-    from hostmgmt import dbversion
+    from common import dbversion
 
     assert dbversion.version() is None  # the test runs in one
     calls = []
@@ -143,7 +143,7 @@ def test_bearer_chain_answers_with_the_security_headers_and_refuses_a_wrong_toke
     from django.core import signals
     from django.db import close_old_connections
 
-    from hostmgmt.auth import tokens
+    from access import tokens
     from hostmgmt.sync_dispatch import _environ, bearer_wsgi_handler
 
     handler = bearer_wsgi_handler()

@@ -1,7 +1,7 @@
 """The read routes' caches never answer with data older than a write.
 
 `/host`, `/status`, `/library`, `/clients`, `/display/state` and `/gpus` keep what they derive
-from the database (hostmgmt/dbversion.py) and from files (hostmgmt/lib/filecache.py) instead of
+from the database (common/dbversion.py) and from files (common/filecache.py) instead of
 recomputing it per request. Each test writes, then reads at once on the real host (daphne over
 TLS, the bearer fast path, 16 request threads with a cache each), over several rounds so the
 reads land on different threads: through the API (the same client's write), from another

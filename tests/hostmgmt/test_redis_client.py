@@ -9,7 +9,7 @@ import os
 import pytest
 import redis
 
-from hostmgmt import redis_client
+from common import redis_client
 
 
 def test_one_client_per_process_and_url(redis_db, redis_url, settings, tmp_path):

@@ -17,8 +17,7 @@ from pathlib import Path
 import pytest
 from django.test import Client
 
-from hostmgmt import identity
-from hostmgmt.auth import throttle
+from access import identity, throttle
 from tests.conftest import basic
 
 pytestmark = pytest.mark.django_db
@@ -33,7 +32,7 @@ import django
 django.setup()
 from django.test import Client
 from django.test.utils import setup_test_environment
-from hostmgmt.auth import throttle
+from access import throttle
 setup_test_environment()
 failures, header = int(sys.argv[1]), sys.argv[2]
 codes = [Client().get("/api/config", HTTP_AUTHORIZATION=header).status_code

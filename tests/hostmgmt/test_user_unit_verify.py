@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from hostmgmt.supervisor import user_unit
+from supervisor import user_unit
 
 ANALYZE = shutil.which("systemd-analyze")
 ODD = 'my host %i $HOME "q\\z'  # every character systemd treats specially in a unit

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from hostmgmt.config.schema import AUDIO_KEYS, key
+from hostconfig.schema import AUDIO_KEYS, key
 from media.audio.chain import Chain, setting
 from media.audio.dsp import Agc, Ducker, NoiseGate, Vad
 from tests.media.signals import blocks, db, noise, silence, speechlike, tone

@@ -127,7 +127,7 @@ def test_config_keys_reach_the_encoder_that_opens(state):
     """From the config file to the open encoder: the session's plan (`encoding.plan`, both planes)
     reads the keys set, and the encoder it opens carries their FFmpeg options; a key for an
     encoder not in use is kept and changes nothing here."""
-    from hostmgmt.config import store
+    from hostconfig import store
     from streaming.sessions import encoding
 
     config = encoding.plan(["h264"]).config

@@ -9,7 +9,7 @@ import asyncio
 import numpy as np
 import pytest
 
-from hostmgmt.config import store
+from hostconfig import store
 from media.input.session import SessionInput
 from tests.media.test_input_packets import key
 

@@ -23,9 +23,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from common import procs
 from displays import sway as swaymod
 from displays.sway import ROOT_REFUSAL, CompositorError, SwayCompositor, owned_pids
-from hostmgmt.lib import procs
 from media.input.keymap import VK_TO_KEYSYM
 from media.wayland import swayipc, wire, xkbmap
 from media.wayland.client import (

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from hostmgmt.lib import procs
+from common import procs
 from tests.native.browserkit import page_wait, self_paired, wait_for
 from tests.native.helpers import catalog_app
 

@@ -24,8 +24,8 @@ from pathlib import Path
 import psutil
 import pytest
 
+from common import procs
 from displays import sway as swaymod
-from hostmgmt.lib import procs
 from tests.conftest import ADMIN_PASSWORD, ADMIN_USER
 from tests.displays import test_headless_e2e as hl
 from tests.displays.test_headless_e2e import BACKGROUND_BGR, app_pids, bgr, close

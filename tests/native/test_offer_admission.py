@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from hostmgmt.config import store
+from hostconfig import store
 from native import sessions
 from streaming import services
 from streaming.sessions import admission, registry, runtime

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from hostmgmt.auth import tokens
+from access import tokens
 
 MGMT_TOKEN = "a" * 64
 

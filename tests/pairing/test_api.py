@@ -171,7 +171,7 @@ def test_pin_accepts_an_integer(admin_headers):
 
 # -- the /pin page -------------------------------------------------------------------------------
 def test_pin_page_asks_for_credentials(db, clean_config):
-    from hostmgmt.auth import credentials
+    from access import credentials
 
     credentials.set_credentials("admin", "s3cret")
     r = Client().get("/pin")
@@ -199,7 +199,7 @@ def test_pin_page_form_round_trip(admin_headers):
 
 # -- trusted subnets, names, events --------------------------------------------------------------
 def test_trusted_subnets_parse_every_form_and_match_v4_and_v6(clean_config):
-    from hostmgmt.config import store
+    from hostconfig import store
 
     store.write({"trusted_subnets": "[10.0.0.0/24, fd00::/64, junk]"})
     assert not services.in_trusted_subnet("10.0.0.7")  # the switch is off
@@ -214,7 +214,7 @@ def test_trusted_subnets_parse_every_form_and_match_v4_and_v6(clean_config):
 
 
 def test_names_are_sanitized():
-    from hostmgmt.lib.names import sanitize_name
+    from common.names import sanitize_name
 
     assert sanitize_name("  Den\tTV\x1b[31m \u202eevil ") == "Den TV[31m evil"
     assert len(sanitize_name("é" * 100).encode()) <= 64
@@ -284,7 +284,7 @@ def test_import_refuses_files_that_are_not_state_files(tmp_path):
 
 
 def test_django_admin_lists_paired_clients(admin_headers):
-    from hostmgmt.auth import credentials
+    from access import credentials
 
     client = paired(0, "Admin-visible")
     c = Client()

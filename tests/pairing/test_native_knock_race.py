@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from hostmgmt.lib.errors import Forbidden
+from common.errors import Forbidden
 from pairing import native
 from pairing.native_pending import PendingQueue
 

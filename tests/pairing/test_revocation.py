@@ -154,7 +154,7 @@ def test_a_failing_subscriber_does_not_undo_the_unpair():
 
 # Protocol helpers (Django-free GameStream code) pairing may use, and the compat plane's
 # nvhttp host adapter, which the issue moves out of `pairing` into the compat protocol app.
-ALLOWED = {"pairing.crypto", "hostmgmt.lib.names"}
+ALLOWED = {"pairing.crypto", "common.names"}
 NOT_PAIRING = {"nvhttp_backend.py"}
 
 

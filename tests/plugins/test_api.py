@@ -10,9 +10,8 @@ import socket
 import pytest
 from django.test import Client
 
-from hostmgmt.auth import mgmt, tokens
+from access import mgmt, plugin_tokens, tokens
 from plugins import registry, runner_control
-from plugins import tokens as plugin_tokens
 from tests.plugins.conftest import changed
 
 pytestmark = pytest.mark.django_db(transaction=True)  # events go out on commit

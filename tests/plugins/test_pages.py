@@ -11,7 +11,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 from django.test import Client
 
-from hostmgmt.auth import credentials
+from access import credentials
 from plugins import registry, runner_control
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -13,9 +13,8 @@ from pathlib import Path
 import pytest
 from django.test import Client
 
-from hostmgmt.auth import credentials
+from access import credentials, plugin_tokens
 from plugins import runner, runner_control
-from plugins import tokens as plugin_tokens
 from tests.plugins.plugin_build import install
 from tests.support.livehost import running_host
 

@@ -8,7 +8,7 @@ import threading
 
 import pytest
 
-from hostmgmt.lib.errors import Invalid
+from common.errors import Invalid
 from plugins import registry
 from tests.plugins.conftest import changed
 

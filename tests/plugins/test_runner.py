@@ -14,9 +14,9 @@ import time
 
 import pytest
 
-from hostmgmt.lib import procs, statedir
+from access import plugin_tokens
+from common import procs, statedir
 from plugins import env, runner, runner_control, wheel
-from plugins import tokens as plugin_tokens
 
 pytestmark = pytest.mark.timeout(180)
 

@@ -33,7 +33,7 @@ def server(tls):
 
 @pytest.fixture
 def api(transactional_db, redis_db, tmp_path, monkeypatch, tls):
-    from hostmgmt.auth import tokens
+    from access import tokens
     from hostmgmt.celery import app
 
     monkeypatch.setenv("HOST_STATE_DIR", str(tmp_path / "state"))

@@ -40,7 +40,7 @@ def server(tls):
 
 @pytest.fixture
 def api(transactional_db, redis_db, tmp_path, monkeypatch, tls):
-    from hostmgmt.auth import tokens
+    from access import tokens
     from hostmgmt.celery import app
 
     monkeypatch.setenv("HOST_STATE_DIR", str(tmp_path / "state"))
@@ -155,7 +155,7 @@ def test_a_planted_pth_never_runs_on_listing_jobs_or_the_plugins_page(
     """The planted `.pth` writes the marker (with the token it saw) whenever an interpreter of
     the plugin environment starts. The Plugins page, GET /store/installed and /store/catalog,
     an install job and an uninstall job all run with the runtime off: none may start one."""
-    from hostmgmt.auth import credentials
+    from access import credentials
 
     marker = tmp_path / "pth-ran"
     hook = (

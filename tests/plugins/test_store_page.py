@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from django.test import Client
 
-from hostmgmt.auth import credentials
+from access import credentials
 
 pytestmark = pytest.mark.django_db
 

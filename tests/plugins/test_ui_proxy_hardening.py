@@ -13,10 +13,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 from django.test import Client
 
-from hostmgmt.auth import credentials
-from hostmgmt.lib import statedir
+from access import credentials, plugin_tokens
+from common import statedir
 from plugins import registry, runner, runner_control
-from plugins import tokens as plugin_tokens
 from tests.plugins.plugin_build import install
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(180)]

@@ -30,7 +30,7 @@ import httpx
 import psutil
 import pytest
 
-from hostmgmt.lib.statedir import REDIS_SOCKET
+from common.statedir import REDIS_SOCKET
 from tests.conftest import ADMIN_PASSWORD, ADMIN_USER
 from tests.native import test_dtls_proof as dtls
 from tests.streaming.conftest import events, pair, wait_for
@@ -86,7 +86,7 @@ def parts(host) -> dict[str, psutil.Process]:
         "celery-hooks": lambda c: f"hooks-{base}@%h" in c,
         "compat": lambda c: "run_compat_plane" in c,
         "sessions": lambda c: "streaming.sessions.manager" in c,
-        "sentinel": lambda c: "hostmgmt.supervisor.sentinel" in c,
+        "sentinel": lambda c: "supervisor.sentinel" in c,
         "plugins": lambda c: "plugins.runner" in c,
     }
     found = {}

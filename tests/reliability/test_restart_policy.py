@@ -1,4 +1,4 @@
-"""The supervisor's restart policy (`hostmgmt.supervisor.children.Child.check`) with real
+"""The supervisor's restart policy (`supervisor.children.Child.check`) with real
 processes: a child killed by SIGKILL is started again after its backoff, and what it had
 started in its own process group does not outlive it."""
 
@@ -8,8 +8,8 @@ import os
 import signal
 import time
 
-from hostmgmt.lib import procs
-from hostmgmt.supervisor.children import Child
+from common import procs
+from supervisor.children import Child
 
 
 def test_a_killed_child_restarts_after_its_backoff_and_its_group_goes_first(tmp_path):

@@ -22,7 +22,7 @@ import httpx
 import pytest
 
 from tests.conftest import ADMIN_PASSWORD, ADMIN_USER
-from tests.hostmgmt.console.conftest import admin, mgmt  # noqa: F401 - fixtures
+from tests.console.conftest import admin, mgmt  # noqa: F401 - fixtures
 from tests.support.livehost import ROOT, running_host
 from tests.support.moonlight import Moonlight, post_pin
 

@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from hostmgmt.config import store
+from hostconfig import store
 from streaming import services
 from streaming.sessions import admission, registry
 

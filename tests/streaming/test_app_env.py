@@ -1,6 +1,6 @@
 """Launched apps and their prep steps never see the host's secrets: HOST_MGMT_TOKEN,
 HOST_PLUGIN_TOKEN and any other secret-named variable of the host's environment are left out,
-on both planes, by the same rule as hook commands (hostmgmt/lib/env.py). The entry's own `env`
+on both planes, by the same rule as hook commands (common/env.py). The entry's own `env`
 (written by the operator for that app) is kept whatever its names.
 
 The native plane's launch (`AppRun`) runs in-process here, with a real command; the compat
@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from hostmgmt.lib.env import without_secrets
+from common.env import without_secrets
 from tests.conftest import ADMIN_PASSWORD, ADMIN_USER
 from tests.support.livehost import running_host
 

@@ -12,8 +12,8 @@ import time
 
 import pytest
 
+from common import procs
 from games import lifecycle, registry
-from hostmgmt.lib import procs
 from native.launch import AppRun, Choice
 
 pytestmark = pytest.mark.django_db

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from hostmgmt.lib.statedir import DB_FILE
+from common.statedir import DB_FILE
 from tests.streaming.conftest import events, pair, wait_for
 from tests.support.client import BLUE_BGR, GREEN_BGR
 

@@ -34,7 +34,7 @@ def machine(state, monkeypatch):  # noqa: F811
 
 
 def _write(**keys) -> None:
-    from hostmgmt.config import store
+    from hostconfig import store
 
     store.write({k: str(v) for k, v in keys.items()})
 

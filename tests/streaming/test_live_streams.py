@@ -91,7 +91,7 @@ def test_the_routes_need_a_token_or_the_console_session(v1, settings):
 def test_an_unreachable_registry_is_a_503(v1, monkeypatch):
     from redis.exceptions import ConnectionError as RedisDown
 
-    from hostmgmt.api.errors import REDIS_DOWN
+    from apikit.errors import REDIS_DOWN
 
     def down(*a, **k):
         raise RedisDown("no redis")

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from django.test import Client
 
-from hostmgmt.lib.statedir import state_path
+from common.statedir import state_path
 from streaming import stats
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -112,7 +112,7 @@ def test_detail_has_samples_and_unknown_is_404(admin, sessions):
 
 
 def test_needs_logs_scope(admin, sessions):
-    from hostmgmt.auth import api_tokens
+    from access import api_tokens
 
     token = api_tokens.mint("cfg", ["config:get"])
     r = Client().get("/api/sessions", HTTP_AUTHORIZATION=f"Bearer {token}")

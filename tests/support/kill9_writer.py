@@ -25,7 +25,7 @@ NAMES = ["first-name", "second-name"]
 
 def writer(kind: str) -> None:
     from hooks import hook_config
-    from hostmgmt.config import store
+    from hostconfig import store
     from library import catalog
     from pairing import services
     from tests.support.certs import identity
@@ -57,7 +57,7 @@ def main(kind: str) -> None:
         call_command("migrate", interactive=False, verbosity=0)
     identity(0, "ec")  # made once, before the forks
     import hooks.hook_config  # noqa: F401 - imported once, before the forks
-    import hostmgmt.config.store  # noqa: F401
+    import hostconfig.store  # noqa: F401
     import library.catalog  # noqa: F401
     import pairing.services  # noqa: F401
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import httpx
 
-from hostmgmt.ports import MAX_SLOTS, SLOT_STRIDE
+from common.ports import MAX_SLOTS, SLOT_STRIDE
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -125,7 +125,7 @@ def pairing_events(host, fingerprint: str, kinds: set[str], timeout: float = 10)
 @contextlib.contextmanager
 def host_config(host, values: dict[str, str]):
     """Set keys in the live host's config file (as an operator would), then remove them."""
-    from hostmgmt.config import store
+    from hostconfig import store
 
     old = os.environ.get("HOST_STATE_DIR")
     os.environ["HOST_STATE_DIR"] = str(host.state_dir)

@@ -33,7 +33,7 @@ def v1(settings, state):
 def admin(settings, state, db, redis_db):
     """Admin API client with Basic credentials set in the throwaway state dir (logins are
     counted in Redis, so the test gets one)."""
-    from hostmgmt.auth import credentials
+    from access import credentials
 
     credentials.set_credentials("admin", "pw-for-tests")
     client = APIClient()

@@ -32,7 +32,7 @@ def _install_extensions(dispatcher, backend) -> None:
 
 
 def _compat_enabled() -> bool:
-    from hostmgmt.config import store
+    from hostconfig import store
 
     return bool(store.get("compat_enabled"))
 
@@ -46,12 +46,12 @@ class Command(BaseCommand):
     def handle(self, *args, **options):
         from twisted.internet import reactor, task, threads
 
+        from access import identity
         from compat.mdns import Announcer
         from compat.nvhttp import transport
         from compat.nvhttp.coordinator import PairingCoordinator
         from compat.nvhttp.dispatch import Dispatcher
         from compat.nvhttp_backend import NvhttpBackend, warm_probe
-        from hostmgmt import identity
         from pairing import conf
 
         identity.ensure_identity()
@@ -78,7 +78,7 @@ class Command(BaseCommand):
             key_path=str(identity.key_path()),
         )
         reactor.addSystemEventTrigger("before", "shutdown", coordinator.shutdown)
-        # Periodic work outside the supervisor's registry (hostmgmt/supervisor/periodic.py),
+        # Periodic work outside the supervisor's registry (supervisor/periodic.py),
         # because it must run in this process: the pairing attempt it times out (a client that
         # went quiet mid-handshake) lives in this coordinator's memory, beside the request
         # threads that hold it. A knock or a phase reaps too; this covers a client that never

@@ -1,7 +1,7 @@
 """`manage.py install_user_service [--print] [--enable]`: run the host with the desktop session.
 
 Writes `~/.config/systemd/user/hostmgmt.service` for this checkout (see
-`hostmgmt/supervisor/user_unit.py`); `--enable` also asks the user's systemd to start it now and
+`supervisor/user_unit.py`); `--enable` also asks the user's systemd to start it now and
 with every graphical login. Refused as root: the host streams the desktop of the user it runs as.
 """
 
@@ -14,7 +14,7 @@ from pathlib import Path
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
-from hostmgmt.supervisor import user_unit
+from supervisor import user_unit
 
 ROOT_REFUSAL = (
     "refusing to install a user service as root: run this as the desktop user whose session "

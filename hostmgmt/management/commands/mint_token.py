@@ -5,8 +5,8 @@ The plaintext goes to stdout only (once); it is never stored or logged.
 
 from django.core.management.base import BaseCommand, CommandError
 
-from hostmgmt.auth.scopes import SCOPES
-from hostmgmt.console import tokens
+from access.scopes import SCOPES
+from console import tokens
 
 
 class Command(BaseCommand):

@@ -1,8 +1,8 @@
-"""`manage.py runhost`: start the whole host (see hostmgmt.supervisor.main)."""
+"""`manage.py runhost`: start the whole host (see supervisor.main)."""
 
 from django.core.management.base import BaseCommand, CommandError
 
-from hostmgmt.supervisor.main import StartupError, StopRequested, Supervisor
+from supervisor.main import StartupError, StopRequested, Supervisor
 
 
 class Command(BaseCommand):

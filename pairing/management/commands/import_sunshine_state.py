@@ -14,7 +14,7 @@ from pathlib import Path
 from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
 
-from hostmgmt.lib.names import sanitize_name
+from common.names import sanitize_name
 from pairing import crypto
 from pairing.models import PairedClient
 

@@ -1,5 +1,0 @@
-"""Fixtures of this folder's tests that live with the tests of another app."""
-
-from __future__ import annotations
-
-from tests.support.state_api import admin, read_only_dir, state, v1  # noqa: F401 - fixtures
