@@ -19,7 +19,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 
-log = logging.getLogger("hostmgmt.periodic")
+log = logging.getLogger("supervisor.periodic")
 
 
 @dataclass(frozen=True)

@@ -101,7 +101,7 @@ def test_a_failing_or_slow_job_does_not_hold_back_the_others(caplog):
             periodic.Job("ticks", 0.05, lambda: ticks.append(1), first_s=0),
         ]
     )
-    with caplog.at_level(logging.ERROR, logger="hostmgmt.periodic"):
+    with caplog.at_level(logging.ERROR, logger="supervisor.periodic"):
         runner.start()
         try:
             assert _wait_for(lambda: len(ticks) >= 5 and len(failures) >= 3)
