@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from access.scopes import SCOPES
 from access.secrets import is_token_shaped, new_token
 from hostconfig import store
+from hostconfig.schema import KEYS
 
 NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")  # always fullmatch: `$` admits "\n"
 
@@ -53,8 +54,6 @@ def load() -> list[StoredToken]:
 
 
 def save(entries: list[StoredToken]) -> None:
-    from hostconfig.schema import KEYS
-
     store.write({"api_tokens": KEYS["api_tokens"].render([t.render() for t in entries])})
 
 

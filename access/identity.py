@@ -20,6 +20,7 @@ from cryptography.x509.oid import NameOID
 
 from common.files import atomic_write
 from common.statedir import IDENTITY_FILE, TLS_CERT_FILE, TLS_KEY_FILE, state_dir
+from hostconfig import store
 
 CERT_DAYS = 20 * 365
 
@@ -30,8 +31,6 @@ class TlsConfigError(ValueError):
 
 def operator_pair() -> tuple[Path, Path] | None:
     """The configured `cert` and `pkey` paths (host.conf), or None when neither is set."""
-    from hostconfig import store
-
     cert, key = store.get("cert"), store.get("pkey")
     if not cert and not key:
         return None
@@ -103,8 +102,6 @@ def unique_id() -> str:
 
 
 def host_name() -> str:
-    from hostconfig import store
-
     return store.get("sunshine_name") or socket.gethostname()
 
 

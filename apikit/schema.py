@@ -18,6 +18,8 @@
 
 from __future__ import annotations
 
+from django.conf import settings
+from django.utils.module_loading import import_string
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from drf_spectacular.utils import OpenApiResponse
 from drf_spectacular.views import SpectacularAPIView
@@ -142,9 +144,6 @@ def v1_error(description: str) -> dict:
 def hand_written() -> dict:
     """path -> {method: operation factory}: `settings.HOST_HAND_WRITTEN_ROUTES`, each factory
     named by dotted path and living with its route's app (the framework imports no app)."""
-    from django.conf import settings
-    from django.utils.module_loading import import_string
-
     return {
         route: {method: import_string(path) for method, path in methods.items()}
         for route, methods in settings.HOST_HAND_WRITTEN_ROUTES.items()

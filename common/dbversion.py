@@ -19,14 +19,14 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+from django.db import connection
+
 _local = threading.local()
 _serial = itertools.count()
 
 
 def version() -> tuple[int, int, int] | None:
     """(connection serial, data_version, total_changes), or None when nothing may be cached."""
-    from django.db import connection
-
     if connection.vendor != "sqlite" or connection.in_atomic_block:
         return None
     connection.ensure_connection()

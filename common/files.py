@@ -7,6 +7,8 @@ import os
 import tempfile
 from pathlib import Path
 
+from common.errors import STORAGE_RETRY_AFTER_S, InsufficientStorage, Unavailable
+
 # The errors a full or read-only state directory gives (docs/host-state.md, "Disk").
 DISK_ERRNOS = {
     errno.ENOSPC: "no space left on the device",
@@ -43,8 +45,6 @@ def storage_refusal(exc: BaseException):
     """The API answer for a write the state directory refused (a file via atomic_write, or
     the SQLite database): 507 when it is full, 503 (`Retry-After`) when it is read-only or
     not writable; None for any other error. docs/host-state.md, "Disk"."""
-    from common.errors import STORAGE_RETRY_AFTER_S, InsufficientStorage, Unavailable
-
     if isinstance(exc, OSError) and exc.errno in DISK_ERRNOS:
         if isinstance(exc, StateWriteError):
             reason = str(exc)

@@ -21,6 +21,7 @@ import threading
 
 import redis
 import redis.asyncio
+from django.conf import settings
 
 # A local server answers in microseconds; these only bound how long a caller (an event emit
 # included) hangs on a Redis that is wedged or unreachable. The read timeout stays above the
@@ -35,8 +36,6 @@ _current: tuple[tuple[int, str], redis.Redis] | None = None
 
 def url() -> str:
     """The host's Redis URL (the private unix socket unless REDIS_URL is set)."""
-    from django.conf import settings
-
     return settings.REDIS_URL
 
 

@@ -1,5 +1,7 @@
 from django.apps import AppConfig
 
+from streaming.sessions import planes
+
 
 class CompatConfig(AppConfig):
     """The GameStream (Moonlight) plane: protocol, engine, listener."""
@@ -8,6 +10,4 @@ class CompatConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from streaming.sessions import planes
-
         planes.register("compat", "compat.session:main", warm=("compat.engine.stream",))

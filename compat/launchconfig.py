@@ -7,12 +7,11 @@ from django.conf import settings
 
 from compat.engine import encryption
 from compat.engine.launch import Launch
+from hostconfig import store
 
 
 def _config(name: str, default):
     try:
-        from hostconfig import store
-
         value = store.get(name)
     except Exception:  # a broken config must not stop a stream
         return default

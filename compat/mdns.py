@@ -16,6 +16,7 @@ import socket
 import threading
 from collections.abc import Callable
 
+import ifaddr
 from zeroconf import InterfaceChoice, IPVersion, ServiceInfo, Zeroconf
 
 from common import netranges
@@ -41,8 +42,6 @@ def _addresses(bind: str) -> tuple[list[bytes], list[str] | InterfaceChoice]:
         ip = None
     if ip is not None and not ip.is_unspecified:
         return [ip.packed], [str(ip)]
-    import ifaddr
-
     packed = []
     for adapter in ifaddr.get_adapters():
         for item in adapter.ips:

@@ -11,6 +11,7 @@ import datetime as dt
 import logging
 import socket
 
+import psutil
 from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 from django.conf import settings
@@ -18,11 +19,15 @@ from django.db import close_old_connections
 from django.utils import timezone
 
 from access import identity
+from compat.codecs import Offer
 from compat.nvhttp.coordinator import PinGone
 from compat.nvhttp.dispatch import App, ClientInfo
 from compat.nvhttp.handshake import HostIdentity
+from library import catalog
+from media import encoders
 from pairing import conf, services
 from pairing.models import PinRequest
+from streaming.sessions import encoding
 
 log = logging.getLogger(__name__)
 
@@ -31,8 +36,6 @@ def warm_probe() -> None:
     """/serverinfo's codec offer reads the encoder probe: the listener runs it at start, in a
     thread (cached in the state dir afterwards), so a client's first /serverinfo need not wait."""
     try:
-        from media import encoders
-
         encoders.available()
     except Exception:  # /serverinfo falls back to H.264 on its own
         log.exception("encoder probe failed")
@@ -54,9 +57,6 @@ class NvhttpBackend:
         return self._identity
 
     def server_facts(self, client_name: str = "") -> dict:
-        from compat.codecs import Offer
-        from streaming.sessions import encoding
-
         raw = services.raw_config()
         offer = Offer(encoding.offered_or_h264(client_name))  # serverinfo must answer
         return {
@@ -81,8 +81,6 @@ class NvhttpBackend:
             return 0
 
     def mac_address(self, local: str) -> str:
-        import psutil
-
         for addrs in psutil.net_if_addrs().values():
             if any(a.family == socket.AF_INET and a.address == local for a in addrs):
                 for a in addrs:
@@ -145,8 +143,6 @@ class NvhttpBackend:
 
     # -- catalog ---------------------------------------------------------------------------------
     def list_apps(self) -> list[App]:
-        from library import catalog
-
         apps = []
         for app in catalog.list_apps():
             try:
@@ -156,8 +152,6 @@ class NvhttpBackend:
         return apps
 
     def cover_png(self, app_id: int) -> bytes | None:
-        from library import catalog
-
         app = catalog.find_app(str(app_id))
         if app is None:
             return None

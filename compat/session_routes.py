@@ -27,7 +27,14 @@ import re
 import secrets
 import time
 
+from django.conf import settings
+
+from compat import launchconfig
+from compat.engine import encryption
 from compat.nvhttp.dispatch import NvRequest, NvResponse, xml
+from library import catalog
+from streaming import services, session_play
+from streaming.sessions import admission, registry, runtime
 
 log = logging.getLogger("compat")
 
@@ -101,8 +108,6 @@ def parse_options(q: dict[str, str]) -> dict:
 
 
 def _url(req: NvRequest, slot: int, encrypted: bool = False) -> str:
-    from django.conf import settings
-
     local = req.local or "127.0.0.1"
     host = f"[{local}]" if ":" in local else local
     return f"{'rtspenc' if encrypted else 'rtsp'}://{host}:{settings.PORTS.stream_ports(slot).rtsp}"
@@ -110,9 +115,6 @@ def _url(req: NvRequest, slot: int, encrypted: bool = False) -> str:
 
 def _encryption(req: NvRequest):
     """The launch's encryption policy; BadLaunch(403) when required and unsupported."""
-    from compat import launchconfig
-    from compat.engine import encryption
-
     try:
         return launchconfig.encryption_policy(req.remote, req.query.get("corever"))
     except encryption.Refused as exc:
@@ -120,8 +122,6 @@ def _encryption(req: NvRequest):
 
 
 def _wait(arm: str, session_id: str | None = None, slot: int | None = None) -> tuple[int, str]:
-    from streaming import services
-
     result = services.wait_report(arm, ARM_WAIT_S)
     if result is None:
         if session_id is not None:  # free the slot; a late task finds its claim gone and exits
@@ -131,10 +131,6 @@ def _wait(arm: str, session_id: str | None = None, slot: int | None = None) -> t
 
 
 def launch(req: NvRequest) -> NvResponse:
-    from library import catalog
-    from streaming import services, session_play
-    from streaming.sessions import admission, registry, runtime
-
     q = req.query
     try:
         if "appid" not in q or "localAudioPlayMode" not in q:
@@ -208,8 +204,6 @@ def launch(req: NvRequest) -> NvResponse:
 
 
 def resume(req: NvRequest) -> NvResponse:
-    from streaming import services
-
     try:
         keys = parse_keys(req.query)
         parse_options(req.query)
@@ -234,15 +228,11 @@ def resume(req: NvRequest) -> NvResponse:
 
 def cancel(req: NvRequest) -> NvResponse:
     """Ends the caller's own session; another client's streams on."""
-    from streaming import services
-
     services.request_stop(req.client.fingerprint, "cancel", deliberate=True, wait_s=10)
     return xml(200, "", {"cancel": 1})
 
 
 def install(dispatcher, backend) -> None:
-    from streaming import services
-
     dispatcher.register("launch", launch)
     dispatcher.register("resume", resume)
     dispatcher.register("cancel", cancel)

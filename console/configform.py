@@ -14,6 +14,7 @@ from host import config_checks as checks
 from host import config_service as service
 from hostconfig import effects, store
 from hostconfig.schema import KEYS
+from media import encoder_options, encoders
 
 SECRET_MASK = "********"
 GROUP_TITLES = {
@@ -86,8 +87,6 @@ def _mark_text(mark: str, why: str) -> str:
 def _reach(name: str) -> str:
     """For an encoder key: the encoders it reaches and which of those opened on this host
     (a key for an encoder not in use is kept and acts once that encoder opens)."""
-    from media import encoder_options, encoders
-
     reached = encoder_options.reached_by(name)
     if not reached:
         return ""
@@ -101,7 +100,7 @@ def _reach(name: str) -> str:
 
 
 def _codec_of(encoder: str) -> str:
-    from media.encoder import CODEC_OF
+    from media.encoder import CODEC_OF  # heavy: media.encoder loads PyAV and numpy
 
     return CODEC_OF.get(encoder, "h264")
 

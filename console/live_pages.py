@@ -11,6 +11,7 @@ from django.views.decorators.csrf import csrf_protect
 from django.views.decorators.http import require_http_methods
 
 from console.views import console_page, page
+from pairing import services
 
 
 @console_page
@@ -27,7 +28,5 @@ def displays(request):
 @csrf_protect
 @require_http_methods(["GET", "POST"])
 def pair(request):
-    from pairing import services
-
     ctx, status = services.pin_form(request.POST if request.method == "POST" else None)
     return page(request, "pair.html", ctx, status=status)

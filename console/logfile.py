@@ -26,6 +26,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
+from django.conf import settings
+
 from common.files import atomic_write
 from common.statedir import LOG_DIR, state_dir
 
@@ -122,8 +124,6 @@ def log_dir() -> Path:
 def live_log() -> Path:
     """The file every process of this host appends to: `log_path` as the host started with it
     (settings.LOG_FILE), else logs/host.log in the state dir."""
-    from django.conf import settings
-
     if getattr(settings, "LOG_PATH_CHOSEN", False):
         return Path(settings.LOG_FILE)
     return log_dir() / LOG_NAME

@@ -6,6 +6,8 @@ import logging
 import os
 import threading
 
+from common import supervisorctl
+
 log = logging.getLogger(__name__)
 
 RESTART_DELAY_S = 0.5
@@ -43,11 +45,10 @@ def schedule_restart() -> None:
     """Ask the supervisor to restart the host shortly, after this response has gone out."""
     if not os.environ.get("HOST_SUPERVISOR_PID", "").isdigit():
         raise RestartUnavailable("the host is not running under `manage.py runhost`")
-    from common.supervisorctl import request_restart
 
     def fire():
         try:
-            request_restart()
+            supervisorctl.request_restart()
         except OSError:
             log.exception("restart request failed")
 

@@ -11,6 +11,8 @@ import logging
 
 from common.version import VERSION
 from host import services
+from pairing import services as pairing_services
+from streaming import services as streaming_services
 
 log = logging.getLogger(__name__)
 
@@ -25,9 +27,6 @@ def _safe(fn, default):
 
 
 def snapshot() -> dict:
-    from pairing import services as pairing_services
-    from streaming import services as streaming_services
-
     pairing = _safe(pairing_services.runtime_counts, {})
     stream = _safe(streaming_services.runtime_status, {})
     kept = _safe(streaming_services.kept_displays, 0)

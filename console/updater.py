@@ -42,12 +42,16 @@ import urllib.error
 import urllib.request
 from datetime import datetime
 
+from cryptography.exceptions import InvalidSignature
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from django.conf import settings
 
 from common.errors import DomainError
 from common.files import atomic_write
 from common.statedir import state_path
 from common.version import VERSION
+from hooks import events
+from hostconfig import store
 
 log = logging.getLogger(__name__)
 
@@ -96,8 +100,6 @@ def manifest_url() -> str:
 
     ManifestError names the rule when the file or environment value breaks it.
     """
-    from hostconfig import store
-
     try:
         value = store.effective("update_manifest_url")
     except store.ConfigError as exc:
@@ -128,9 +130,6 @@ def check_disabled() -> bool:
 
 def verify_manifest(document: bytes, public_key_b64: str) -> dict:
     """The verified payload of a manifest document, or ManifestError saying why not."""
-    from cryptography.exceptions import InvalidSignature
-    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
-
     if not public_key_b64:
         raise ManifestError(NO_KEY_REASON)
     try:
@@ -289,9 +288,7 @@ def _check(force: bool) -> dict:
 
 
 def _announce(manifest: dict) -> None:
-    from hooks.events import emit
-
-    emit(
+    events.emit(
         "update.available",
         {
             "version": manifest["version"],

@@ -22,8 +22,11 @@ from access.admin import client_ip
 from access.backends import BACKEND
 from access.scopes import SCOPES
 from console import configform, runtime, telemetry, updater
+from hooks import sse
+from hooks.event_kinds import DOMAINS, KINDS
 from host import services
 from hostconfig import store
+from streaming import preflight
 
 CSP = (
     "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
@@ -123,9 +126,6 @@ def logout_view(request):
 
 @console_page
 def dashboard(request):
-    from hooks.event_kinds import KINDS
-    from streaming import preflight
-
     return page(
         request,
         "dashboard.html",
@@ -156,8 +156,6 @@ def library(request):
 
 @console_page
 def hooks(request):
-    from hooks.event_kinds import DOMAINS, KINDS
-
     patterns = sorted(KINDS) + sorted(f"{d}.*" for d in DOMAINS)
     return page(request, "hooks.html", {"patterns": patterns})
 
@@ -232,6 +230,4 @@ async def events_stream(request):
     user = await request.auser()
     if not (user.is_authenticated and user.is_superuser):
         return JsonResponse({"error": "log in first"}, status=401)
-    from hooks import sse
-
     return await sse.stream_response(request)

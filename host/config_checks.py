@@ -11,7 +11,12 @@ import socket
 from pathlib import Path
 from typing import Any
 
+from django.conf import settings
+
+from access import identity
+from common.ports import PortMap, busy_ports
 from hostconfig import store
+from hostconfig.startup import unusable_log_path
 
 
 def at_write(typed: dict[str, Any]) -> dict[str, Any]:
@@ -24,8 +29,6 @@ def at_write(typed: dict[str, Any]) -> dict[str, Any]:
     if typed.get("file_apps"):
         _apps_file(typed["file_apps"], errors)
     if typed.get("log_path"):
-        from hostconfig.startup import unusable_log_path
-
         problem = unusable_log_path(Path(typed["log_path"]))
         if problem:
             errors["log_path"] = problem
@@ -38,8 +41,6 @@ def at_write(typed: dict[str, Any]) -> dict[str, Any]:
 
 
 def _tls(typed: dict, errors: dict) -> None:
-    from access import identity
-
     cert = typed["cert"] if "cert" in typed else store.get("cert")
     key = typed["pkey"] if "pkey" in typed else store.get("pkey")
     if not cert and not key:
@@ -62,10 +63,6 @@ def _bindable(address: str, errors: dict) -> None:
 
 def _port(base: int, bind: str | None, errors: dict, slots: int = 1) -> None:
     """Every port of the new base, the stream ports of each of `max_sessions` slots too."""
-    from django.conf import settings
-
-    from common.ports import PortMap, busy_ports
-
     if base == settings.PORTS.base:
         return  # the running host holds its own ports
     bind = bind or settings.HOST_BIND

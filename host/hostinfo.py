@@ -11,6 +11,7 @@ from access import identity
 from common import filecache
 from common.version import VERSION
 from hostconfig import store
+from media import encoders
 
 ABI_VERSION = 1
 # What compat-plane clients are told; they gate features on these, not on our own version.
@@ -58,8 +59,6 @@ def local_ip() -> str:
 
 
 def host_info() -> dict:
-    from media import encoders
-
     release = os_release()
     preference = store.get("encoder")
     return {

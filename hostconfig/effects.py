@@ -9,7 +9,9 @@ shows the marker beside each key.
 
 from __future__ import annotations
 
-from hostconfig.schema import AUDIO_KEYS, ENCODER_KEYS, OPUS_KEYS, key
+import re
+
+from hostconfig.schema import AUDIO_KEYS, ENCODER_KEYS, KEYS, OPUS_KEYS, key
 
 _E = "tests/hostconfig/test_key_effects.py::"
 _AUDIO = _E + "test_audio_keys_change_the_session_chain_and_opus_settings"
@@ -134,18 +136,14 @@ PATTERN_SAMPLES: dict[str, str] = {
 
 def label(name: str) -> str:
     """The registry name of a key: itself, or its pattern's label."""
-    import re
-
     if re.fullmatch(r"webhook_url_\d+", name):
         return "webhook_url_N"
     m = re.fullmatch(r"client_profile_.+_(max_bitrate|hevc_mode|av1_mode|latency_mode)", name)
     if m:
         return f"client_profile_<name>_{m.group(1)}"
-    if key(name) is not None and re.fullmatch(r"(nvenc|vaapi|qsv|amd|vt|vk)_.+", name):
-        from hostconfig.schema import KEYS
-
-        if name not in KEYS and name not in ENCODER_KEYS:
-            return PATTERN_SAMPLES["vaapi_quality"]
+    vendor = key(name) is not None and re.fullmatch(r"(nvenc|vaapi|qsv|amd|vt|vk)_.+", name)
+    if vendor and name not in KEYS and name not in ENCODER_KEYS:
+        return PATTERN_SAMPLES["vaapi_quality"]
     return name
 
 

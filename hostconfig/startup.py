@@ -15,6 +15,8 @@ from pathlib import Path
 
 from django.core.exceptions import ImproperlyConfigured
 
+from hostconfig import store
+
 # `min_log_level` -> a logging level; `none` is above CRITICAL, so nothing is logged.
 LOG_LEVELS = {
     "verbose": logging.DEBUG,
@@ -30,8 +32,6 @@ LOG_LEVELS = {
 def from_file(name: str):
     """The typed `host.conf` value of `name`, else its default; ImproperlyConfigured (naming
     the key, the file and the rule) for a value that breaks the rule or is refused."""
-    from hostconfig import store
-
     try:
         return store.effective(name)
     except store.ConfigError as exc:

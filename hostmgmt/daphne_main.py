@@ -16,7 +16,9 @@ import sys
 from daphne import server as daphne_server
 from daphne.cli import CommandLineInterface
 from daphne.http_protocol import HTTPFactory, WebRequest
+from django.conf import settings
 
+from apikit.errors import error_body, is_v1_path
 from common.bodylimit import BodyLimitedRequest
 
 TOO_LARGE = "request body too large"
@@ -26,17 +28,11 @@ class LimitedWebRequest(BodyLimitedRequest, WebRequest):
     """Daphne's request with the host's limits: 4 MiB under /api/v1, 1 MiB elsewhere."""
 
     def body_limit(self, path: str) -> int:
-        from django.conf import settings
-
-        from apikit.errors import is_v1_path
-
         if is_v1_path(path):
             return settings.MGMT_MAX_REQUEST_BODY
         return settings.MAX_REQUEST_BODY
 
     def body_refusal(self, path: str) -> tuple[bytes, bytes]:
-        from apikit.errors import error_body
-
         return b"application/json", json.dumps(error_body(path, 413, TOO_LARGE)).encode()
 
 

@@ -20,6 +20,7 @@ from tempfile import SpooledTemporaryFile
 from asgiref.sync import iscoroutinefunction
 from django.conf import settings
 from django.core.handlers.wsgi import WSGIHandler
+from django.db import connections
 from django.urls import Resolver404, get_resolver
 
 log = logging.getLogger(__name__)
@@ -119,8 +120,6 @@ class SyncViewDispatcher:
         that watches fds (the soak) and puts a connection's set-up into a request. Started
         here, the set is whole before daphne listens and stays the same for the process's
         life."""
-        from django.db import connections
-
         barrier = threading.Barrier(self.threads)
 
         def open_connections() -> None:

@@ -1,5 +1,7 @@
 from django.apps import AppConfig
 
+from streaming.sessions import planes
+
 
 class NativeConfig(AppConfig):
     """The native (WebRTC) plane: offer, peer, relay, player page."""
@@ -8,8 +10,6 @@ class NativeConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from streaming.sessions import planes
-
         planes.register(
             "native",
             "native.peer:main",

@@ -15,6 +15,9 @@ from __future__ import annotations
 import logging
 import shutil
 
+from media.x11clip import MAX_BYTES, ClipboardUnavailable, X11Clipboard
+from streaming import session_display
+
 log = logging.getLogger("native.clipboard")
 
 # GAP: no clipboard on sway sessions; the Wayland side needs wl-clipboard (or a data-control
@@ -39,13 +42,9 @@ class SessionClipboard:
         """The session's clipboard; None when `clipboard` is off (no messages at all)."""
         if mode != "text-only":
             return None
-        from streaming import session_display
-
         if session_display.is_wayland(display):
             log.info("clipboard: %s", WAYLAND_WHY)
             return cls(send, why=WAYLAND_WHY)
-        from media.x11clip import ClipboardUnavailable, X11Clipboard
-
         clip = cls(send)
         try:
             clip.x11 = X11Clipboard(display["x_display"], clip._copied)
@@ -56,8 +55,6 @@ class SessionClipboard:
 
     def hello(self) -> dict:
         """What the page is told once the session is live."""
-        from media.x11clip import MAX_BYTES
-
         if self.x11 is not None:
             return {"t": "clip-mode", "on": True, "max_bytes": MAX_BYTES}
         return {"t": "clip-mode", "on": False, "why": self.why}

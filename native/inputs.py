@@ -14,6 +14,9 @@ from __future__ import annotations
 
 import logging
 
+from media.input.gamepad import GamepadUnavailable, PadState, VirtualGamepad, check_index
+from media.input.session import input_switches
+
 log = logging.getLogger("native")
 
 
@@ -21,8 +24,6 @@ class Pads:
     """The session's virtual pads. # GAP: untested end to end here (no /dev/uinput)."""
 
     def __init__(self, switches: dict | None = None):
-        from media.input.session import input_switches
-
         self._pads: dict = {}
         self.unavailable: str | None = None
         # The host's `keyboard` / `mouse` / `controller` switches, read once per session.
@@ -32,8 +33,6 @@ class Pads:
         return self.switches.get(_SWITCH_OF.get(kind, ""), True)
 
     def update(self, ev: dict) -> bool:
-        from media.input.gamepad import GamepadUnavailable, PadState, VirtualGamepad, check_index
-
         if self.unavailable:
             return False
         index = check_index(int(ev["i"]))

@@ -13,12 +13,19 @@ from __future__ import annotations
 
 import asyncio
 import fractions
+import multiprocessing as mp
+import queue
 import struct
 import threading
 import time
 
 import av
+from aiortc import codecs, rtp
 from aiortc.mediastreams import MediaStreamError, MediaStreamTrack
+from aiortc.rtcrtpparameters import RTCRtpHeaderExtensionParameters
+
+from media.encoder import EncoderFailed, VideoEncoder
+from streaming.session_display import open_capture
 
 HEADER = struct.Struct("<?dd")  # keyframe, capture wall time, encode ms
 # RTP header extension (webrtc.org experiment) through which a sender tells the browser's
@@ -57,11 +64,6 @@ def encoder_main(
     framesource.LOST_AFTER_S, `lost` is set and the child ends (the session: display_lost).
     `figures` gets (capture ms, encode ms) per frame, for `/api/stream/latency` (dropped
     when the session is behind reading them)."""
-    import queue
-
-    from media.encoder import EncoderFailed, VideoEncoder
-    from streaming.session_display import open_capture
-
     try:
         enc = VideoEncoder(width, height, fps=fps, bitrate_kbps=kbps, tuning=tuning,
                            candidates=candidates, config=config)  # fmt: skip
@@ -149,9 +151,6 @@ def use_playout_delay(min_ms: int = PLAYOUT_DELAY_MS[0], max_ms: int = PLAYOUT_D
     the browser's, from its offer; a browser that does not offer it gets nothing new), and a
     `HeaderExtensionsMap` that appends the value to the extensions it writes. Idempotent; call
     before `setRemoteDescription`."""
-    from aiortc import codecs, rtp
-    from aiortc.rtcrtpparameters import RTCRtpHeaderExtensionParameters
-
     video = codecs.HEADER_EXTENSIONS["video"]
     if not any(e.uri == PLAYOUT_DELAY_URI for e in video):
         video.append(RTCRtpHeaderExtensionParameters(id=len(video) + 10, uri=PLAYOUT_DELAY_URI))
@@ -195,8 +194,6 @@ class EncoderProcess:
         """`display`: `machine.acquire`'s answer (backend, x_display, region, wayland_display,
         output); `lost` is set when its capture has failed for good. `candidates` and `config`:
         the session's encoder plan (`streaming.sessions.encoding.Plan`) for its codec."""
-        import multiprocessing as mp
-
         ctx = mp.get_context("spawn")  # no fork of a process holding Django, sockets and a loop
         self._recv, send = ctx.Pipe(duplex=False)
         self.keyframe, self.stop_event, self.lost = ctx.Event(), ctx.Event(), ctx.Event()
@@ -240,8 +237,6 @@ class EncoderProcess:
     def wait_opened(self, timeout: float) -> str:
         """The encoder that opened; EncoderFailed (media.encoder) when none did, when the child
         died first, or after `timeout` seconds."""
-        from media.encoder import EncoderFailed
-
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if name := self.opened():
@@ -253,23 +248,21 @@ class EncoderProcess:
             time.sleep(0.02)
         raise EncoderFailed(f"no encoder opened within {timeout:.0f} s")
 
-    def pump(self, loop: asyncio.AbstractEventLoop, queue: asyncio.Queue) -> None:
+    def pump(self, loop: asyncio.AbstractEventLoop, frames: asyncio.Queue) -> None:
         def run():
             while True:
                 try:
                     raw = self._recv.recv_bytes()
                 except (EOFError, OSError):
                     break
-                loop.call_soon_threadsafe(_put_latest, queue, raw)
-            loop.call_soon_threadsafe(_put_latest, queue, None)
+                loop.call_soon_threadsafe(_put_latest, frames, raw)
+            loop.call_soon_threadsafe(_put_latest, frames, None)
 
         self._pump = threading.Thread(target=run, daemon=True, name="native-encoder-pipe")
         self._pump.start()
 
     def drain_figures(self) -> list[tuple[float, float]]:
         """The per-frame (capture ms, encode ms) pairs since the last call."""
-        import queue
-
         out = []
         while True:
             try:
@@ -292,8 +285,8 @@ class EncoderProcess:
             self._recv.close()
 
 
-def _put_latest(queue: asyncio.Queue, item) -> None:
-    queue.put_nowait(item)
+def _put_latest(frames: asyncio.Queue, item) -> None:
+    frames.put_nowait(item)
 
 
 # Encoded frames waiting for the RTP sender before it gives up on them: when a starved peer

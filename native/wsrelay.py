@@ -25,6 +25,8 @@ from channels.exceptions import StopConsumer
 from channels.generic.websocket import AsyncWebsocketConsumer
 from channels.middleware import BaseMiddleware
 
+from native import sessions
+
 log = logging.getLogger("native")
 
 PATH = "/native/ws"
@@ -39,8 +41,6 @@ CLOSE_GONE = 4404
 
 def find_session(token: str) -> dict | None:
     """The live session whose WebCodecs token this is (constant-time compare), else None."""
-    from native import sessions
-
     for rec in sessions.registry().values():
         wanted = rec.get("ws_token") or ""
         if wanted and hmac.compare_digest(wanted.encode(), token.encode()):

@@ -14,7 +14,18 @@ import time
 import psutil
 from django.conf import settings
 
+from access import identity
+from common import redis_client
 from common.ports import busy_ports
+from common.statedir import state_dir
+from displays import capture as cap
+from displays import compositors, headless
+from games import appfields
+from hostconfig import store
+from hostconfig.schema import key
+from library import catalog, conf
+from media import encoders
+from media.portal.screencast import HOW_TO_CONSENT
 
 PASS, WARN, FAIL, SKIP = "pass", "warn", "fail", "skip"
 
@@ -27,8 +38,6 @@ def _check(cid, label, status, detail, remediation=None) -> dict:
 
 
 def config_storage() -> dict:
-    from common.statedir import state_dir
-
     path = state_dir()
     try:
         fd, name = tempfile.mkstemp(dir=path, prefix=".preflight-")
@@ -48,9 +57,6 @@ def config_storage() -> dict:
 def host_config() -> dict:
     """Keys whose value breaks its rule (the default applies) and lines the reader refused
     (`store.problems()`: hand edits with a line-break or control character, unclosed lists)."""
-    from hostconfig import store
-    from hostconfig.schema import key
-
     bad = []
     for name, raw in store.read_raw().items():
         spec = key(name)
@@ -74,8 +80,6 @@ def host_config() -> dict:
 
 
 def tls() -> dict:
-    from access import identity
-
     if identity.tls_material_valid():
         return _check("tls", "TLS certificate and key", PASS, "valid and matching")
     return _check(
@@ -88,8 +92,6 @@ def tls() -> dict:
 
 
 def redis_and_worker() -> list[dict]:
-    from common import redis_client
-
     try:
         redis_client.ping()
     except Exception as exc:  # any failure is the answer
@@ -99,7 +101,7 @@ def redis_and_worker() -> list[dict]:
         ]
     checks = [_check("redis", "Redis reachable", PASS, "ping answered")]
     try:
-        from hostmgmt.celery import app
+        from hostmgmt.celery import app  # the wiring's Celery app, reached lazily
 
         replies = app.control.ping(timeout=1.0)
     except Exception as exc:
@@ -114,9 +116,6 @@ def redis_and_worker() -> list[dict]:
 
 
 def encoder() -> dict:
-    from hostconfig import store
-    from media import encoders
-
     backend = encoders.resolve_backend(store.get("encoder"))
     if backend is None:
         return _check(
@@ -139,8 +138,6 @@ def encoder() -> dict:
 
 def capture() -> list[dict]:
     """The capture check (`capture_check`), the headless compositor, the headless backends."""
-    from displays import compositors
-
     check, sel = capture_check()
     found = compositors.headless(sel.gnome_why)  # GNOME as the selection found it
     heads = [h["id"] for h in found if h["available"] and h["id"] != "auto"]
@@ -162,8 +159,6 @@ def capture_check() -> tuple[dict, object]:
     the others are not usable, and the portal's consent. `fail` when the configured backend
     cannot be used (sessions refuse to start); `warn` while a portal session would wait for
     the person at the desktop."""
-    from displays import capture as cap
-
     sel = cap.select()
     others = "; ".join(f"{k}: {v}" for k, v in sel.unusable.items() if k != sel.backend)
     if sel.error:
@@ -184,8 +179,6 @@ def capture_check() -> tuple[dict, object]:
             consent = cap.portal_consent()
             detail += f"; portal consent: {consent['detail']}"
             if not consent["kept"]:
-                from media.portal.screencast import HOW_TO_CONSENT
-
                 status, fix = WARN, HOW_TO_CONSENT
         check = _check(
             "capture-backends",
@@ -214,9 +207,6 @@ def capture_summary() -> dict:
 def _headless_check(sel) -> dict:
     """The host's headless compositor: which one headless_mode would run (as which user),
     whether it runs now and its live outputs; `fail` when headless_mode is on and it cannot."""
-    from displays import headless
-    from hostconfig import store
-
     st = headless.status(sel.gnome_why)
     on = bool(store.get("headless_mode"))
     if st["backend"] == "mutter":
@@ -284,8 +274,6 @@ def ports() -> dict:
 
 
 def compat_broadcast() -> dict:
-    from hostconfig import store
-
     on = bool(store.get("compat_enabled"))
     return _check(
         "compat-broadcast",
@@ -300,9 +288,6 @@ def app_catalog() -> dict:
     both APIs refuse them): `elevated` (they run with the host's own rights) and an `output`
     file the host cannot append to (their launch fails). A broken file is a warning too (the
     compat plane serves an empty catalog; native Desktop still streams)."""
-    from games import appfields
-    from library import catalog, conf
-
     label = "App catalog (apps.json)"
     if not conf.apps_file().exists():  # reading would create it: this report writes nothing
         return _check("app-catalog", label, PASS, "no apps.json yet (created on first use)")

@@ -21,8 +21,10 @@ import json
 import logging
 import time
 
-from common import redis_client
+from common import dbversion, redis_client
+from displays.models import VirtualDisplay
 from media import gpus
+from streaming import status
 from streaming.sessions import admission, registry
 
 log = logging.getLogger("streaming.sessions")
@@ -159,15 +161,10 @@ def end_all_sessions(reason: str, wait_s: float) -> None:
 
 def runtime_status() -> dict:
     """The sessions part of GET /api/v1/status (`streaming.status`)."""
-    from streaming import status
-
     return status.runtime_status()
 
 
 def kept_displays() -> int:
-    from common import dbversion
-    from displays.models import VirtualDisplay
-
     return dbversion.cached(
         "streaming.kept_displays",
         VirtualDisplay.objects.filter(state__in=("lingering", "pinned")).count,

@@ -18,6 +18,8 @@ import os
 import time
 
 from common import procs
+from common.statedir import state_dir
+from displays import gnome_monitors
 
 log = logging.getLogger("streaming.sessions")
 
@@ -79,6 +81,7 @@ def session_input(display: dict, label: str = ""):
     `portal`: the compositor's, when it has the wlroots virtual devices); None (logged) when
     unavailable."""
     if display.get("backend") == "kwin":
+        # spawned child: the encoder imports this module for open_capture alone
         from media.kwin.input import KWinInput, KWinInputUnavailable
 
         try:
@@ -92,6 +95,7 @@ def session_input(display: dict, label: str = ""):
         return None
     if not is_gnome(display):
         return wlr_input(display, label)
+    # spawned child: the encoder imports this module for open_capture alone
     from media.mutter.remotedesktop import MutterInput, MutterInputUnavailable
 
     try:
@@ -105,6 +109,7 @@ def wlr_input(display: dict, label: str = ""):
     """Virtual keyboard and pointer on the session's output (a WlrInput, XInput's interface);
     None (logged) when the compositor lacks them: the session still streams. Made at session
     start: apps (Xwayland among them) bind the seat's devices when they appear."""
+    # spawned child: the encoder imports this module for open_capture alone
     from media.wayland.vinput import WlrInput, WlrInputUnavailable
 
     try:
@@ -119,9 +124,9 @@ def launch_in_compositor(display: dict, cmd: str, env: dict, working_dir: str,
     """The app onto the session's output of the headless compositor, fullscreen (`env`: the
     session's own variables, `apprun.app_vars`); it must map a window within `map_timeout`,
     else DisplayLaunchError and nothing of it stays."""
-    from displays import headless
-    from displays.sway import CompositorError
-    from games.apprun import CompositorApp
+    # spawned child: the encoder imports this module for open_capture alone
+    from displays import headless, sway
+    from games.apprun import CompositorApp  # spawned child, as above
 
     comp = proc = None
     try:
@@ -131,7 +136,7 @@ def launch_in_compositor(display: dict, cmd: str, env: dict, working_dir: str,
         proc = CompositorApp(comp, display["output"], cmd, env, working_dir, exit_timeout)
         comp.wait_window(proc.pid, display["output"], timeout=map_timeout)
         return proc
-    except CompositorError as exc:
+    except sway.CompositorError as exc:
         if proc is not None:
             proc.terminate()
         raise DisplayLaunchError(500, f"App failed to start: {exc}") from None
@@ -155,8 +160,9 @@ def placing(display: dict, timeout: float):
     if not is_gnome(display):
         yield
         return
-    from common.statedir import state_dir
-    from media.framesource import MutterCapture
+    from media.framesource import MutterCapture  # heavy: numpy
+
+    # spawned child: the encoder imports this module for open_capture alone
     from media.mutter.remotedesktop import MutterInput, MutterInputUnavailable
 
     with open(state_dir() / PLACING_LOCK, "a+") as lock:
@@ -191,6 +197,7 @@ def open_capture(display: dict):
     (the host's XDG_RUNTIME_DIR for PipeWire), wlr-screencopy of its output on wlroots
     backends, the desktop portal's ScreenCast on `portal` (the screen the person picked), else
     an X grab of its display (the attached monitor's region, or the whole Xvfb)."""
+    # heavy: numpy, loaded only where frames are captured
     from media.framesource import (
         DisplayCapture,
         KWinCapture,
@@ -214,8 +221,6 @@ def compositor_gone(display: dict | None) -> str:
     """Headless sessions: why the compositor (or GNOME virtual monitor) under the session is
     gone, else ""."""
     if display is not None and display.get("backend") == "mutter":
-        from displays import gnome_monitors
-
         if not gnome_monitors.alive(display.get("pid")):
             return f"the GNOME virtual monitor {display.get('output')} is gone"
         return ""

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 
+from games import lifecycle
 from streaming.sessions import registry
 
 log = logging.getLogger("streaming.sessions")
@@ -107,8 +108,6 @@ def _lifecycle_games() -> list[dict]:
     """The lifecycle layer's games that are not exited: kept ones and the ones waiting out
     their grace window (ActiveGame records)."""
     try:
-        from games import lifecycle
-
         games = lifecycle.active_games()
     except Exception:  # status must answer even with a broken games file
         log.warning("game records unavailable", exc_info=True)

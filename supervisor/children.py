@@ -11,6 +11,7 @@ import time
 from dataclasses import dataclass, field
 
 from common import procs
+from supervisor.sentinel import _environ
 
 log = logging.getLogger("supervisor")
 
@@ -21,8 +22,6 @@ CHILD_RUN_ENV = "HOST_CHILD_RUN"
 
 def kill_marked(run_mark: str) -> int:
     """SIGKILL every live process carrying `HOST_CHILD_RUN=<run_mark>`; returns how many."""
-    from supervisor.sentinel import _environ
-
     mark = f"{CHILD_RUN_ENV}={run_mark}".encode()
     killed = 0
     for entry in os.listdir("/proc"):

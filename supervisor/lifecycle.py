@@ -33,10 +33,9 @@ def announce_started() -> None:
 def _queue_prep_recovery() -> None:
     """Prep `undo` steps a crashed session still owes run once the host is back."""
     try:
-        from hooks.conf import HOOKS_QUEUE
-        from hostmgmt.celery import app
+        from hostmgmt.celery import app  # the wiring's Celery app, reached lazily
 
-        app.send_task("hooks.prep_undo_orphans", queue=HOOKS_QUEUE, retry=False)
+        app.send_task("hooks.prep_undo_orphans", queue=conf.HOOKS_QUEUE, retry=False)
     except Exception:  # recovery is best-effort; the rows stay for next time
         log.warning("could not queue prep undo recovery")
 

@@ -31,6 +31,7 @@ from access import identity, tokens
 from common import netranges
 from common.ports import PortMap, busy_ports, validate_base_port
 from common.statedir import REDIS_SOCKET, state_dir
+from displays import reaper
 from hooks import worker as hooks_worker
 from supervisor import children, lifecycle, periodic, redis_server, sentinel
 from supervisor.children import Child
@@ -252,9 +253,7 @@ class Supervisor:
         self.start_redis()
         if self._stop:
             return
-        from displays import reaper as displays  # apps are loaded by now
-
-        displays.on_host_start()  # expire countdowns that ended while down; restore kept displays
+        reaper.on_host_start()  # expire countdowns that ended while down; restore kept displays
         self.children = self.child_specs()
         for child in self.children:
             if self._stop:
@@ -289,9 +288,7 @@ class Supervisor:
         for child in self.children:
             child.wait(deadline)
         children.finish_groups(self.children)
-        from displays import reaper as displays
-
-        displays.on_host_stop()  # no virtual display server outlives the host
+        reaper.on_host_stop()  # no virtual display server outlives the host
         if self.redis:
             self.redis.terminate()
             self.redis.wait(time.monotonic() + 5)

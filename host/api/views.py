@@ -12,7 +12,8 @@ from access.admin import AdminPrincipal, client_ip
 from apikit import shapes
 from apikit.base import AdminAPIView, MgmtAPIView, OpenMgmtAPIView, json_object
 from apikit.errors import ApiError
-from host import services
+from host import hostinfo, services
+from hostconfig import store
 
 
 class V1HealthView(OpenMgmtAPIView):
@@ -30,8 +31,6 @@ class V1HostView(MgmtAPIView):
         responses=shapes.HostInfoSerializer, description="Host info (identity, codecs, ports)."
     )
     def get(self, request):
-        from host import hostinfo
-
         return Response(hostinfo.host_info())
 
 
@@ -50,8 +49,6 @@ class ConfigLocaleView(AdminAPIView):
 
     @extend_schema(responses=shapes.ConfigLocaleSerializer)
     def get(self, request):
-        from hostconfig import store
-
         return Response({"status": True, "locale": store.read_raw().get("locale", "en")})
 
 

@@ -11,6 +11,16 @@ import threading
 
 from django.conf import settings
 from django.core.management.base import BaseCommand
+from twisted.internet import reactor, task, threads
+
+from access import identity
+from compat.mdns import Announcer
+from compat.nvhttp import transport
+from compat.nvhttp.coordinator import PairingCoordinator
+from compat.nvhttp.dispatch import Dispatcher
+from compat.nvhttp_backend import NvhttpBackend, warm_probe
+from hostconfig import store
+from pairing import conf
 
 log = logging.getLogger("compat")
 
@@ -32,8 +42,6 @@ def _install_extensions(dispatcher, backend) -> None:
 
 
 def _compat_enabled() -> bool:
-    from hostconfig import store
-
     return bool(store.get("compat_enabled"))
 
 
@@ -44,16 +52,6 @@ class Command(BaseCommand):
         parser.add_argument("--no-mdns", action="store_true", help="never announce over mDNS")
 
     def handle(self, *args, **options):
-        from twisted.internet import reactor, task, threads
-
-        from access import identity
-        from compat.mdns import Announcer
-        from compat.nvhttp import transport
-        from compat.nvhttp.coordinator import PairingCoordinator
-        from compat.nvhttp.dispatch import Dispatcher
-        from compat.nvhttp_backend import NvhttpBackend, warm_probe
-        from pairing import conf
-
         identity.ensure_identity()
         identity.ensure_tls()
         backend = NvhttpBackend()
