@@ -47,12 +47,26 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import socket
+import subprocess
 import threading
+import time
 from dataclasses import dataclass, field
 
-from displays import xvfb
+import mss
+
+from displays import headless, policy, xvfb
+from displays.sway import CompositorError
+from hostconfig import schema, store
 from hostconfig.schema import CAPTURE_UNSUPPORTED
+from media.kwin.input import FAKE_INPUT
+from media.kwin.screencast import SCREENCAST as KWIN_SCREENCAST
+from media.kwin.screencast import refused_reason
+from media.mutter import screencast as mutter_cast
+from media.mutter.remotedesktop import REMOTEDESKTOP
+from media.portal import screencast as portal_cast
+from media.wayland.client import Display, WaylandError
 
 METHODS = (
     ("auto", "Automatic"),
@@ -120,8 +134,6 @@ def probe_x(name: str, timeout: float = X_PROBE_TIMEOUT_S) -> XDisplay:
 
     def run() -> None:
         try:
-            import mss
-
             with mss.MSS(display=name) as sct:
                 box["monitors"] = [dict(m) for m in sct.monitors[1:]]
         except Exception as exc:  # any failure is the answer
@@ -166,8 +178,6 @@ def wlr_screencopy_advertised(socket_path: str,
                               name: str = "zwlr_screencopy_manager_v1") -> bool | None:  # fmt: skip
     """True when the compositor at `socket_path` advertises global `name` (screencopy unless
     told) in its registry, False when it does not, None when its registry could not be read."""
-    from media.wayland.client import Display, WaylandError
-
     try:
         with Display(socket_path, timeout=X_PROBE_TIMEOUT_S) as d:
             return d.find_global(name) is not None
@@ -177,8 +187,6 @@ def wlr_screencopy_advertised(socket_path: str,
 
 def wlr_outputs(socket_path: str) -> list[dict]:
     """The compositor's outputs: name, x, y, width, height (its registry, read-only)."""
-    from media.wayland.client import Display
-
     with Display(socket_path, timeout=X_PROBE_TIMEOUT_S) as d:
         return [{"name": o.name, "x": o.x, "y": o.y, "width": o.width, "height": o.height}
                 for o in d.outputs()]  # fmt: skip
@@ -224,8 +232,6 @@ def gst_missing() -> str:
     elements of media/mutter/frames.py's pipeline. Remembered for a minute per PATH: every
     selection asks (each session start, /capture/methods, preflight) and the answer is two
     gst-inspect runs, while installed packages change only by hand."""
-    import time
-
     key = os.environ.get("PATH", "")
     hit = _gst_checked.get(key)
     if hit is not None and time.monotonic() - hit[0] < _GST_CHECK_TTL_S:
@@ -236,9 +242,6 @@ def gst_missing() -> str:
 
 
 def _gst_missing_now() -> str:
-    import shutil
-    import subprocess
-
     if shutil.which("gst-launch-1.0") is None:
         return "gst-launch-1.0 is not installed (Debian package gstreamer1.0-tools)"
     for element, package in GST_ELEMENTS:
@@ -256,9 +259,6 @@ def probe_gnome(env) -> tuple[list | None, str]:
     """(monitors, why not): mutter's monitors when its ScreenCast and RemoteDesktop are on the
     session bus and GStreamer can read PipeWire, else None and the reason. Read-only: it asks
     the bus which names exist and DisplayConfig for its state; it creates no session."""
-    from media.mutter import screencast
-    from media.mutter.remotedesktop import REMOTEDESKTOP
-
     bus = (env.get("DBUS_SESSION_BUS_ADDRESS") or "").strip()
     if not bus:
         return (
@@ -266,9 +266,9 @@ def probe_gnome(env) -> tuple[list | None, str]:
             "DBUS_SESSION_BUS_ADDRESS is not set (the host does not run in a desktop session)",
         )
     try:
-        heads = screencast.monitors(bus, timeout=X_PROBE_TIMEOUT_S,
-                                    require=(screencast.SCREENCAST, REMOTEDESKTOP))  # fmt: skip
-    except screencast.ScreenCastError as exc:
+        heads = mutter_cast.monitors(bus, timeout=X_PROBE_TIMEOUT_S,
+                                     require=(mutter_cast.SCREENCAST, REMOTEDESKTOP))  # fmt: skip
+    except mutter_cast.ScreenCastError as exc:
         return None, str(exc)
     why = gst_missing()
     return (None, why) if why else (heads, "")
@@ -278,8 +278,6 @@ def probe_portal(env) -> tuple[int | None, str]:
     """(ScreenCast version, why not): the desktop portal's ScreenCast version when the portal
     and its ScreenCast interface are on the session bus and GStreamer can read PipeWire, else
     None and the reason. Read-only: no session is created, so no dialog is shown."""
-    from media.portal import screencast
-
     bus = (env.get("DBUS_SESSION_BUS_ADDRESS") or "").strip()
     if not bus:
         return (
@@ -287,8 +285,8 @@ def probe_portal(env) -> tuple[int | None, str]:
             "DBUS_SESSION_BUS_ADDRESS is not set (the host does not run in a desktop session)",
         )
     try:
-        version = screencast.probe(bus, timeout=X_PROBE_TIMEOUT_S)
-    except screencast.PortalError as exc:
+        version = portal_cast.probe(bus, timeout=X_PROBE_TIMEOUT_S)
+    except portal_cast.PortalError as exc:
         return None, str(exc)
     why = gst_missing()
     return (None, why) if why else (version, "")
@@ -299,25 +297,23 @@ def portal_consent(version: int | None = None) -> dict:
     /capture/methods and preflight: `kept` (a restore token is stored: sessions start without
     asking), `state` (the last outcome, or `none`) and `detail`, a sentence that says how to
     give consent when there is none. Never asks the portal (that could show a dialog)."""
-    from media.portal import screencast as pc
-
-    kept = pc.load_state()
+    kept = portal_cast.load_state()
     token, outcome = kept.get("restore_token"), kept.get("outcome") or "none"
-    if version is not None and version < pc.PERSIST_VERSION:
+    if version is not None and version < portal_cast.PERSIST_VERSION:
         detail = (f"the portal's ScreenCast is version {version}, which cannot keep consent "
-                  f"(restore tokens need version {pc.PERSIST_VERSION}): every session asks at "
-                  "the desktop")  # fmt: skip
+                  f"(restore tokens need version {portal_cast.PERSIST_VERSION}): every session "
+                  "asks at the desktop")  # fmt: skip
     elif token:
         detail = "consent is kept (a restore token is stored): sessions start without asking"
     elif outcome in ("refused", "timeout"):
         what = "was refused" if outcome == "refused" else "got no answer"
         detail = f"the last screen-sharing request {what} at the desktop; to allow it, "
-        detail += pc.HOW_TO_CONSENT
+        detail += portal_cast.HOW_TO_CONSENT
     elif outcome in ("not-persisted", "failed"):
         detail = str(kept.get("detail") or outcome)[:400]
     else:
         detail = "no consent is kept yet: the first session asks at the desktop; to allow it, "
-        detail += pc.HOW_TO_CONSENT
+        detail += portal_cast.HOW_TO_CONSENT
     return {"kept": bool(token), "state": outcome, "detail": detail}
 
 
@@ -332,10 +328,6 @@ def probe_kwin(env) -> tuple[list | None, str]:
     KDE session whose KWin, at WAYLAND_DISPLAY, offers this process its screencast and fake
     input and GStreamer can read PipeWire; else None and the reason. Read-only: it reads the
     registry and the outputs; it starts no stream."""
-    from media.kwin.input import FAKE_INPUT
-    from media.kwin.screencast import SCREENCAST, refused_reason
-    from media.wayland.client import Display, WaylandError
-
     if not kde_session(env):
         desktop = (env.get("XDG_CURRENT_DESKTOP") or "").strip()
         return None, (f"XDG_CURRENT_DESKTOP is {desktop[:40]!r}, not a KDE session" if desktop
@@ -348,7 +340,7 @@ def probe_kwin(env) -> tuple[list | None, str]:
         return None, f"no compositor answers at WAYLAND_DISPLAY ({path})"
     try:
         with Display(path, timeout=X_PROBE_TIMEOUT_S) as d:
-            if d.find_global(SCREENCAST) is None:
+            if d.find_global(KWIN_SCREENCAST) is None:
                 return None, refused_reason(path)
             fake = d.find_global(FAKE_INPUT)
             if fake is None or fake.version < 4:
@@ -371,9 +363,6 @@ def configured(env=None) -> tuple[str, str, str]:
     values they are a conflict (reported; sessions refuse to start) rather than one silently
     winning. A value the host cannot do (a hand edit: the APIs refuse it) is a conflict too.
     """
-    from hostconfig import store
-    from hostconfig.schema import key
-
     env = os.environ if env is None else env
     raw = store.read_raw()
     found: dict[str, str] = {}
@@ -382,7 +371,7 @@ def configured(env=None) -> tuple[str, str, str]:
         if not text:
             continue
         try:
-            found[name] = key(name).parse(text)
+            found[name] = schema.key(name).parse(text)
         except ValueError as exc:
             return "", name, f"{name} = {text[:32]} in host.conf: {exc}"
     values = set(found.values())
@@ -395,21 +384,17 @@ def configured(env=None) -> tuple[str, str, str]:
     text = (env.get(ENV_METHOD) or "").strip()
     if text:
         try:
-            return key("capture_method").parse(text), ENV_METHOD, ""
+            return schema.key("capture_method").parse(text), ENV_METHOD, ""
         except ValueError as exc:
             return "", ENV_METHOD, f"{ENV_METHOD}={text[:32]}: {exc}"
     return "auto", "default", ""
 
 
 def _output_name() -> str:
-    from hostconfig import store
-
     return (store.get("output_name") or "").strip()
 
 
 def _monitor_pin(env) -> str:
-    from displays import policy
-
     pin = (env.get("HOST_CAPTURE_MONITOR") or "").strip()
     if pin:
         return pin
@@ -639,8 +624,6 @@ def select(env=None) -> Selection:
 
 
 def _headless_mode() -> bool:
-    from hostconfig import store
-
     return bool(store.get("headless_mode"))
 
 
@@ -649,9 +632,6 @@ def _select_headless(sel: Selection) -> Selection:
     user's GNOME (`sel.output` empty: made per display) or an output of the host's headless
     sway. A capture setting that names another backend contradicts it and is refused rather
     than one of the two silently winning."""
-    from displays import headless
-    from displays.sway import CompositorError
-
     sel.backend = "headless"
     name, why = headless.backend(sel.gnome_why)
     fits = {"mutter": ("auto", "gnome"), "sway": ("auto", "wlr")}.get(name or "", ("auto",))
@@ -741,7 +721,5 @@ def x_display_live(name: str | None) -> bool:
 
 def grab(x_display: str, region: dict | None = None):
     """One frame (an `mss` ScreenShot: `.size`, `.rgb`, `.bgra`) of an X display, e.g. `:5`."""
-    import mss
-
     with mss.MSS(display=x_display) as sct:
         return sct.grab(region or sct.monitors[1])

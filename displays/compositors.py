@@ -6,6 +6,8 @@ import os
 import shutil
 
 from displays import xvfb
+from displays.capture import probe_gnome
+from hostconfig.schema import COMPOSITOR_BACKEND_REFUSED
 
 # id -> (label, binaries that provide it)
 COMPOSITORS = {
@@ -54,8 +56,6 @@ def headless(gnome_why: str | None = None) -> list[dict]:
     is installed and this build can drive it (the `compositor_backend` refusals say why not).
     `gnome_why`: a capture selection's finding on the user's GNOME ("" usable), so a caller
     that has one does not probe the session bus again."""
-    from hostconfig.schema import COMPOSITOR_BACKEND_REFUSED
-
     rows = []
     for hid, (label, binary) in HEADLESS.items():
         row = {"id": hid, "label": label, "available": False}
@@ -64,8 +64,6 @@ def headless(gnome_why: str | None = None) -> list[dict]:
         elif hid == "mutter":  # the user's running GNOME, not a binary the host starts
             why = gnome_why
             if why is None:
-                from displays.capture import probe_gnome
-
                 heads, why = probe_gnome(os.environ)
                 why = "" if heads is not None else why
             row["available"] = not why

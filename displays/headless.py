@@ -31,8 +31,10 @@ import pwd
 import shutil
 
 from common.statedir import state_dir
+from displays import gnome_monitors
 from displays import sway as swaymod
 from displays.sway import CompositorError, SwayCompositor
+from hostconfig import store
 
 log = logging.getLogger(__name__)
 
@@ -55,8 +57,6 @@ def backend(gnome_why: str | None = None) -> tuple[str | None, str]:
     user's GNOME (mutter's ScreenCast and RemoteDesktop on the session bus) cannot serve, ""
     when it can (displays/capture.py probes it): there each display is a virtual monitor of
     the person's own desktop (displays/gnome_monitors.py), else an output of the host's sway."""
-    from hostconfig import store
-
     wanted = store.get("compositor_backend") or "auto"
     if wanted in ("auto", "mutter"):
         if gnome_why == "":
@@ -260,8 +260,6 @@ def status(gnome_why: str | None = None) -> dict:
     name, why = backend(gnome_why)
     out = {"backend": name, "reason": why, "running": False, "outputs": []}
     if name == "mutter":
-        from displays import gnome_monitors
-
         out["monitors_kept"] = len(gnome_monitors.owned_pids())
         return out
     try:

@@ -29,15 +29,20 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+import os
 import re
 
 from django.db import transaction
 from django.utils import timezone
 
+from common import dbversion
 from common.errors import DomainError
-from displays import gnome_monitors, xvfb
+from displays import capture, gnome_monitors, headless, xvfb
 from displays import policy as policies
 from displays.models import VirtualDisplay
+from displays.sway import PARK_GAP, CompositorError
+from hooks import events
+from hostconfig import store
 
 log = logging.getLogger(__name__)
 
@@ -63,12 +68,7 @@ def parse_mode(mode: str) -> tuple[int, int, int]:
 
 
 def _emit(kind: str, payload: dict) -> None:
-    try:
-        from hooks.events import emit
-    except ImportError:  # the bus is optional for this module's own tests
-        log.info("event %s %s", kind, payload)
-        return
-    emit(kind, payload)
+    events.emit(kind, payload)
 
 
 def _identity_key(identity: str, client: str, mode: str) -> str:
@@ -90,8 +90,6 @@ def _teardown(display: VirtualDisplay) -> None:
     if display.owned and display.backend == MUTTER:
         gnome_monitors.stop(display.pid)  # mutter removes the monitor with its keeper
     elif display.owned and display.backend == SWAY:
-        from displays import headless
-
         headless.retire_output(display.output)  # the compositor stays for the others
     elif display.owned:  # never signal a server the host did not start
         xvfb.stop(display.pid)
@@ -105,8 +103,6 @@ MUTTER = gnome_monitors.BACKEND
 def _alive(display: VirtualDisplay) -> bool:
     """The display's server (Xvfb) or output (headless sway) still exists."""
     if display.backend == SWAY:
-        from displays import headless
-
         return bool(display.output) and headless.output_alive(display.output)
     if display.backend == MUTTER:
         return gnome_monitors.alive(display.pid)
@@ -148,16 +144,12 @@ def _place(display: VirtualDisplay, axes: dict) -> None:
     neighbour = max(others, key=lambda o: o.x + o.width)
     display.x = neighbour.x + neighbour.width
     if display.backend == SWAY and "exclusive" in (display.topology, neighbour.topology):
-        from displays.sway import PARK_GAP
-
         display.x += PARK_GAP
 
 
 def _headless_defaults(mode: str) -> str:
     """headless_width / headless_height / headless_refresh fill what the request leaves out
     (no mode at all, or no refresh); a client's own mode always wins."""
-    from hostconfig import store
-
     mode = str(mode or "").strip()
     if not mode:
         w, h = store.get("headless_width") or 0, store.get("headless_height") or 0
@@ -173,8 +165,6 @@ def acquire(client: str, mode: str, plane: str = "compat") -> dict:
     """A display for a new session of `client` at `mode`, per the capture backend and the
     policy in force now (both planes: `plane` is kept for the callers' records). DisplayError
     503 when the configured backend cannot be used."""
-    from displays import capture
-
     client = (client or "").strip()[:128]
     try:
         selection = capture.require()
@@ -342,9 +332,6 @@ def _acquire_private(
 
 def _start_output(display: VirtualDisplay) -> None:
     """An output of the headless compositor at the display's mode and `_place` position."""
-    from displays import headless
-    from displays.sway import CompositorError
-
     in_use = set(VirtualDisplay.objects.filter(backend=SWAY).values_list("output", flat=True))
     try:
         comp, name = headless.create_output(display.width, display.height, display.refresh,
@@ -373,8 +360,6 @@ def _teardown_server(display: VirtualDisplay) -> None:
     if display.backend == MUTTER:
         gnome_monitors.stop(display.pid)
     elif display.backend == SWAY:
-        from displays import headless
-
         headless.retire_output(display.output)
     else:
         xvfb.stop(display.pid)
@@ -498,8 +483,6 @@ def expire_due(now: dt.datetime | None = None) -> int:
 
 def _bus_key() -> str:
     """The session bus the portal is on (its socket path; the guid changes at each login)."""
-    import os
-
     addr = os.environ.get("DBUS_SESSION_BUS_ADDRESS") or ""
     m = re.search(r"unix:(?:path|abstract)=([^,;]+)", addr)
     return (m.group(1) if m else addr)[:200]
@@ -513,16 +496,12 @@ def info(display: VirtualDisplay, now: dt.datetime | None = None) -> dict:
     if display.owned:
         running, region = _alive(display), None
     else:
-        from displays.capture import _socket_live, x_display_live
-
         if display.backend in ("wlr", "kwin"):
-            running = _socket_live(display.wayland)
+            running = capture._socket_live(display.wayland)
         elif display.backend in ("gnome", "portal"):
-            from displays.capture import session_bus_live
-
-            running = session_bus_live()
+            running = capture.session_bus_live()
         else:
-            running = x_display_live(display.x_display)
+            running = capture.x_display_live(display.x_display)
         region = {"left": display.x, "top": display.y, "width": display.width,
                   "height": display.height}  # fmt: skip
     return {
@@ -555,8 +534,6 @@ def info(display: VirtualDisplay, now: dt.datetime | None = None) -> dict:
 def state() -> dict:
     """GET /display/state: the rows are read again only when the database moved; whether each
     display's server still runs is looked at per request (a process or socket check)."""
-    from common import dbversion
-
     now = timezone.now()
     rows = dbversion.cached("displays.rows", lambda: list(VirtualDisplay.objects.all()))
     return {"displays": [info(d, now) for d in rows]}

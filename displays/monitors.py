@@ -10,12 +10,14 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import mss
+
+from displays import capture, headless, policy
+
 ENV_PIN = "HOST_CAPTURE_MONITOR"
 
 
 def _x_heads(display: str) -> list[dict]:
-    import mss
-
     with mss.MSS(display=display) as sct:
         heads = sct.monitors[1:]
     out = []
@@ -44,8 +46,6 @@ def _head(connector: str, width: int, height: int, x: int, y: int, **kw) -> dict
 
 
 def _wlr_heads(socket_path: str) -> list[dict]:
-    from displays import capture
-
     outs = capture.wlr_outputs(socket_path)
     return [
         _head(o["name"], o["width"], o["height"], o["x"], o["y"], primary=i == 0)
@@ -55,8 +55,6 @@ def _wlr_heads(socket_path: str) -> list[dict]:
 
 def _headless_heads() -> list[dict]:
     """The live outputs of the host's own headless compositor (none when it does not run)."""
-    from displays import headless
-
     heads = []
     for out in headless.status().get("outputs", []):
         mode, rect = out.get("mode") or {}, out.get("rect") or {}
@@ -114,8 +112,6 @@ def monitors(
 ):
     """`display` / `wayland` (a socket path): the X display and compositor to ask, by default
     the host's own `DISPLAY` and `WAYLAND_DISPLAY`; "" asks none."""
-    from displays import capture, policy
-
     display = os.environ.get("DISPLAY") if display is None else display
     wayland = capture.wayland_socket(os.environ) if wayland is None else wayland
     error = None

@@ -15,6 +15,9 @@ import logging
 
 from django.utils import timezone
 
+from displays import gnome_monitors, headless, machine, xvfb
+from displays.models import VirtualDisplay
+
 log = logging.getLogger(__name__)
 
 TICK_S = 1.0
@@ -23,8 +26,6 @@ TICK_S = 1.0
 def tick() -> int:
     """Expire the countdowns that ran out; returns how many."""
     try:
-        from displays import machine
-
         return machine.expire_due()
     except Exception:  # see module docstring
         log.exception("display countdown tick failed")
@@ -34,9 +35,6 @@ def tick() -> int:
 def on_host_stop() -> int:
     """Sessions end with the host: active displays move on per their policy; no server stays."""
     try:
-        from displays import gnome_monitors, headless, machine, xvfb
-        from displays.models import VirtualDisplay
-
         # Attached displays (the operator's X server) are only forgotten, never stopped.
         VirtualDisplay.objects.filter(owned=False).delete()
         for display in VirtualDisplay.objects.filter(state=VirtualDisplay.ACTIVE):
@@ -71,9 +69,6 @@ def on_host_start() -> dict:
     """Expire countdowns that ended while the host was down; bring the kept displays back."""
     result = {"expired": 0, "restored": 0}
     try:
-        from displays import gnome_monitors, headless, machine, xvfb
-        from displays.models import VirtualDisplay
-
         headless.sweep()  # a crashed run's compositor, Xwayland and apps
         xvfb.stop_all()  # strays of a crashed run
         gnome_monitors.stop_all()

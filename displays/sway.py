@@ -37,7 +37,7 @@ import uuid
 from collections.abc import Mapping, Sequence
 
 from common import procs
-from media.wayland.swayipc import SwayCommandError, SwayIPC, SwayIPCError
+from media.wayland.swayipc import SwayCommandError, SwayIPC, SwayIPCError, views
 
 log = logging.getLogger(__name__)
 
@@ -646,8 +646,6 @@ class SwayCompositor:
     def windows(self) -> list[dict]:
         """Every mapped window: pid, app_id (Wayland) or window_properties (X11), output,
         rect, fullscreen_mode."""
-        from media.wayland.swayipc import views
-
         try:
             return views(self.ipc.get_tree())
         except SwayIPCError as e:

@@ -16,6 +16,8 @@ from collections.abc import Mapping
 
 from common import procs
 from common.env import without_secrets
+from displays import sway
+from games import appfields
 
 log = logging.getLogger("streaming.sessions")
 
@@ -66,9 +68,7 @@ class AppProcess:
     def __init__(self, cmd: str, env: dict, working_dir: str = "", exit_timeout: float = 5.0,
                  output_fd: int | None = None):  # fmt: skip
         self.exit_timeout = max(float(exit_timeout or 0), 0.5)
-        from games.appfields import shell
-
-        self.proc = shell(cmd, env, working_dir, output_fd)
+        self.proc = appfields.shell(cmd, env, working_dir, output_fd)
         self.started = time.monotonic()
         self.ended_at: float | None = None
         self.pgid = self.proc.pid
@@ -90,14 +90,17 @@ class AppProcess:
 
     def verdict(self, auto_detach: bool, wait_all: bool) -> str:
         """`appfields.exit_verdict` for this command: running, detached (a launcher) or ended."""
-        from games import appfields
-        from games.appfields import exit_verdict
-
         code = self.status()
         ran = (self.ended_at or time.monotonic()) - self.started
         alive = code is not None and wait_all and procs.group_alive(self.pgid)
-        return exit_verdict(code, ran, alive, auto_detach=auto_detach, wait_all=wait_all,
-                            window_s=appfields.AUTO_DETACH_WINDOW_S)  # fmt: skip
+        return appfields.exit_verdict(
+            code,
+            ran,
+            alive,
+            auto_detach=auto_detach,
+            wait_all=wait_all,
+            window_s=appfields.AUTO_DETACH_WINDOW_S,
+        )
 
     def terminate(self) -> None:
         """SIGTERM to the group, SIGKILL after exit_timeout; reaps the leader."""
@@ -140,11 +143,9 @@ class CompositorApp:
         """Not our child, so its exit status is unknown: never a detach (the compositor's
         launch already fails a command that exits before mapping a window); `wait_all` follows
         its process group."""
-        from games.appfields import ENDED, RUNNING
-
         if not self.exited() or (wait_all and procs.group_alive(self.pgid)):
-            return RUNNING
-        return ENDED
+            return appfields.RUNNING
+        return appfields.ENDED
 
     def terminate(self) -> None:
         """SIGTERM to the group, SIGKILL after exit_timeout (not our child: nothing to reap).
@@ -159,11 +160,8 @@ def stop_group(pgid: int, exit_timeout: float, reap=None, only_uid: int | None =
     keep the group looking alive as a zombie. With `only_uid`, a signal goes only while every
     live member of the group runs as that uid (a group that is not our child's)."""
     for sig, grace in ((signal.SIGTERM, exit_timeout), (signal.SIGKILL, 2.0)):
-        if only_uid is not None:
-            from displays.sway import group_only_of
-
-            if not group_only_of(pgid, only_uid):
-                return
+        if only_uid is not None and not sway.group_only_of(pgid, only_uid):
+            return
         try:
             os.killpg(pgid, sig)
         except ProcessLookupError:

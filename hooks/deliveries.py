@@ -12,6 +12,7 @@ from django.db import close_old_connections
 from django.utils import timezone
 
 from hooks import conf
+from hooks.models import Delivery
 
 log = logging.getLogger("hooks.deliveries")
 
@@ -35,8 +36,6 @@ def safe_url(url: str) -> str:
 
 def record(channel: str, target: str, event: dict | None, outcome: str, **fields) -> None:
     """Store one record; failures are logged, never raised (the firing already happened)."""
-    from hooks.models import Delivery
-
     try:
         close_old_connections()
         Delivery.objects.create(
@@ -63,8 +62,6 @@ def maybe_prune(now: float | None = None) -> int:
 
 
 def prune(days: int | None = None) -> int:
-    from hooks.models import Delivery
-
     days = conf.DELIVERY_RETENTION_DAYS if days is None else days
     cutoff = timezone.now() - timedelta(days=days)
     deleted, _ = Delivery.objects.filter(created__lt=cutoff).delete()

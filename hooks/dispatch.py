@@ -235,7 +235,7 @@ def queue_firing(event: dict, action: str, entry: dict, client) -> str | None:
 
 def _send(name: str, args: list) -> bool:
     try:
-        from hostmgmt.celery import app
+        from hostmgmt.celery import app  # the wiring's, a layer above: lazy (pyproject.toml)
 
         app.send_task(name, args=args, queue=conf.HOOKS_QUEUE, retry=False)
         return True

@@ -28,6 +28,8 @@ import time
 from functools import partial
 
 from common import redis_client
+from common.files import atomic_write
+from common.statedir import state_path
 from hooks import conf, dispatch, outbox
 from hooks.event_kinds import KINDS, RESERVED_KEYS, SCHEMA_VERSION
 
@@ -117,6 +119,7 @@ def emit(kind: str, payload: dict | None = None) -> None:
             return
         body = _payload_json(kind, payload or {})
         try:
+            # optional: a process without Django's database emits at once (the except below)
             from django.db import connection, transaction
 
             in_atomic = connection.in_atomic_block
@@ -183,8 +186,6 @@ def _emit_now(kind: str, payload_json: str) -> tuple[dict, list[str]]:
 
 
 def _outbox() -> outbox.Outbox:
-    from common.statedir import state_path
-
     return outbox.get(redis_client.url(), state_path(outbox.SPOOL_DIR), _deliver_kept)
 
 
@@ -201,8 +202,6 @@ def _deliver_kept(entry: outbox.Entry, url: str) -> None:
 def recover_spools() -> int:
     """Deliver the spools of processes that died while Redis was away (the supervisor runs
     this periodically; any process's flusher also does after its own delivery)."""
-    from common.statedir import state_path
-
     try:
         return outbox.recover_orphans(
             state_path(outbox.SPOOL_DIR), redis_client.url(), _deliver_kept
@@ -232,8 +231,6 @@ def _publish(prefix: str, suffix: str, kept_id: str = "") -> dict | None:
 
 
 def seq_file():
-    from common.statedir import state_path
-
     return state_path(SEQ_FILE)
 
 
@@ -246,8 +243,6 @@ def persisted_mark() -> int:
 
 def _reserve(client, current: int) -> None:
     """Persist a high-water mark one block ahead, then let Redis hand out seqs up to it."""
-    from common.files import atomic_write
-
     path = seq_file()
     with open(path.with_name(SEQ_FILE + ".lock"), "a+") as lock_fh:
         fcntl.flock(lock_fh, fcntl.LOCK_EX)

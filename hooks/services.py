@@ -14,7 +14,16 @@ import redis
 from common import redis_client
 from common.errors import Conflict, Failed, Invalid, NotFound, Unavailable
 from common.files import storage_refusal
-from hooks import conf, deliveries, dispatch, hook_config, runner, ssrf, webhook_client
+from hooks import (
+    conf,
+    deliveries,
+    dispatch,
+    event_kinds,
+    hook_config,
+    runner,
+    ssrf,
+    webhook_client,
+)
 from hooks.models import Delivery
 
 log = logging.getLogger("hooks")
@@ -148,8 +157,6 @@ DELIVERIES_MAX = 500
 def test_event(entry: dict) -> dict:
     """A made-up event of a kind the entry listens to, marked `test: true` (no seq: it never
     went through the bus), so a hook script can tell a test from the real thing."""
-    from hooks import event_kinds
-
     pattern = entry["on"].strip()
     kind = pattern
     if pattern.endswith(".*"):

@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import sys
 import weakref
 from collections import deque
 
@@ -328,8 +329,6 @@ def _transport(client_addr):
     look at the transport itself to notice, and cut off, a consumer that stopped reading.
     This walks every connection of the process: a stream looks its own up once (`_Peer`).
     """
-    import sys
-
     if not client_addr or "twisted.internet.reactor" not in sys.modules:
         return None
     reactor = sys.modules["twisted.internet.reactor"]

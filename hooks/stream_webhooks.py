@@ -14,6 +14,7 @@ import os
 from hooks import conf, deliveries, ssrf, webhook_client
 from hooks.models import Delivery
 from hooks.services import sign
+from hostconfig import schema, store
 
 log = logging.getLogger("hooks.stream_webhooks")
 
@@ -40,8 +41,6 @@ RECORD_FIELDS = (
 
 def configured_urls() -> list[str]:
     """Every valid webhook_url_N of the host config, in N order."""
-    from hostconfig import schema, store
-
     raw = store.read_raw()
     names = [n for n in raw if n.startswith("webhook_url_") and schema.key(n) is not None]
     urls = []
@@ -72,12 +71,10 @@ def notify(event_name: str, record: dict) -> int:
         urls = configured_urls()
         if not urls:
             return 0
-        from hostconfig import store
-
         body = body_for(event_name, record)
         secret = store.get("webhook_secret") or ""
         signature = sign(secret.encode(), body) if secret else None
-        from hostmgmt.celery import app
+        from hostmgmt.celery import app  # the wiring's, a layer above: lazy (pyproject.toml)
 
         for url in urls:
             app.send_task(

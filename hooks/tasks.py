@@ -7,7 +7,7 @@ import logging
 from celery import shared_task
 from celery.signals import worker_shutting_down
 
-from hooks import conf
+from hooks import conf, prep, runner, services, stream_webhooks
 
 log = logging.getLogger("hooks")
 
@@ -20,8 +20,6 @@ def _stop_running_commands(**_kwargs) -> None:
     (HOST_STOPPING_HOOKS_GRACE_S) before it stops the workers; whatever still runs now would
     otherwise hold the worker's warm shutdown, then outlive it in a session of its own.
     """
-    from hooks import runner
-
     killed = runner.kill_running()
     if killed:
         log.warning("worker stopping: killed %d running hook command(s)", killed)
@@ -29,15 +27,11 @@ def _stop_running_commands(**_kwargs) -> None:
 
 @shared_task(name="hooks.fire", queue=conf.HOOKS_QUEUE, ignore_result=True)
 def fire(event: dict, action: str, entry: dict, permit: str | None = None) -> None:
-    from hooks import services
-
     services.fire(event, action, entry, permit)
 
 
 @shared_task(name="hooks.record_drop", queue=conf.HOOKS_QUEUE, ignore_result=True)
 def record_drop(event: dict, action: str, entry: dict) -> None:
-    from hooks import services
-
     services.record_drop(event, action, entry)
 
 
@@ -49,8 +43,6 @@ def record_drop(event: dict, action: str, entry: dict) -> None:
     max_retries=conf.STREAM_WEBHOOK_RETRIES,
 )
 def stream_webhook(self, url: str, body_text: str, signature: str | None) -> None:
-    from hooks import stream_webhooks
-
     retry = stream_webhooks.deliver(
         url, body_text.encode(), signature, attempt=self.request.retries + 1
     )
@@ -61,6 +53,4 @@ def stream_webhook(self, url: str, body_text: str, signature: str | None) -> Non
 @shared_task(name="hooks.prep_undo_orphans", queue=conf.HOOKS_QUEUE, ignore_result=True)
 def prep_undo_orphans() -> None:
     """Queued at host start: no session survives a restart, so every owed undo is an orphan."""
-    from hooks import prep
-
     prep.undo_orphans()

@@ -18,6 +18,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from common.files import atomic_write
 from library import conf, fetch, imaging
 from library.scanners import steam
 from library.scanners.base import ART_KINDS
@@ -164,8 +165,6 @@ def _enqueue(appid: int, kind: str) -> None:
 
 def fetch_from_cdn(appid: int, kind: str) -> bool:
     """Download one file from the CDN into our cache (or record a miss). True on success."""
-    from common.files import atomic_write
-
     if kind not in CDN_FILES or not 0 < appid < 0x80000000:
         return False
     folder = cache_path(appid, kind).parent

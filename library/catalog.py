@@ -31,7 +31,8 @@ from pathlib import Path
 
 from common.files import atomic_write
 from common.statedir import state_dir
-from library import conf, imaging
+from hostconfig import store
+from library import conf, imaging, services
 
 log = logging.getLogger("library.catalog")
 
@@ -156,9 +157,7 @@ def hand_edited() -> bool:
 
 
 def _changed() -> None:
-    from library.services import emit_changed
-
-    emit_changed("manual")
+    services.emit_changed("manual")
 
 
 def load_document() -> dict:
@@ -259,8 +258,6 @@ def global_prep() -> list[dict]:
     """The host's `global_prep_cmd` steps (validated by the config schema), run before every
     app's own `prep-cmd` unless the entry sets `exclude-global-prep-cmd`."""
     try:
-        from hostconfig import store
-
         steps = store.get("global_prep_cmd") or []
     except Exception:  # a broken config must not hide the catalog
         log.exception("global_prep_cmd unreadable; no global prep steps")

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from common.env import env_int, env_str
 from common.statedir import state_dir
+from hostconfig import store
 
 
 def _paths(name: str, defaults: list[Path]) -> list[Path]:
@@ -115,8 +116,6 @@ def apps_file() -> Path:
     raw = env_str("HOST_APPS_FILE", "").strip()
     if raw:
         return Path(raw)
-    from hostconfig import store
-
     chosen = store.get("file_apps")
     return Path(chosen) if chosen else state_dir() / "apps.json"
 

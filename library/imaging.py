@@ -24,8 +24,8 @@ def _libs():
     the library app, and OpenCV's import alone costs a second of each one's start."""
     # Bound what a small compressed body may inflate to before OpenCV reads its first image.
     os.environ.setdefault("OPENCV_IO_MAX_IMAGE_PIXELS", str(8192 * 8192))
-    import cv2
-    import numpy
+    import cv2  # heavy: see the docstring
+    import numpy  # heavy: see the docstring
 
     return cv2, numpy
 

@@ -14,6 +14,7 @@ import logging
 
 from library import catalog, services
 from library.scanners import SCANNERS
+from library.tasks import rescan_all, rescan_store
 
 log = logging.getLogger("library.poller")
 
@@ -24,8 +25,6 @@ class StorePoller:
         self.start_rescan_queued = False
 
     def __call__(self) -> None:
-        from library.tasks import rescan_all, rescan_store
-
         if not self.start_rescan_queued:
             try:
                 rescan_all.delay()

@@ -20,9 +20,12 @@ import re
 import time
 
 from django.db import transaction
+from django.db.models import Count, Max
 from django.utils import timezone
 
+from common import dbversion
 from common.errors import Conflict, Invalid, NotFound
+from hooks import event_kinds, events
 from library.models import CustomEntry, InstalledTitle, ScannerState
 from library.scanners import SCANNERS
 
@@ -45,12 +48,8 @@ META_KEYS = (
 
 def emit_changed(source: str) -> None:
     """`library.changed{source}` once the surrounding transaction (if any) commits."""
-
-    from hooks import event_kinds
-    from hooks.events import emit
-
     # emit() waits for the commit by itself and never raises into its caller.
-    emit(event_kinds.LIBRARY_CHANGED, {"source": source})
+    events.emit(event_kinds.LIBRARY_CHANGED, {"source": source})
 
 
 # -- listing ---------------------------------------------------------------------------------
@@ -73,8 +72,6 @@ _listing_cache: dict = {}
 
 def _fingerprint() -> tuple:
     """Changes whenever a rescan, custom or provider write lands, in any process."""
-    from django.db.models import Count, Max
-
     return (
         ScannerState.objects.aggregate(n=Count("id"), t=Max("scanned_at"), c=Max("count")),
         CustomEntry.objects.aggregate(n=Count("id"), t=Max("updated_at")),
@@ -104,8 +101,6 @@ def library_json() -> bytes:
 
 
 def _cached() -> dict:
-    from common import dbversion
-
     key = dbversion.cached("library.fingerprint", _fingerprint)
     cached = _listing_cache.get("current")
     if cached is None or cached["key"] != key:

@@ -24,6 +24,8 @@ import time
 
 import numpy as np
 
+from media.audio.opus import OpusEncoder
+
 log = logging.getLogger("media.audio")
 
 RATE = 48_000
@@ -85,8 +87,6 @@ class AudioStream:
     """Opus packets of the session's sound at one stream's packet duration and bitrate."""
 
     def __init__(self, sound: SessionSound, packet_ms: int, bitrate: int):
-        from media.audio.opus import OpusEncoder
-
         self.sound = sound
         self.encoder = OpusEncoder(sound.opus_settings, frame_ms=packet_ms, bitrate=bitrate)
         sound.trim()  # sound captured before the client listened is stale

@@ -17,6 +17,7 @@ import subprocess
 import sys
 import threading
 import time
+from fractions import Fraction
 from pathlib import Path
 
 from common.files import atomic_write
@@ -45,7 +46,7 @@ RECHECK_S = 10.0
 
 def _fingerprint() -> str:
     try:
-        import av
+        import av  # heavy: PyAV loads FFmpeg; light processes read the cached answer
 
         version = av.__version__
     except ImportError:
@@ -56,9 +57,7 @@ def _fingerprint() -> str:
 
 def probe_in_process() -> dict[str, dict[str, bool]]:
     """backend -> codec -> opens; run in the probe child (see module docstring)."""
-    from fractions import Fraction
-
-    import av
+    import av  # heavy: PyAV loads FFmpeg, only in the probe child
 
     frame = av.VideoFrame(256, 256, "yuv420p")
     for plane in frame.planes:

@@ -13,11 +13,23 @@ thread, so the session still ends through its normal path: the session's watch l
 from __future__ import annotations
 
 import logging
+import os
 import time
 
+import mss
 import numpy as np
 
 from common.samples import Samples
+from media.kwin.screencast import KWinScreenCast
+from media.mutter.frames import PipeWireFrames
+from media.mutter.screencast import ScreenCast
+from media.portal.screencast import (
+    CONSENT_TIMEOUT_S,
+    PortalRefused,
+    PortalScreenCast,
+    save_state,
+)
+from media.wayland.screencopy import ScreenCopy
 
 log = logging.getLogger("streaming.sessions")
 
@@ -35,8 +47,8 @@ def _shm_view(sct, monitor: dict) -> np.ndarray | None:
     impl = getattr(sct, "_impl", None)
     buf = getattr(impl, "_buf", None)
     try:
-        from mss.linux import xcb
-        from mss.linux.xshmgetimage import ShmStatus
+        from mss.linux import xcb  # optional: mss internals, absent from another mss
+        from mss.linux.xshmgetimage import ShmStatus  # optional: as above
     except ImportError:
         return None
     if buf is None or getattr(impl, "shm_status", None) != ShmStatus.AVAILABLE:
@@ -80,7 +92,9 @@ class _FrameSource:
         try:
             frame = self._grab(width, height)
             if frame.shape[0] != height or frame.shape[1] != width:
-                import cv2  # another size than the client's: an attached desktop, or /launch
+                # heavy: OpenCV only for another size than the client's (an attached
+                # desktop, or /launch)
+                import cv2
 
                 # LINEAR, not AREA: 1920x1080 -> 1280x720 took 16 ms (p50) with AREA on this
                 # 2-core box, a whole 60 fps frame; LINEAR 3.3 ms.
@@ -120,8 +134,6 @@ class DisplayCapture(_FrameSource):
     def _grab(self, width: int, height: int) -> np.ndarray:
         # No reopen after a failure: the mss handle outlives a failed grab of a live server.
         if self._sct is None:
-            import mss
-
             self._sct = mss.MSS(display=self.x_display)
             self._monitor = self.region or self._sct.monitors[1]
         frame = _shm_view(self._sct, self._monitor)
@@ -154,8 +166,6 @@ class WaylandCapture(_FrameSource):
         self._cap = None
 
     def _grab(self, width: int, height: int) -> np.ndarray:
-        from media.wayland.screencopy import ScreenCopy
-
         if self._cap is None:
             self._cap = ScreenCopy(
                 self.wayland_socket, self.output, timeout=2.0, prefetch=True
@@ -246,9 +256,6 @@ class MutterCapture(_PipeWireCapture):
         self._start_counting()
 
     def _open(self, width: int, height: int) -> None:
-        from media.mutter.frames import PipeWireFrames
-        from media.mutter.screencast import ScreenCast
-
         self._cast = ScreenCast(self.connector, bus_address=self.bus_address)
         self._frames = PipeWireFrames(self._cast.node_id, width, height, env=self.env)
 
@@ -273,8 +280,6 @@ class PortalCapture(_PipeWireCapture):
         first_frame_timeout: float = 2.0,
         consent_timeout: float | None = None,
     ):
-        from media.portal.screencast import CONSENT_TIMEOUT_S
-
         self.bus_address, self.env = bus_address, env
         self.first_frame_timeout = first_frame_timeout
         self.consent_timeout = CONSENT_TIMEOUT_S if consent_timeout is None else consent_timeout
@@ -298,11 +303,6 @@ class PortalCapture(_PipeWireCapture):
         return super()._grab(width, height)
 
     def _open(self, width: int, height: int) -> None:
-        import os
-
-        from media.mutter.frames import PipeWireFrames
-        from media.portal.screencast import PortalRefused, PortalScreenCast, save_state
-
         try:
             cast = PortalScreenCast(bus_address=self.bus_address,
                                     consent_timeout=self.consent_timeout)  # fmt: skip
@@ -351,8 +351,5 @@ class KWinCapture(_PipeWireCapture):
         self._start_counting()
 
     def _open(self, width: int, height: int) -> None:
-        from media.kwin.screencast import KWinScreenCast
-        from media.mutter.frames import PipeWireFrames
-
         self._cast = KWinScreenCast(self.wayland_socket, self.connector, window=self.window)
         self._frames = PipeWireFrames(self._cast.node_id, width, height, env=self.env)

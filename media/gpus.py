@@ -19,6 +19,8 @@ from common import filecache
 from common.errors import DomainError
 from common.files import atomic_write
 from common.statedir import state_dir
+from hostconfig import store
+from media import encoders
 
 log = logging.getLogger(__name__)
 
@@ -275,8 +277,6 @@ def gpu_state(live: list[dict], sysfs: str | Path = "/sys", nvml: dict | None = 
     """GET /gpus: the GPUs, the preference and the next pick, and `active` from `live` (one
     `{"backend", "gpu_id"}` per live encode session, `streaming.services.live_encoders`: the
     session side lives above this module, so the caller asks it)."""
-    from hostconfig import store
-
     default = str(sysfs) == "/sys" and nvml is None
     gpus = machine_gpus() if default else enumerate_gpus(sysfs, nvml)
     pref = load_preference()
@@ -307,8 +307,6 @@ def encoder_for(encoder: str, gpus: list[dict] | None = None) -> dict:
     the first one it will try. A hardware encoder counts only where the host's probe saw it
     open. Its GPU: the selected one when it is of the encoder's vendor, else the first GPU of
     that vendor (NVENC is also pointed at it, `nvenc_gpu_index`)."""
-    from media import encoders
-
     backend = encoders.backend_of(encoder)
     if backend == "software":
         return dict(SOFTWARE)
@@ -320,8 +318,6 @@ def encoder_for(encoder: str, gpus: list[dict] | None = None) -> dict:
     mine = [g for g in gpus if g["vendor"] == vendor]
     if not mine:
         return {"backend": backend, "gpu_id": ""}
-    from hostconfig import store
-
     chosen = select(gpus, load_preference(), store.get("adapter_name"))
     pick = next((g for g in mine if chosen and g["id"] == chosen["id"]), mine[0])
     return {"backend": backend, "gpu_id": pick["id"]}
@@ -329,8 +325,6 @@ def encoder_for(encoder: str, gpus: list[dict] | None = None) -> dict:
 
 def preferred_vendor(gpus: list[dict] | None = None) -> str | None:
     """The vendor of the GPU the preference selects (`select`), for `encoders.choose`."""
-    from hostconfig import store
-
     gpus = enumerate_gpus() if gpus is None else gpus
     chosen = select(gpus, load_preference(), store.get("adapter_name"))
     return chosen["vendor"] if chosen else None
@@ -340,8 +334,6 @@ def nvenc_gpu_index(gpus: list[dict] | None = None) -> int | None:
     """FFmpeg NVENC's `gpu` option for the selected GPU: its place among the NVIDIA GPUs (in
     order GET /gpus lists them); None when it is not an NVIDIA GPU."""
     # GAP: QSV and AMF cannot be pointed at one GPU (PyAV gives encoders no device context).
-    from hostconfig import store
-
     gpus = enumerate_gpus() if gpus is None else gpus
     chosen = select(gpus, load_preference(), store.get("adapter_name"))
     nvidia = [g["id"] for g in gpus if g["vendor"] == "nvidia"]

@@ -23,6 +23,10 @@ import select
 import threading
 import time
 
+from Xlib import X, Xatom, display, error
+from Xlib.ext import xfixes
+from Xlib.protocol import event
+
 log = logging.getLogger("media.x11clip")
 
 MAX_BYTES = 64 * 1024
@@ -52,9 +56,6 @@ def clean(text) -> str | None:
 
 class X11Clipboard:
     def __init__(self, display_name: str, on_copy):
-        from Xlib import X, display, error
-        from Xlib.ext import xfixes
-
         try:
             self.d = display.Display(display_name)
         except (error.DisplayError, OSError) as exc:
@@ -156,9 +157,6 @@ class X11Clipboard:
                 self._converting_since = time.monotonic()
 
     def _answer(self, ev) -> None:
-        from Xlib import Xatom
-        from Xlib.protocol import event
-
         X = self._X
         prop = ev.property or ev.target
         ok = self.owned is not None and ev.selection == self.CLIPBOARD

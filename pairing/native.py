@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from django.db import transaction
 from django.utils import timezone
 
+from common import redis_client
 from common.errors import Forbidden, Invalid, NotFound, TooMany
 from common.names import sanitize_name
 from pairing.models import PLANE_NATIVE, PairedClient
@@ -35,8 +36,6 @@ CLOSED_BY_WRONG_PINS = (
 
 
 def queue() -> PendingQueue:
-    from common import redis_client  # the host's one accessor
-
     return PendingQueue(redis_client.client())
 
 

@@ -11,11 +11,14 @@ import re
 
 from cryptography import x509
 from django.db import transaction
+from django.db.models import Max
 from django.utils import timezone
 
 from common import dbversion, netranges
 from common.errors import Invalid
 from common.names import sanitize_name
+from hooks import events
+from hostconfig import store
 from pairing import crypto
 from pairing.models import PLANE_COMPAT, PLANE_NATIVE, PairedClient, PinRequest
 from pairing.signals import announce_revocation
@@ -89,8 +92,6 @@ def client_records() -> list[dict]:
 
 
 def _counts() -> dict:
-    from django.db.models import Max
-
     return {
         "paired_clients": compat_clients().count(),
         "native_paired_clients": PairedClient.objects.filter(plane=PLANE_NATIVE).count(),
@@ -228,8 +229,6 @@ TRUE_WORDS = {"true", "yes", "on", "enable", "enabled", "1"}
 
 
 def raw_config() -> dict[str, str]:
-    from hostconfig import store
-
     return store.read_raw()
 
 
@@ -267,9 +266,7 @@ def in_trusted_subnet(remote: str) -> bool:
 
 # -- events ----------------------------------------------------------------------------------------
 def emit_device(kind: str, name: str, fingerprint: str, plane: str = PLANE_COMPAT) -> None:
-    from hooks.events import emit
-
-    emit(kind, {"device": {"name": name, "fingerprint": fingerprint, "plane": plane}})
+    events.emit(kind, {"device": {"name": name, "fingerprint": fingerprint, "plane": plane}})
 
 
 def pin_form(post=None) -> tuple[dict, int]:

@@ -48,8 +48,12 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from access import plugin_tokens
-from common import procs
+import django
+from django.conf import settings
+
+from access import identity, plugin_tokens
+from common import procs, statedir
+from console.logfile import redact
 from plugins import env as plugin_env
 from plugins import runner_control
 
@@ -365,8 +369,6 @@ class Runner:
 
     def pump(self, run: Running, stream, level: int) -> None:
         """One pipe of one plugin into the host's log, line by line, rate-limited."""
-        from console.logfile import redact
-
         logger = run.logger
         with contextlib.suppress(OSError, ValueError):
             while True:
@@ -490,14 +492,7 @@ class Runner:
 
 def main() -> int:
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "hostmgmt.settings")
-    import django
-
     django.setup()
-    from django.conf import settings
-
-    from access import identity
-    from common import statedir
-
     # Loopback whenever the host listens there (wildcard or loopback bind), else its address.
     bind = settings.HOST_BIND
     loopback = bind in ("0.0.0.0", "::", "localhost") or bind.startswith("127.") or bind == "::1"

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from celery import shared_task
 
+from plugins.store import install
+
 
 @shared_task(name="plugins.store_job", ignore_result=True, acks_late=False)
 def run_store_job(job_id: str) -> None:
-    from plugins.store import install
-
     install.run(job_id)

@@ -12,6 +12,7 @@ from apikit.schema import error
 from displays import capture, compositors, machine, monitors
 from displays import services as displays
 from displays.api import serializers as s
+from hostconfig import store
 
 _NOT_SAVED = {500: error("the display policy or preset catalog could not be written")}
 _STATE = {200: s.DisplaySettingsStateSerializer, **_NOT_SAVED}
@@ -26,8 +27,6 @@ class CaptureMethodsView(MgmtAPIView):
 class CompositorsView(MgmtAPIView):
     @extend_schema(responses=s.CompositorSerializer(many=True))
     def get(self, request):
-        from hostconfig import store
-
         return Response(compositors.compositors(store.get("compositor")))
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from rest_framework import serializers
 
+from games.appfields import ELEVATED_REASON
 from library.conf import MAX_TITLE
 
 
@@ -34,8 +35,6 @@ class PrepCmdSerializer(serializers.Serializer):
     elevated = serializers.BooleanField(required=False)
 
     def validate_elevated(self, value: bool) -> bool:
-        from games.appfields import ELEVATED_REASON
-
         if value:
             raise serializers.ValidationError(ELEVATED_REASON)
         return value

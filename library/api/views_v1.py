@@ -15,7 +15,7 @@ from rest_framework.response import Response
 from apikit.base import ConsoleMgmtAPIView
 from apikit.errors import ApiError
 from apikit.schema import error
-from library import art, services
+from library import art, services, tasks
 from library.api import serializers as s
 
 
@@ -46,8 +46,6 @@ class LibraryScanView(ConsoleMgmtAPIView):
 
     @extend_schema(request=None, responses={202: s.ScanQueuedSerializer})
     def post(self, request):
-        from library import tasks
-
         requested_at = services.request_rescan()
         try:
             tasks.rescan_all.delay()

@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from hostconfig import store
 from hostconfig.schema import AUDIO_KEYS, key
 from media.audio.dsp import Agc, Ducker, NoiseGate, Vad, level_db
 
@@ -107,8 +108,6 @@ class Chain:
     @classmethod
     def from_store(cls) -> Chain:
         """A chain from the host's config file (read once, at session start)."""
-        from hostconfig import store
-
         return cls.from_config({name: store.get(name) for name in (*AUDIO_KEYS, "audio_gain")})
 
     @property

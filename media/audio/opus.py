@@ -19,6 +19,7 @@ from typing import Any
 import av
 import numpy as np
 
+from hostconfig import store
 from hostconfig.schema import OPUS_KEYS
 from media.audio.chain import setting
 
@@ -58,8 +59,6 @@ class OpusSettings:
 
     @classmethod
     def from_store(cls) -> OpusSettings:
-        from hostconfig import store
-
         return cls.from_config({name: store.get(name) for name in OPUS_KEYS})
 
     def codec_options(self, frame_ms: int) -> dict[str, str]:

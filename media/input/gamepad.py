@@ -46,6 +46,7 @@ class GamepadUnavailable(RuntimeError):
 def availability(path: str = UINPUT) -> tuple[bool, str]:
     """(usable, reason) for preflight: can this host create virtual gamepads?"""
     try:
+        # optional: a host may lack python evdev; say so instead of failing
         import evdev  # noqa: F401
     except ImportError:
         return False, "python evdev is not installed"
@@ -131,7 +132,7 @@ class VirtualGamepad:
         ok, why = availability()
         if not ok:
             raise GamepadUnavailable(why)
-        from evdev import AbsInfo, UInput, ecodes
+        from evdev import AbsInfo, UInput, ecodes  # optional: see availability()
 
         self._ec = ecodes
         stick = AbsInfo(0, -32768, 32767, 16, 128, 0)

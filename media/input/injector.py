@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 import threading
 
+from hostconfig import store
 from media.input.keymap import char_keysym
 from media.input.limiter import RateLimiter
 
@@ -29,8 +30,6 @@ def keybindings() -> dict[int, int]:
     """host.conf's `keybindings` as {from: to} key codes; {} when unset or unreadable (a
     broken config must not stop a session's input)."""
     try:
-        from hostconfig import store
-
         codes = [int(c, 0) for c in store.get("keybindings") or []]
         return dict(zip(codes[0::2], codes[1::2], strict=True))
     except Exception:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
+from hostconfig import store
 from media.input import packets
 from media.input.gamepad import MAX_PADS, GamepadUnavailable, PadState, VirtualGamepad, availability
 from media.input.xtest import XInput
@@ -43,8 +44,6 @@ SWITCH_OF = {
 def input_switches() -> dict[str, bool]:
     """`keyboard`, `mouse`, `controller` from the host config (read once per session)."""
     try:
-        from hostconfig import store
-
         return {name: bool(store.get(name)) for name in ("keyboard", "mouse", "controller")}
     except Exception:  # a broken config must not stop a session's input
         log.exception("input switches unreadable; every input stays on")

@@ -21,6 +21,7 @@ from media.input.injector import Injector, _clamp
 from media.input.keymap import char_keysym, keysym_name
 from media.input.limiter import RateLimiter
 from media.input.xtest import InputUnavailable
+from media.kwin.screencast import grant_hint
 from media.wayland import xkbmap
 from media.wayland.client import Display, MissingGlobal, WaylandError
 
@@ -58,8 +59,6 @@ class KWinInput(Injector):
             self._d.roundtrip()
         except MissingGlobal as exc:
             self._d.close()
-            from media.kwin.screencast import grant_hint
-
             raise KWinInputUnavailable(
                 f"{exc}: KWin gives it only to clients a desktop file allows "
                 "(X-KDE-Wayland-Interfaces, docs/kde-capture.md), or it is not KWin" + grant_hint()

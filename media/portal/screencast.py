@@ -33,6 +33,8 @@ from jeepney import DBusAddress, MatchRule, new_method_call
 from jeepney.io.blocking import DBusConnection
 from jeepney.wrappers import DBusErrorResponse, unwrap_msg
 
+from common.files import atomic_write
+from common.statedir import ensure_state_dir, state_path
 from media import sessionbus
 from media.mutter.screencast import end_seen, watch_end
 
@@ -85,8 +87,6 @@ class Stream:
 
 # -- the kept restore token and the last outcome ------------------------------------------------
 def state_file():
-    from common.statedir import state_path
-
     return state_path(STATE_FILE)
 
 
@@ -119,9 +119,6 @@ def load_state() -> dict:
 
 def save_state(**fields) -> None:
     """Replace the kept state (0600, atomic)."""
-    from common.files import atomic_write
-    from common.statedir import ensure_state_dir
-
     ensure_state_dir()
     fields["at"] = int(time.time())
     atomic_write(state_file(), json.dumps(fields, sort_keys=True) + "\n", mode=0o600)

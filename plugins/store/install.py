@@ -29,8 +29,9 @@ from email.parser import Parser
 from importlib.metadata import PathDistribution
 from pathlib import Path
 
+from hooks import event_kinds, events
 from plugins import env, runner_control
-from plugins.store import conf, netfetch, provenance
+from plugins.store import conf, jobs, netfetch, provenance
 from plugins.store.jobs import Job
 
 
@@ -271,8 +272,6 @@ def uninstall(job: Job) -> None:
 
 def run(job_id: str) -> None:
     """The Celery task's body: run the job, record its end, release the lock."""
-    from plugins.store import jobs
-
     job = Job.load(job_id)
     try:
         if job is None or job.data["state"] != "running":
@@ -291,7 +290,4 @@ def run(job_id: str) -> None:
 
 
 def _changed() -> None:
-    from hooks import event_kinds
-    from hooks.events import emit
-
-    emit(event_kinds.STORE_CHANGED, {})
+    events.emit(event_kinds.STORE_CHANGED, {})

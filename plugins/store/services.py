@@ -14,8 +14,8 @@ from urllib.parse import unquote, urlsplit
 
 from common.errors import Conflict, DomainError, Invalid, NotFound
 from common.version import VERSION
-from hooks import ssrf
-from plugins import env, runner_control
+from hooks import event_kinds, events, ssrf
+from plugins import env, runner_control, tasks
 from plugins.store import catalog, conf, jobs, netfetch, provenance, sources
 
 SPEC_SHA = re.compile(r"sha256=([0-9a-f]{64})")
@@ -24,10 +24,7 @@ JOB_ID = re.compile(r"job-[0-9]{1,12}-[0-9]{1,12}")
 
 
 def _changed() -> None:
-    from hooks import event_kinds
-    from hooks.events import emit
-
-    emit(event_kinds.STORE_CHANGED, {})
+    events.emit(event_kinds.STORE_CHANGED, {})
 
 
 # -- sources ---------------------------------------------------------------------------------
@@ -247,8 +244,6 @@ def _plan_from_spec(body: dict) -> dict:
 
 
 def _queue(kind: str, target: str, plan: dict) -> dict:
-    from plugins import tasks
-
     job_id = jobs.new_id()
     if not jobs.acquire(job_id):
         raise Conflict(f"another package job is running ({jobs.holder()}); one at a time")

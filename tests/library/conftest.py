@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import base64
-import sys
 import types
 
 import pytest
 
+from hooks import events as hook_events
 from tests.library import stores
 
 TOKEN = "ab" * 32
@@ -56,11 +56,10 @@ def eager_celery():
 
 @pytest.fixture
 def events(monkeypatch, django_capture_on_commit_callbacks):
-    """Every emitted event, through a stand-in `hooks.events` that records instead of sending."""
+    """Every emitted event, through a stand-in `hooks.events.emit` that records instead of
+    sending."""
     seen: list[tuple[str, dict]] = []
-    fake = types.ModuleType("hooks.events")
-    fake.emit = lambda kind, payload: seen.append((kind, payload))
-    monkeypatch.setitem(sys.modules, "hooks.events", fake)
+    monkeypatch.setattr(hook_events, "emit", lambda kind, payload: seen.append((kind, payload)))
 
     class Recorder(list):
         def during(self):
