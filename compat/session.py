@@ -24,8 +24,6 @@ import signal
 import threading
 import time
 
-import redis
-
 from compat.codecs import Offer
 from compat.engine import adaptive
 from compat.engine.session import StreamSession
@@ -33,24 +31,14 @@ from compat.launchconfig import make_launch
 from media.framesource import DisplayCapture, WaylandCapture
 from streaming import services, session_display, session_play
 from streaming.sessions import encoding
-from streaming.sessions.lifecycle import CLIENT_REASONS, SessionCore, sound_leftovers
+from streaming.sessions.lifecycle import SessionCore, sound_leftovers
+from streaming.sessions.watch import CLIENT_REASONS, SHUTDOWN, End, Watch, disconnect_reason
 
 log = logging.getLogger("streaming.sessions")
 
 ARM_TIMEOUT_S = 20.0  # /launch answered, but no client connected the control stream
 TICK_S = 0.1
-
-
 MAP_TIMEOUT_S = session_display.map_timeout()
-# StreamSession's stop reasons -> client.disconnected `reason` (quit | timeout | error).
-DISCONNECT_REASON = {"disconnected": "quit", "client": "quit", "timeout": "timeout",
-                     "protocol_error": "error", "no_video_ping": "error",
-                     "encoder_failed": "error"}  # fmt: skip
-
-
-# What a Redis outage raises (redis-py's errors; a socket error where one escapes them).
-REDIS_DOWN = (redis.RedisError, OSError)
-SHUTDOWN = threading.Event()  # set by the process's SIGTERM handler (host shutdown)
 
 
 class CompatSession:
@@ -66,7 +54,9 @@ class CompatSession:
                        "uuid": c.get("uuid", "")}  # fmt: skip
         self.width, self.height, self.fps = spec["width"], spec["height"], spec["fps"]
         self.slot = int(spec.get("port_slot") or 0)  # its stream ports: + 20 * slot
-        self._redis_down = False  # logged once per outage (`_redis_away`)
+        # Compat's unpair reaches the session through its control list (`unpaired`).
+        self.watcher = Watch(self.id, c["fingerprint"], ARM_TIMEOUT_S,
+                             on_request=self._on_request, check_every_s=TICK_S)  # fmt: skip
         self.core = SessionCore("compat", self.id, self.client, self.width, self.height,
                                 self.fps, str(spec.get("app_id", "")), spec.get("app_name", ""),
                                 remote=spec.get("remote", ""))  # fmt: skip
@@ -85,7 +75,6 @@ class CompatSession:
         self.connected = False
         self.disconnect_sent = False
         self.stream_started = False
-        self.armed_at = 0.0
         self._cursor: dict = {}
         self.frames = 0
         self.bytes = 0
@@ -117,8 +106,7 @@ class CompatSession:
             elif kind == "client.disconnected":
                 if self.connected and not self.disconnect_sent:
                     self.disconnect_sent = True
-                    reason = DISCONNECT_REASON.get(data.get("reason", ""), "quit")
-                    self.core.emit(kind, reason=reason)
+                    self.core.emit(kind, reason=disconnect_reason(data.get("reason", "")))
             elif kind == "stream.started" and not self.stream_started:
                 self.stream_started = True
                 self.core.state = "streaming"
@@ -221,7 +209,7 @@ class CompatSession:
         except OSError as exc:
             raise LaunchFailed(503, f"Stream ports busy: {exc}") from None
         self.stream.start()
-        self.armed_at = time.monotonic()
+        self.watcher.arm()
         cap = self.capture.capture_ms
         self._cursor = {"cap_base": cap.count, "enc": 0, "bytes": 0, "frames": 0}
         self.publish("armed" if not self.stream_started else "streaming")
@@ -243,7 +231,8 @@ class CompatSession:
         self.stream = None
         self._fold(stream)
         if self.connected and not self.disconnect_sent:  # the host ended it, or an error did
-            self.on_event("client.disconnected", reason=stream.stop_reason or reason)
+            why = stream.stop_reason if stream.stop_reason not in (None, "host") else ""
+            self.on_event("client.disconnected", reason=why or self.reason or reason)
         if self.stream_started:
             self.on_event("stream.stopped")
 
@@ -267,29 +256,23 @@ class CompatSession:
         return frames, nbytes, enc, rtt
 
     def watch(self) -> None:
-        """The process's main thread until the session must end; sets `reason`."""
-        from streaming.sessions import registry
-
-        last_beat = last_sample = time.monotonic()
+        """The process's main thread until the session must end; sets `reason`. The checks
+        are the shared watch's (`streaming.sessions.watch`); the stream's own end is here."""
+        last_sample = time.monotonic()
         while True:
             now = time.monotonic()
-            if SHUTDOWN.is_set():
-                self.reason = "host_shutdown"
-                return
-            for req in self._requests(registry):
-                if req.get("op") == "stop":
-                    self.reason = req.get("reason") or "stopped"
-                    self.deliberate = bool(req.get("deliberate", True))
-                    return
-                if req.get("op") == "resume":
-                    try:
-                        self.replace_stream(req)
-                        services.report(req["arm"], 200)
-                    except LaunchFailed as exc:
-                        services.report(req["arm"], exc.status, exc.message)
-                        self.reason, self.error = "error", exc.message
-                        return
             stream = self.stream
+            capture = self.capture
+            end = self.watcher.tick(
+                connected=self.connected or stream is None, display=self.core.display,
+                app=self.core.app, capture_lost=capture.what if capture and capture.lost() else "",
+                publish=self.publish,
+            )  # fmt: skip
+            if end is not None:
+                self.reason, self.deliberate = end.reason, end.deliberate
+                self.error = end.error or self.error
+                return
+            stream = self.stream  # a /resume replaced it
             if stream is not None and not stream.running:
                 if stream.stop_reason != "client":
                     self.reason = stream.stop_reason or "client"
@@ -304,62 +287,24 @@ class CompatSession:
                 # never ended by the host; the title exiting still ends the session).
                 stream = None
                 self.publish("idle")
-            gone = session_display.compositor_gone(self.core.display)
-            if gone:
-                # The headless compositor died: its apps die with it, but the cause is the
-                # display, and that is what the session ends with.
-                self.reason, self.deliberate, self.error = "display_lost", True, gone
-                return
-            app = self.core.app
-            if app is not None and app.exited():
-                # session_on_game_exit, or a title the lifecycle layer does not track whose
-                # launched command exited (one its hints never found: through its group).
-                self.reason, self.deliberate = "app_exited", app.game.game_exit is not None
-                return
-            if self.capture is not None and self.capture.lost():
-                # The X server went away (an attached desktop logged out): end, and say why.
-                self.reason, self.deliberate = "display_lost", True
-                self.error = f"{self.capture.what} stopped answering"
-                return
-            if stream is not None and not self.connected and now - self.armed_at > ARM_TIMEOUT_S:
-                self.reason = "arm_timeout"
-                return
             if stream is not None:
                 self._feed_latency(stream)
-            if now - last_beat >= 1.0:
-                last_beat = now
-                if not self._beat():
-                    self.reason, self.deliberate = "released", True
-                    return
             if stream is not None and now - last_sample >= 1.0:
                 self._sample(stream, now - last_sample)
                 last_sample = now
             time.sleep(TICK_S)
 
-    # The stream needs no Redis: while it is away (killed, restarting) the session keeps
-    # streaming and skips its control poll and heartbeat, logging once per outage; the next
-    # heartbeat after it is back rewrites the record and the slot claim (`keep_slot`).
-    def _requests(self, registry) -> list[dict]:
+    def _on_request(self, req: dict) -> End | None:
+        """A /resume (through the control list): a new stream, answered as /launch is."""
+        if req.get("op") != "resume":
+            return None
         try:
-            requests = registry.pop(self.id)
-        except REDIS_DOWN as exc:
-            self._redis_away(exc)
-            return []
-        self._redis_down = False
-        return requests
-
-    def _beat(self) -> bool:
-        try:
-            return self.publish()
-        except REDIS_DOWN as exc:
-            self._redis_away(exc)
-            return True
-
-    def _redis_away(self, exc: Exception) -> None:
-        if not self._redis_down:
-            self._redis_down = True
-            log.warning("session %s: Redis unreachable (%s); streaming on without it",
-                        self.id, exc.__class__.__name__)  # fmt: skip
+            self.replace_stream(req)
+            services.report(req["arm"], 200)
+        except LaunchFailed as exc:
+            services.report(req["arm"], exc.status, exc.message)
+            return End("error", False, exc.message)
+        return None
 
     def user_stop_ends(self) -> bool:
         """The client ended its stream gracefully (`client.disconnected` `quit`, a user stop):

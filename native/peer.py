@@ -28,6 +28,7 @@ import time
 
 from media.encoder import EncoderFailed
 from streaming.sessions import encoding
+from streaming.sessions.watch import End, Watch, disconnect_reason
 
 log = logging.getLogger("native.peer")
 
@@ -109,7 +110,7 @@ class NativePeer:
         # `reason` is the event's vocabulary (quit | timeout | error); `detail` tells the page.
         self.reason = "quit"
         self.detail = "quit"
-        # What the game's lifecycle hears (session_play.CLOSE_REASONS close it; a vanished
+        # What the game's lifecycle hears (watch.CLOSE_REASONS close it; a vanished
         # peer leaves it to the session settings): see `stop`.
         self.end_reason, self.deliberate = "client", False
         self.connected = False
@@ -134,11 +135,20 @@ class NativePeer:
     def error(self, value: str) -> None:
         self.core.error = value
 
-    def stop(self, end_reason: str, deliberate: bool, detail: str) -> None:
-        """End the session (the first cause wins)."""
+    def stop(self, end_reason: str, deliberate: bool, detail: str, disconnect: str = "",
+             error: str = "") -> None:  # fmt: skip
+        """End the session (the first cause wins). `disconnect`: the `client.disconnected`
+        reason when the end reason alone does not tell it (a closed or failed connection)."""
         if not self.done.is_set():
             self.end_reason, self.deliberate, self.detail = end_reason, deliberate, detail
+            self.reason = disconnect or disconnect_reason(end_reason)
+            self.error = error or self.error
             self.done.set()
+
+    def end(self, end: End) -> None:
+        """An end the shared watch found (`streaming.sessions.watch`)."""
+        detail = f"the {self.codec} encoder failed" if end.reason == "encoder_failed" else ""
+        self.stop(end.reason, end.deliberate, detail or end.detail, error=end.error)
 
     # -- lifecycle ---------------------------------------------------------------------------
     async def negotiate(self) -> dict:
@@ -183,11 +193,10 @@ class NativePeer:
             state = self.pc.connectionState
             log.info("native %s: %s", self.fp[:12], state)
             if state in ("failed", "closed"):
-                if not self.done.is_set():
-                    silent = time.monotonic() - self.rx_at > SILENT_S
-                    # closed by the browser: quit; gone silent (consent expired): timeout
-                    self.reason = "error" if state == "failed" else "timeout" if silent else "quit"
-                self.stop("client", False, state)  # vanished: the session settings decide
+                silent = time.monotonic() - self.rx_at > SILENT_S
+                # closed by the browser: quit; gone silent (consent expired): timeout
+                why = "error" if state == "failed" else "timeout" if silent else "quit"
+                self.stop("client", False, state, why)  # vanished: the session settings decide
 
         await self.pc.setRemoteDescription(RTCSessionDescription(self.offer["sdp"], "offer"))
         if video.mid is None:
@@ -247,8 +256,7 @@ class NativePeer:
                 self.fp[:12],
                 "handshake failed" if failed else f"ended first: {self.detail}",
             )
-            self.reason = "error"
-            self.stop("released", False, "the DTLS certificate does not match the offer")
+            self.stop("released", False, "the DTLS certificate does not match the offer", "error")
             return
         self.proven = True
         try:
@@ -257,13 +265,13 @@ class NativePeer:
             return
         except EncoderFailed as exc:
             log.warning("native session %s: no encoder: %s", self.fp[:12], exc)
-            self.reason, self.error = "error", str(exc)
-            self.stop("encoder_failed", True, f"no {self.codec} encoder opened here")
+            self.stop(
+                "encoder_failed", True, f"no {self.codec} encoder opened here", error=str(exc)
+            )
             return
         except Exception as exc:  # the page hears it in the closing "bye"
             log.warning("native session %s failed to start: %s", self.fp[:12], exc)
-            self.reason = "error"
-            self.stop("released", True, str(exc))  # a game it started is closed
+            self.stop("launch_failed", True, str(exc), error=str(exc))
             return
         self._go_live()
 
@@ -426,11 +434,11 @@ class NativePeer:
         inject(self.xinput, ev, self.pads)
 
     async def watch(self) -> None:
+        """Until the session ends: the shared watch's checks once a second (blocking: in a
+        worker thread), the heartbeat once registered, and the second's figures."""
         from native import services
-        from streaming.sessions import registry
 
-        parent = int(os.environ.get("SESSION_MANAGER_PID", "0") or 0)
-        started = time.monotonic()
+        watcher = Watch(self.id, self.fp, CONNECT_TIMEOUT_S, authorized=services.authorized)
         last_stats = 0.0
         while not self.done.is_set():
             try:
@@ -438,47 +446,26 @@ class NativePeer:
                 break
             except TimeoutError:
                 pass
-            for req in await asyncio.to_thread(registry.pop, self.id):
-                if req.get("op") == "stop":  # the host (or this device reconnecting) ends it
-                    deliberate = bool(req.get("deliberate", True))
-                    detail = "ended by the host" if deliberate else "reconnected"
-                    self.stop(req.get("reason") or "api", deliberate, detail)
-            if self.done.is_set():
-                break
-            if self.registered:
-                await asyncio.to_thread(self.core.publish)  # the heartbeat
-            if not await asyncio.to_thread(services.authorized, self.fp):
-                self.stop("unpaired", True, "unpaired or disabled")
-            elif parent and os.getppid() != parent:
-                self.stop("host_shutdown", True, "host exited")
-            elif not self.proven and time.monotonic() - started > CONNECT_TIMEOUT_S:
-                self.reason = "timeout"
-                self.stop("arm_timeout", False, "timeout")
-            elif lost := self._display_lost():
-                # The compositor (or X server) under the session is gone; its app with it,
-                # but the cause is the display, and that is what the session ends with.
-                self.reason, self.error = "error", lost
-                self.stop("display_lost", True, lost)
-            elif why := (self.encoder.failure() if self.encoder is not None else ""):
-                self.reason, self.error = "error", why
-                self.stop("encoder_failed", True, f"the {self.codec} encoder failed")
-            elif self.app is not None and await asyncio.to_thread(self.app.exited):
-                self.stop("app_exited", True, "the app exited")
+            end = await asyncio.to_thread(
+                watcher.tick, connected=self.proven, display=self.display, app=self.app,
+                capture_lost=self._capture_lost(),
+                encoder_failure=self.encoder.failure() if self.encoder is not None else "",
+                publish=self.core.publish if self.registered else None,
+            )  # fmt: skip
+            if end is not None:
+                self.end(end)
             if self.done.is_set():
                 break
             if self.connected:
                 last_stats = await self._sample(last_stats)
 
-    def _display_lost(self) -> str:
-        """Why the session's display is gone (as on the compat plane), else ""."""
+    def _capture_lost(self) -> str:
+        """The capture that stopped answering (the encoder child reads it), else ""."""
         from streaming import session_display
 
-        gone = session_display.compositor_gone(self.display)
-        if gone:
-            return gone
-        if self.encoder is not None and self.encoder.lost.is_set():
-            return f"{session_display.open_capture(self.display).what} stopped answering"
-        return ""
+        if self.display is None or self.encoder is None or not self.encoder.lost.is_set():
+            return ""
+        return session_display.open_capture(self.display).what
 
     async def _rtt_ms(self) -> float | None:
         """The video sender's RTT from the browser's RTCP receiver reports (LSR/DLSR); notes

@@ -11,10 +11,10 @@ decisions that belong to a session:
   encoder preset, through `profiles.effective_stream_params` (pure: nothing to restore).
 * **The game** (`GameLink`): the launched title is handed to the lifecycle layer, which emits
   `game.running` / `game.exited` and owns the close path. At the session's end the reason
-  decides: the host or the player quitting the title (`/cancel`, `DELETE /session`,
-  `/api/apps/close`, unpair, host shutdown) closes it (`terminated`); any other end (a
-  vanished or idle client) is left to the session settings (`keep`, `on_quit`, `always` with
-  its grace window).
+  decides (`streaming.sessions.watch.CLOSE_REASONS`): the host or the player quitting the
+  title (`/cancel`, `DELETE /session`, `/api/apps/close`, unpair, host shutdown) closes it
+  (`terminated`); any other end (a vanished or idle client) is left to the session settings
+  (`keep`, `on_quit`, `always` with its grace window).
 """
 
 from __future__ import annotations
@@ -39,13 +39,6 @@ def capped_fps(fps: int) -> int:
     return min(fps, cap) if isinstance(cap, int) and cap > 0 else fps
 
 
-# Ends where the title is closed whatever the session settings say: the player quit the app
-# (/cancel), the host closed it (DELETE /session, /api/apps/close), the client lost its
-# rights (unpair/disable), the host goes down (nothing may outlive it), or the title's
-# display died under it (`display_lost`: nothing can show it or resume it, and a title that
-# does not die with its X server would otherwise be kept running blind).
-CLOSE_REASONS = {"cancel", "api", "app_closed", "unpaired", "host_shutdown", "released",
-                 "display_lost"}  # fmt: skip
 UNCAPPED = 1 << 30
 
 
@@ -221,14 +214,16 @@ class GameLink:
             return (False, False)
         return (True, inside)
 
-    def finish(self, reason: str, deliberate: bool) -> bool:
-        """Apply the session's end to its title; True when the title lives on (kept/grace)."""
+    def finish(self, close: bool, deliberate: bool) -> bool:
+        """Apply the session's end to its title (`close`: an end reason of
+        `watch.CLOSE_REASONS`, closed whatever the session settings say); True when the title
+        lives on (kept/grace)."""
         with _links_lock:
             _links.pop(self.session_id, None)
         if self.key is None:
             return False
         try:
-            if reason in CLOSE_REASONS:
+            if close:
                 self._lc.close_game(session_id=self.session_id)
                 deliberate = True
             counts = self._lc.session_ended(self.session_id, deliberate)

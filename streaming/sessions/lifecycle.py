@@ -24,13 +24,10 @@ from collections import deque
 from datetime import UTC, datetime
 
 from streaming.sessions import registry
+from streaming.sessions.watch import CLOSE_REASONS
 
 log = logging.getLogger("streaming.sessions")
 
-# Ends that leave the display to its linger countdown (the client may come back); the others
-# are deliberate (operator, /cancel, unpair, the app or display gone) and skip the linger.
-CLIENT_REASONS = {"client", "timeout", "protocol_error", "no_video_ping", "arm_timeout",
-                  "host_shutdown"}  # fmt: skip
 SETTLE_S = 2.0  # how long an ended command waits for its found game's exit to be reported
 LIVE_POINTS = 60  # per-second points in the registry record (the console's live charts)
 
@@ -172,12 +169,12 @@ class AppRun:
         return inside or not self.auto_detach
 
     def end(self, reason: str = "api", deliberate: bool = True) -> bool:
-        """The session's end applied to the game (session_play.CLOSE_REASONS close it, else the
+        """The session's end applied to the game (watch.CLOSE_REASONS close it, else the
         session settings); unless it lives on (kept, grace), the group is ended (SIGTERM, then
         SIGKILL after the entry's exit timeout), then the owed undos. True: it lives on."""
         from hooks import prep
 
-        lives_on = self.game.finish(reason, deliberate)
+        lives_on = self.game.finish(reason in CLOSE_REASONS, deliberate)
         if self.proc is not None:
             if lives_on:
                 self.proc.proc.poll()  # the game lives on in its own group; reap only
