@@ -30,8 +30,8 @@ from compat.engine.session import StreamSession
 from compat.launchconfig import make_launch
 from media.framesource import DisplayCapture, WaylandCapture
 from streaming import services, session_display, session_play
-from streaming.sessions import encoding
-from streaming.sessions.lifecycle import SessionCore, sound_leftovers
+from streaming.sessions import apps, encoding, sound
+from streaming.sessions.lifecycle import SessionCore
 from streaming.sessions.watch import CLIENT_REASONS, SHUTDOWN, End, Watch, disconnect_reason
 
 log = logging.getLogger("streaming.sessions")
@@ -139,9 +139,8 @@ class CompatSession:
 
     def _start(self) -> None:
         from displays import machine
-        from library import catalog
 
-        self.app = catalog.find_app(str(self.spec["app_id"]))
+        self.app = apps.catalog_app(self.spec["app_id"])
         if self.app is None:
             raise LaunchFailed(404, "App not found")
         self.core.app_title = self.app.name
@@ -157,10 +156,13 @@ class CompatSession:
             # lose it.
             self.wl_input = session_display.session_input(display, self.id)
         # Limits and sound (the app's default sink is the session's own).
-        env: dict = {}
-        self.limits, self.sound = session_play.prepare(self.id, self.client, self.app, env,
-                                                       self.core.extra)  # fmt: skip
-        self.core.extra.update(sound_leftovers(getattr(self.sound, "capture", None)))
+        self.limits = session_play.launch_limits(self.client["name"], self.app)
+        self.core.extra.update(profile=self.limits["profile"],
+                               encoder_preset=self.limits["encoder_preset"])  # fmt: skip
+        self.sound = sound.open_sound(self.id)
+        capture = self.sound.capture if self.sound is not None else None
+        self.core.extra.update(sound.record_fields(capture))
+        env = capture.app_env() if capture is not None else {}
         try:
             self.core.start_app(self.app, env, MAP_TIMEOUT_S)
         except session_display.DisplayLaunchError as exc:

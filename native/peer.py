@@ -7,7 +7,7 @@ Gets the offer record and answers (a JSON line on stdout, the requester's connec
 having changed nothing on the host. Only when the DTLS handshake has completed with the certificate
 whose fingerprint the offer claimed (the device's identity) does it end this device's previous
 session, acquire a virtual display at the asked mode, open the session's sound sink, launch
-the chosen app into both (native.launch) and start the encoder process. Why that
+the chosen app into both (`streaming.sessions.apps`) and start the encoder process. Why that
 order: the offer names the fingerprint in plain text, so anyone can copy a paired device's;
 only the handshake proves the key behind it. Then it runs the aiortc peer connection until
 the browser leaves, the app exits, the device is unpaired or disabled (polled every second),
@@ -157,11 +157,11 @@ class NativePeer:
         from aiortc import RTCConfiguration, RTCPeerConnection, RTCSessionDescription
         from aiortc.rtcrtpsender import RTCRtpSender
 
-        from native import launch
         from native.media import use_playout_delay
+        from streaming.sessions import apps
 
         use_playout_delay()  # render each frame at once, as WebCodecs does
-        self.choice = await asyncio.to_thread(launch.resolve, self.offer.get("app") or "desktop")
+        self.choice = await asyncio.to_thread(apps.resolve, self.offer.get("app") or "desktop")
         if self.choice is None:
             raise LookupError("that app is no longer in the catalog or library")
         if self.offer.get("transport") == "webcodecs":
@@ -281,11 +281,11 @@ class NativePeer:
 
     async def _start_media(self) -> None:
         from hostmgmt.config import store
-        from native import clipboard, launch, sound
+        from native import clipboard
         from native.media import EncodedVideoTrack, EncoderProcess
+        from native.sound import OpusTrack
         from streaming import session_display, session_play
-        from streaming.sessions import registry
-        from streaming.sessions.lifecycle import sound_leftovers
+        from streaming.sessions import apps, registry, sound
 
         # A reconnect replaces the old session, whose game waits per the session settings
         # (grace) for this one to take it over: let the old peer finish first.
@@ -308,19 +308,20 @@ class NativePeer:
             self.display,
             lambda msg: loop.call_soon_threadsafe(self._send, msg),
         )
-        capture = await asyncio.to_thread(sound.open_capture, values, f"native{self.id}")
-        self.core.extra.update(sound_leftovers(capture))  # for `recover_lost`
-        self.audio = sound.OpusTrack(capture, values)
+        capture = await asyncio.to_thread(sound.open_capture, f"native{self.id}", values)
+        self.core.extra.update(sound.record_fields(capture))  # `recover_lost` reads it too
+        self.audio = OpusTrack(capture, values)
         self._step()
+        app = apps.app_of(self.choice)
         self.app = await asyncio.to_thread(
             self.core.start_app,
-            launch.app_of(self.choice),
+            app,
             capture.app_env() if capture else {},
             session_display.map_timeout(),
         )
         self._step()
         # The client profile and the app's encoder-preset apply as on the compat plane.
-        limits = await asyncio.to_thread(session_play.launch_limits, self.name, self.choice.raw)
+        limits = await asyncio.to_thread(session_play.launch_limits, self.name, app)
         kbps = int(self.offer.get("kbps", 12_000))
         if limits["max_bitrate_kbps"]:
             kbps = min(kbps, limits["max_bitrate_kbps"])
@@ -347,7 +348,6 @@ class NativePeer:
         await asyncio.to_thread(
             self.core.publish,
             app_pid=self.app.pid,
-            audio_sink=capture.sink_name if capture else None,
             transport=self.offer.get("transport") or "webrtc",
             ws_token=self.ws.token if self.ws else None,
             ws_sock=self.ws.path if self.ws else None,

@@ -1,12 +1,7 @@
-"""What makes a compat session playable beside the stream: sound, launch limits, the game.
+"""What makes a session playable beside the stream: launch limits and the game. (Its sound is
+`streaming.sessions.sound`.) The work itself lives in the groundwork modules
+(docs/playable.md), so this is only the glue and the decisions that belong to a session:
 
-The compat session (`compat.session`) calls this module at three moments; the work
-itself lives in the groundwork modules (docs/playable.md), so this is only the glue and the
-decisions that belong to a session:
-
-* **Sound** (`open_sound`): the per-session null sink and capture, the `host_audio_*` chain
-  and the `host_opus_*` settings, read once at session start. No sound server, or
-  `stream_audio = false`: None, and the engine sends silence; a session never fails for sound.
 * **Launch limits** (`launch_limits`): the client profile's bitrate ceiling and the entry's
   encoder preset, through `profiles.effective_stream_params` (pure: nothing to restore).
 * **The game** (`GameLink`): the launched title is handed to the lifecycle layer, which emits
@@ -21,7 +16,6 @@ from __future__ import annotations
 
 import logging
 import os
-import subprocess
 import threading
 
 log = logging.getLogger("streaming.sessions")
@@ -40,47 +34,6 @@ def capped_fps(fps: int) -> int:
 
 
 UNCAPPED = 1 << 30
-
-
-def _values() -> dict:
-    from hostmgmt.config import store
-
-    return store.values()
-
-
-def prepare(session_id, client: dict, app, env: dict, state: dict):
-    """(launch limits, sound or None) for a starting session; adds the sound's variables to
-    the app's `env` and what the record shows to `state`. (The game's link is the session
-    core's: `streaming.sessions.lifecycle.AppRun`.)"""
-    name = client.get("name", "")
-    limits = launch_limits(name, app)
-    sound = open_sound(session_id)
-    if sound is not None:
-        env.update(sound.capture.app_env())
-    state.update(profile=limits.get("profile"), encoder_preset=limits.get("encoder_preset"),
-                 audio_sink=sound.capture.sink_name if sound else None)  # fmt: skip
-    return limits, sound
-
-
-# -- sound -----------------------------------------------------------------------------------
-def open_sound(session_id):
-    """The session's `SessionSound` (engine.audiofeed), or None (off, or no sound server)."""
-    from media.audio.capture import AudioUnavailable, SessionAudio
-    from media.audio.chain import Chain
-    from media.audio.opus import OpusSettings
-    from media.audiofeed import SessionSound
-
-    values = _values()
-    audio = SessionAudio.from_config(values, session_id)
-    if audio is None:
-        log.info("session %s: stream_audio is off; the client gets silence", session_id)
-        return None
-    try:
-        audio.start()
-    except (AudioUnavailable, OSError, subprocess.SubprocessError) as exc:
-        log.warning("session %s streams without sound: %s", session_id, exc)
-        return None
-    return SessionSound(audio, Chain.from_config(values), OpusSettings.from_config(values))
 
 
 # -- launch limits ---------------------------------------------------------------------------

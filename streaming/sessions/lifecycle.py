@@ -23,7 +23,7 @@ import time
 from collections import deque
 from datetime import UTC, datetime
 
-from streaming.sessions import registry
+from streaming.sessions import registry, sound
 from streaming.sessions.watch import CLOSE_REASONS
 
 log = logging.getLogger("streaming.sessions")
@@ -517,44 +517,6 @@ class SessionCore:
         log.info("%s session %s ended (%s)", self.plane, self.id, reason)
 
 
-def sound_leftovers(audio) -> dict:
-    """What a session's sound (`media.audio.capture.SessionAudio`) leaves if its process is
-    killed before its own cleanup, for the record (`recover_lost` undoes it): the PulseAudio
-    it started for itself (`owned_pids`), or, on a sound server it did not start (a desktop's
-    own), its null sink's module (`sound_sink`), which would stay loaded there."""
-    server = getattr(audio, "server", None)
-    proc = getattr(server, "proc", None)
-    if proc is not None:
-        return {"owned_pids": [proc.pid]}
-    sink = getattr(audio, "sink", None)
-    if sink is None or getattr(sink, "module", None) is None:
-        return {"owned_pids": []}
-    # A server it did not start is the one its environment names: so is the recovery's.
-    return {"owned_pids": [], "sound_sink": {"name": sink.name, "module": str(sink.module)}}
-
-
-def unload_sink(spec: dict | None) -> bool:
-    """Unload a dead session's null sink from the sound server it was loaded into, when that
-    module is still the session's (module numbers are per server run: a restarted server may
-    have given it to another module). Returns whether it was unloaded."""
-    import subprocess
-
-    if not spec or not str(spec.get("module", "")).isdigit():
-        return False
-
-    def pactl(*args: str) -> str:
-        return subprocess.run(["pactl", *args], capture_output=True, text=True, timeout=5,
-                              check=True).stdout  # fmt: skip
-
-    module, mark = spec["module"], f"sink_name={spec.get('name')}"
-    for line in pactl("list", "short", "modules").splitlines():
-        index, _, rest = line.partition("\t")
-        if index == module and "module-null-sink" in rest and mark in rest.split():
-            pactl("unload-module", module)
-            return True
-    return False
-
-
 def recover_lost(pid: int, signum: int) -> list[str]:
     """The cleanup a session process could not run: it was killed outright (`kill -9`, the
     OOM killer, a crash in C), so `finish` never ran. The session manager forks this when it
@@ -587,7 +549,7 @@ def _hand_back(rec: dict, error: str) -> str:
         ("undo steps", lambda: prep.run_undo(f"{plane}-session-{sid}")),
         ("display", lambda: slot is not None and machine.disconnect(int(slot), deliberate=True)),
         ("owned processes", lambda: [_kill(p) for p in rec.get("owned_pids") or []]),
-        ("sound sink", lambda: unload_sink(rec.get("sound_sink"))),
+        ("sound sink", lambda: sound.unload_sink(rec.get("sound_sink"))),
         ("slot claim", lambda: admission.release_slot(sid, None)),
         ("record", lambda: registry.remove(sid)),
     )

@@ -14,7 +14,7 @@ import pytest
 
 from games import lifecycle, registry
 from hostmgmt.lib import procs
-from native.launch import AppRun, Choice
+from streaming.sessions.apps import AppRun, Choice
 
 pytestmark = pytest.mark.django_db
 

@@ -134,9 +134,8 @@ def test_compat_and_native_sessions_produce_the_same_records(stream_host, tmp_pa
         # One vocabulary of end reasons (streaming.sessions.watch) on both planes.
         assert evs["session.ended"]["reason"] in END_REASONS, evs["session.ended"]
         assert evs["client.disconnected"]["reason"] == "quit", evs["client.disconnected"]
-    # Moonlight quit its stream (the session settings end the title); the operator ended the
-    # browser's (DELETE /api/v1/session).
-    assert by_plane["compat"]["session.ended"]["reason"] == "client", by_plane["compat"]
+    # Moonlight quit the app (/cancel); the operator ended the browser's (DELETE /api/v1/session).
+    assert by_plane["compat"]["session.ended"]["reason"] == "cancel", by_plane["compat"]
     assert by_plane["native"]["session.ended"]["reason"] == "api", by_plane["native"]
 
     # History: the same fields, filled on both planes.
