@@ -25,14 +25,15 @@ import threading
 import time
 
 from compat.codecs import Offer
-from compat.engine import adaptive
 from compat.engine.session import StreamSession
 from compat.launchconfig import make_launch
+from compat.session_figures import Figures
 from media.framesource import DisplayCapture, WaylandCapture
 from streaming import services, session_display, session_play
-from streaming.sessions import apps, encoding, sound
+from streaming.sessions import apps, encoding, sound, watch
 from streaming.sessions.lifecycle import SessionCore
-from streaming.sessions.watch import CLIENT_REASONS, SHUTDOWN, End, Watch, disconnect_reason
+from streaming.sessions.process import reply
+from streaming.sessions.watch import SHUTDOWN, End, Watch, disconnect_reason
 
 log = logging.getLogger("streaming.sessions")
 
@@ -61,6 +62,7 @@ class CompatSession:
                                 self.fps, str(spec.get("app_id", "")), spec.get("app_name", ""),
                                 remote=spec.get("remote", ""))  # fmt: skip
         self.core.totals = self.totals
+        self.figures = Figures(self.core)
         public = {k: v for k, v in spec.items() if k not in ("rikey", "client", "id")}
         self.core.extra.update(public)
         self.capture: DisplayCapture | WaylandCapture | None = None
@@ -75,21 +77,7 @@ class CompatSession:
         self.connected = False
         self.disconnect_sent = False
         self.stream_started = False
-        self._cursor: dict = {}
-        self.frames = 0
-        self.bytes = 0
-        # Finished streams' (count, sum) of RTT and encode samples, for the record's averages.
-        self.rtt: tuple[int, float] = (0, 0.0)
-        self.encode_ms: tuple[int, float] = (0, 0.0)
         self._lock = threading.Lock()
-
-    @property
-    def error(self) -> str:
-        return self.core.error
-
-    @error.setter
-    def error(self, value: str) -> None:
-        self.core.error = value
 
     def publish(self, state: str | None = None) -> bool:
         """The heartbeat: False when the /launch claim is no longer this session's."""
@@ -121,21 +109,8 @@ class CompatSession:
         """Display, prep, app, listeners; raises services-level errors as (status, message).
         The heartbeat runs meanwhile: on a loaded machine these steps can outlast the claim's
         TTL, and another launch must never be given this session's port slot."""
-        stop = threading.Event()
-        beat = threading.Thread(target=self._beat_until, args=(stop,), daemon=True)
-        beat.start()
-        try:
+        with watch.beating(self.publish, self.id):
             self._start()
-        finally:
-            stop.set()
-            beat.join(5)
-
-    def _beat_until(self, stop: threading.Event) -> None:
-        while not stop.wait(1.0):
-            try:
-                self.publish()
-            except Exception:  # Redis hiccup: the next beat tries again
-                log.warning("session %s: heartbeat failed during start", self.id, exc_info=True)
 
     def _start(self) -> None:
         from displays import machine
@@ -212,8 +187,7 @@ class CompatSession:
             raise LaunchFailed(503, f"Stream ports busy: {exc}") from None
         self.stream.start()
         self.watcher.arm()
-        cap = self.capture.capture_ms
-        self._cursor = {"cap_base": cap.count, "enc": 0, "bytes": 0, "frames": 0}
+        self.figures.armed(self.capture)
         self.publish("armed" if not self.stream_started else "streaming")
 
     def replace_stream(self, arm: dict) -> None:
@@ -231,31 +205,15 @@ class CompatSession:
         # record: until it has stopped, `totals` must still read its live counters.
         stream.stop(reason)
         self.stream = None
-        self._fold(stream)
+        self.figures.fold(stream)
         if self.connected and not self.disconnect_sent:  # the host ended it, or an error did
             why = stream.stop_reason if stream.stop_reason not in (None, "host") else ""
             self.on_event("client.disconnected", reason=why or self.reason or reason)
         if self.stream_started:
             self.on_event("stream.stopped")
 
-    def _fold(self, stream: StreamSession) -> None:
-        """Keep a finished stream's counters for the record (a resume starts new ones)."""
-        s = stream.stats
-        self.frames += s.frames_sent
-        self.bytes += s.bytes_sent
-        self.rtt = _plus(self.rtt, s.rtt_ms.tally())
-        self.encode_ms = _plus(self.encode_ms, s.encode_ms.tally())
-
     def totals(self) -> tuple[int, int, tuple, tuple]:
-        """The session's counters for the record (a live stream's are not folded in yet):
-        frames, bytes, and the (count, sum) of encode and RTT samples."""
-        frames, nbytes, enc, rtt = self.frames, self.bytes, self.encode_ms, self.rtt
-        stream = self.stream
-        if stream is not None:
-            s = stream.stats
-            frames, nbytes = frames + s.frames_sent, nbytes + s.bytes_sent
-            enc, rtt = _plus(enc, s.encode_ms.tally()), _plus(rtt, s.rtt_ms.tally())
-        return frames, nbytes, enc, rtt
+        return self.figures.totals(self.stream)
 
     def watch(self) -> None:
         """The process's main thread until the session must end; sets `reason`. The checks
@@ -272,17 +230,17 @@ class CompatSession:
             )  # fmt: skip
             if end is not None:
                 self.reason, self.deliberate = end.reason, end.deliberate
-                self.error = end.error or self.error
+                self.core.error = end.error or self.core.error
                 return
             stream = self.stream  # a /resume replaced it
             if stream is not None and not stream.running:
                 if stream.stop_reason != "client":
                     self.reason = stream.stop_reason or "client"
                     if stream.rtsp.refused:  # encryption required: session.ended says why
-                        self.error = stream.rtsp.refused
+                        self.core.error = stream.rtsp.refused
                     return
                 self.stop_stream("client")
-                if self.user_stop_ends():
+                if session_play.user_stop_ends():
                     self.reason, self.user_stop = "client", True
                     return
                 # `keep`: the app stays for a /resume or /cancel (no deadline: the game is
@@ -290,9 +248,9 @@ class CompatSession:
                 stream = None
                 self.publish("idle")
             if stream is not None:
-                self._feed_latency(stream)
+                self.figures.feed_latency(stream, self.capture)
             if stream is not None and now - last_sample >= 1.0:
-                self._sample(stream, now - last_sample)
+                self.figures.sample(stream, now - last_sample, self.stream_started)
                 last_sample = now
             time.sleep(TICK_S)
 
@@ -308,56 +266,6 @@ class CompatSession:
             return End("error", False, exc.message)
         return None
 
-    def user_stop_ends(self) -> bool:
-        """The client ended its stream gracefully (`client.disconnected` `quit`, a user stop):
-        the session settings, read now, decide. `keep` never ends the game, so the session
-        waits for a /resume or /cancel; `on_quit` and `always` end the game on a user stop at
-        once, so the session ends now. (`disconnect_grace_seconds` is for a vanished client
-        under `always` only: `timeout`/`error` ends, handled by the lifecycle layer.)"""
-        from games import settings as game_settings
-
-        try:
-            policy = game_settings.load().game_on_session_end
-        except Exception:  # a broken settings file must not end a stream
-            log.exception("session settings unreadable; keeping the app for a /resume")
-            return False
-        return policy in (game_settings.ON_QUIT, game_settings.ALWAYS)
-
-    def _feed_latency(self, stream: StreamSession) -> None:
-        """Frame i of this stream: capture i (since arming) and encode i, for /stream/latency."""
-        cur, cap, enc = self._cursor, self.capture.capture_ms, stream.stats.encode_ms
-        for i in range(max(cur["enc"], enc.first), enc.count):
-            j = cur["cap_base"] + i
-            if j < cap.count:
-                capture_ms, encode_ms = cap.at(j), enc.at(i)
-                if capture_ms is not None and encode_ms is not None:
-                    self.core.latency(capture_ms, encode_ms)
-        cur["enc"] = enc.count
-
-    def _sample(self, stream: StreamSession, dt: float) -> None:
-        s, sent = stream.stats, self._cursor
-        kbps = (s.bytes_sent - sent["bytes"]) * 8 / 1000 / dt
-        new_enc = s.encode_ms.since(sent["frames"])
-        sent["bytes"], sent["frames"] = s.bytes_sent, s.encode_ms.count
-        rtt = s.rtt_ms.last
-        params = stream.rtsp.params
-        if params is not None:
-            self.core.extra.update(
-                bitrate_kbps=stream.launch.video_kbps(params.bitrate_kbps),
-                packet_size=params.packet_size,
-                min_fec=params.min_fec_packets,
-            )
-            if s.encoder and s.encoder != self.core.encoder:  # an encoder handed over
-                self.core.use_encoder(s.codec, s.encoder, encoding.where(s.encoder))
-        if not self.stream_started:
-            return
-        encode = sum(new_enc) / len(new_enc) if new_enc else None
-        sent_n, lost_n, _ = stream.loss.snapshot()  # 0x5502 reports against datagrams sent
-        loss = adaptive.loss_pct(sent_n - sent.get("sent", 0), lost_n - sent.get("lost", 0))
-        sent["sent"], sent["lost"] = sent_n, lost_n
-        target = s.target_kbps or (params.bitrate_kbps if params else None)
-        self.core.sample(kbps, rtt, encode, target_kbps=target, loss_pct=loss)
-
     def finish(self) -> None:
         """Undo everything in reverse; safe after a partial start."""
         with contextlib.suppress(Exception):
@@ -370,10 +278,7 @@ class CompatSession:
                 self.wl_input.close()
         if self.sound is not None:
             self.sound.close()
-        deliberate = self.deliberate or self.reason not in CLIENT_REASONS
-        # A user stop is deliberate for the title; the display still lingers (the client
-        # left, the operator did not end anything).
-        self.core.finish(self.reason, deliberate, title_deliberate=deliberate or self.user_stop)
+        self.core.finish(self.reason, self.deliberate, user_stop=self.user_stop)
 
 
 class LaunchFailed(Exception):
@@ -391,11 +296,11 @@ def run(spec: dict) -> str:
     try:
         session.start()
     except LaunchFailed as exc:
-        session.reason, session.error = "launch_failed", exc.message
+        session.reason, session.core.error = "launch_failed", exc.message
         services.report(spec["arm"], exc.status, exc.message)
     except Exception as exc:
         log.exception("session %s failed to start", session.id)
-        session.reason, session.error = "error", str(exc)
+        session.reason, session.core.error = "error", str(exc)
         services.report(spec["arm"], 500, "Streaming engine error")
     else:
         services.report(spec["arm"], 200)
@@ -403,7 +308,7 @@ def run(spec: dict) -> str:
             session.watch()
         except Exception as exc:
             log.exception("session %s failed", session.id)
-            session.reason, session.error = "error", str(exc)
+            session.reason, session.core.error = "error", str(exc)
     try:
         session.finish()
     finally:
@@ -414,17 +319,9 @@ def run(spec: dict) -> str:
 def main(spec: dict) -> int:
     """The session process's body (`streaming.sessions.process.run`): SIGTERM (host stop, or
     the session manager dying) ends the session through its normal cleanup."""
-    import json
     import os
-    import sys
 
     signal.signal(signal.SIGTERM, lambda signum, frame: SHUTDOWN.set())
-    sys.stdout.write(json.dumps({"pid": os.getpid()}) + "\n")
-    sys.stdout.flush()
-    sys.stdout.close()
+    reply({"pid": os.getpid()})
     run(spec)
     return 0
-
-
-def _plus(a: tuple[int, float], b: tuple[int, float]) -> tuple[int, float]:
-    return a[0] + b[0], a[1] + b[1]

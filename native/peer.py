@@ -23,57 +23,23 @@ import json
 import logging
 import os
 import signal
-import sys
-import time
 
 from media.encoder import EncoderFailed
+from native import channel as page
+from native import rtc
+from native.figures import Figures
 from streaming.sessions import encoding
+from streaming.sessions.process import reply
 from streaming.sessions.watch import End, Watch, disconnect_reason
 
 log = logging.getLogger("native.peer")
 
-MAX_MESSAGE = 1024  # bytes per data-channel message; more is dropped
 ENCODER_OPEN_S = 15.0  # the encoder process's start and its first encoder opening
-# A clipboard message (native/clipboard.py) carries up to 64 KiB of text, JSON-escaped.
-MAX_CLIP_MESSAGE = 2 * 64 * 1024 + 64
 CONNECT_TIMEOUT_S = 30
-# A connection that closes after the browser has sent nothing for this long was not closed by
-# the browser (that comes with its RTCP still flowing) but given up on: ICE consent expired
-# (aioice: about 30 s without an answer), i.e. the peer vanished -> reason `timeout`.
-SILENT_S = 5.0
-
-
-def _reply(obj: dict) -> None:
-    sys.stdout.write(json.dumps(obj) + "\n")
-    sys.stdout.flush()
-    sys.stdout.close()
-
-
-def _allow_loopback_candidates() -> None:
-    """aioice skips 127.0.0.1; a browser on the same machine needs it."""
-    from aioice import ice
-
-    original = ice.get_host_addresses
-
-    def with_loopback(use_ipv4: bool, use_ipv6: bool) -> list[str]:
-        found = original(use_ipv4, use_ipv6)
-        return (["127.0.0.1"] + found) if use_ipv4 else found
-
-    ice.get_host_addresses = with_loopback
 
 
 class _Ended(Exception):
     """The session ended while it was still starting."""
-
-
-def peer_fingerprint(transport) -> str:
-    """SHA-256 of the certificate the DTLS peer presented (lowercase hex), "" when none.
-    aiortc keeps the TLS connection private; `_ssl` is its pyOpenSSL connection."""
-    from cryptography.hazmat.primitives import hashes
-
-    ssl = getattr(transport, "_ssl", None)
-    cert = ssl.get_peer_certificate(as_cryptography=True) if ssl is not None else None
-    return cert.fingerprint(hashes.SHA256()).hex() if cert is not None else ""
 
 
 class NativePeer:
@@ -123,17 +89,7 @@ class NativePeer:
         self.ws_told = False
         self.clipboard = None  # native.clipboard.SessionClipboard; None when `clipboard` is off
         self.clips_dropped = 0  # clip messages the page sent while the clipboard is off
-        # When the browser last sent anything on the transport (RTCP reports, SCTP, DTLS).
-        self.rx_packets, self.rx_at = 0, time.monotonic()
-        self.loss_pct: float | None = None  # from the browser's RTCP receiver reports
-
-    @property
-    def error(self) -> str:
-        return self.core.error
-
-    @error.setter
-    def error(self, value: str) -> None:
-        self.core.error = value
+        self.figures = Figures()  # RTCP-derived RTT, loss, when the browser was last heard
 
     def stop(self, end_reason: str, deliberate: bool, detail: str, disconnect: str = "",
              error: str = "") -> None:  # fmt: skip
@@ -142,7 +98,7 @@ class NativePeer:
         if not self.done.is_set():
             self.end_reason, self.deliberate, self.detail = end_reason, deliberate, detail
             self.reason = disconnect or disconnect_reason(end_reason)
-            self.error = error or self.error
+            self.core.error = error or self.core.error
             self.done.set()
 
     def end(self, end: End) -> None:
@@ -154,9 +110,6 @@ class NativePeer:
     async def negotiate(self) -> dict:
         """Answer the offer. Reads the catalog and nothing else: no session is ended, no display,
         sink, prep step or app is touched until `bring_up` has the DTLS proof."""
-        from aiortc import RTCConfiguration, RTCPeerConnection, RTCSessionDescription
-        from aiortc.rtcrtpsender import RTCRtpSender
-
         from native.media import use_playout_delay
         from streaming.sessions import apps
 
@@ -168,73 +121,34 @@ class NativePeer:
             offered = await asyncio.to_thread(encoding.offered_or_h264, self.name)
             self.codec = encoding.pick(offered, self.offer.get("decodes") or ())
         self.plan = await asyncio.to_thread(encoding.plan, [self.codec])
-        self.pc = RTCPeerConnection(RTCConfiguration(iceServers=[]))
-        # The tracks come after the proof (`replaceTrack`); the answer needs only the kinds.
-        # Codec preferences before setRemoteDescription, or aiortc falls back to VP8.
-        video = self.pc.addTransceiver("video", direction="sendonly")
-        h264 = [
-            c
-            for c in RTCRtpSender.getCapabilities("video").codecs
-            if c.mimeType in ("video/H264", "video/rtx")
-        ]
-        video.setCodecPreferences(h264)
+        self.pc, video, self.audio_sender = rtc.sendonly()
         self.video_sender = video.sender
-        self.audio_sender = self.pc.addTransceiver("audio", direction="sendonly").sender
 
         @self.pc.on("datachannel")
         def on_channel(channel):
             self.channel = channel
-            channel.on("message", self.on_input)
-            self._tell_ws_token()
-            self._tell_clipboard()
+            channel.on("message", lambda message: page.on_message(self, message))
+            page.tell_ws_token(self)
+            page.tell_clipboard(self)
 
         @self.pc.on("connectionstatechange")
         async def on_state():
             state = self.pc.connectionState
             log.info("native %s: %s", self.fp[:12], state)
             if state in ("failed", "closed"):
-                silent = time.monotonic() - self.rx_at > SILENT_S
                 # closed by the browser: quit; gone silent (consent expired): timeout
+                silent = self.figures.silent()
                 why = "error" if state == "failed" else "timeout" if silent else "quit"
                 self.stop("client", False, state, why)  # vanished: the session settings decide
 
-        await self.pc.setRemoteDescription(RTCSessionDescription(self.offer["sdp"], "offer"))
-        if video.mid is None:
-            raise ValueError("the offer has no video to receive")
-        codecs = [c.mimeType for c in video._codecs]
-        if not codecs or codecs[0] != "video/H264":
-            raise ValueError("the browser offered no H.264 (constrained baseline)")
-        await self.pc.setLocalDescription(await self.pc.createAnswer())
+        sdp = await rtc.answer(self.pc, video, self.offer["sdp"])
         return {
-            "sdp": self.pc.localDescription.sdp,
+            "sdp": sdp,
             "type": "answer",
             "mode": self.mode,
             "codec": self.codec,
             "session_id": self.id,
         }
-
-    def _dtls_transports(self) -> list:
-        found = [t.sender.transport for t in self.pc.getTransceivers()]
-        if self.pc.sctp is not None:
-            found.append(self.pc.sctp.transport)
-        return list({id(t): t for t in found if t is not None}.values())
-
-    async def prove(self) -> bool:
-        """True once every DTLS transport of the connection has completed its handshake with a
-        certificate whose SHA-256 is the fingerprint the offer claimed; False when one fails
-        or closes, or the session ends first (the connect timeout, SIGTERM, unpaired)."""
-        while not self.done.is_set():
-            transports = self._dtls_transports()
-            states = {t.state for t in transports}
-            if states & {"failed", "closed"}:
-                return False
-            if transports and states == {"connected"}:
-                return all(peer_fingerprint(t) == self.fp for t in transports)
-            try:
-                await asyncio.wait_for(self.done.wait(), 0.02)
-            except TimeoutError:
-                pass
-        return False
 
     async def bring_up(self) -> None:
         """After the answer: wait for the DTLS proof, then take this device's session over and
@@ -243,13 +157,13 @@ class NativePeer:
         from streaming.sessions import registry
 
         try:
-            proof = await self.prove()
+            proof = await rtc.prove(self.pc, self.fp, self.done)
         except Exception:  # no proof is a refusal, never a pass
             log.exception("native %s: checking the DTLS peer failed", self.fp[:12])
             proof = False
         await asyncio.to_thread(registry.proven, os.getpid())
         if not proof:
-            failed = any(t.state == "failed" for t in self._dtls_transports())
+            failed = any(t.state == "failed" for t in rtc.transports(self.pc))
             log.warning(
                 "native %s: the DTLS peer did not prove the offered fingerprint (%s); "
                 "nothing was started",
@@ -306,7 +220,7 @@ class NativePeer:
             clipboard.SessionClipboard.open,
             values.get("clipboard"),
             self.display,
-            lambda msg: loop.call_soon_threadsafe(self._send, msg),
+            lambda msg: loop.call_soon_threadsafe(page.send, self, msg),
         )
         capture = await asyncio.to_thread(sound.open_capture, f"native{self.id}", values)
         self.core.extra.update(sound.record_fields(capture))  # `recover_lost` reads it too
@@ -355,83 +269,16 @@ class NativePeer:
             slot=self.display["slot"],
         )
         self.registered = True
-        self._tell_ws_token()
-
-    def _tell_ws_token(self) -> None:
-        """Only this DTLS-proven device learns the video token, once both exist."""
-        if self.ws is None or self.ws_told or self.channel is None:
-            return
-        if self.channel.readyState == "open":
-            self.channel.send(json.dumps({"t": "ws", "token": self.ws.token, "codec": self.codec}))
-            self.ws_told = True
-
-    def _send(self, msg: dict) -> None:
-        if self.channel is not None and self.channel.readyState == "open":
-            self.channel.send(json.dumps(msg, ensure_ascii=False))
-
-    def _tell_clipboard(self) -> None:
-        """Once live with the channel open: whether the clipboard is shared (or why not)."""
-        clip = self.clipboard
-        if clip is None or clip.told or not self.connected or self.channel is None:
-            return
-        if self.channel.readyState == "open":
-            self._send(clip.hello())
-            clip.told = True
+        page.tell_ws_token(self)
 
     def _go_live(self) -> None:
         self.connected = True
-        self.rx_at = time.monotonic()
+        self.figures.heard()
         self.track.request_keyframe()
         self.core.emit("client.connected")
         self.core.began()
         self.core.stream_began()  # the codec and the encoder that opened: `_start_media`
-        self._tell_clipboard()
-
-    def on_input(self, message) -> None:
-        if isinstance(message, bytes) or len(message) > MAX_CLIP_MESSAGE:
-            return
-        try:
-            ev = json.loads(message)
-        except ValueError:
-            return
-        if not isinstance(ev, dict):
-            return
-        if ev.get("t") == "clip":
-            if self.clipboard is None or not self.connected:
-                self.clips_dropped += 1  # `clipboard = off`: the host takes nothing
-            else:
-                self.clipboard.from_page(ev)
-            return
-        if len(message) > MAX_MESSAGE:
-            return
-        if ev.get("t") == "ping":  # input echo for the latency figure
-            self.channel.send(json.dumps({"t": "pong", "c": ev.get("c")}))
-            return
-        if ev.get("t") == "stop":  # the player pressed Stop: a deliberate end
-            self.stop("cancel", True, "stopped by the player")
-            return
-        if not self.connected:  # not proven and started yet: there is nothing to drive
-            return
-        if ev.get("t") == "kf":  # the WebCodecs page skipped to catch up: it needs an IDR
-            self.encoder.keyframe.set()
-            return
-        from native.inputs import Pads, inject
-
-        if self.pads is None:
-            self.pads = Pads()
-        if self.xinput is None and ev.get("t") != "p":
-            from streaming.session_display import input_at_start
-
-            if input_at_start(self.display):
-                return  # the compositor has no virtual keyboard/pointer (logged at start)
-            from media.input.xtest import InputUnavailable, XInput
-
-            try:
-                self.xinput = XInput(self.display["x_display"], region=self.display.get("region"))
-            except InputUnavailable as exc:
-                log.warning("input unavailable: %s", exc)
-                return
-        inject(self.xinput, ev, self.pads)
+        page.tell_clipboard(self)
 
     async def watch(self) -> None:
         """Until the session ends: the shared watch's checks once a second (blocking: in a
@@ -439,7 +286,6 @@ class NativePeer:
         from native import services
 
         watcher = Watch(self.id, self.fp, CONNECT_TIMEOUT_S, authorized=services.authorized)
-        last_stats = 0.0
         while not self.done.is_set():
             try:
                 await asyncio.wait_for(self.done.wait(), 1.0)
@@ -457,7 +303,7 @@ class NativePeer:
             if self.done.is_set():
                 break
             if self.connected:
-                last_stats = await self._sample(last_stats)
+                await self.figures.second(self)
 
     def _capture_lost(self) -> str:
         """The capture that stopped answering (the encoder child reads it), else ""."""
@@ -466,55 +312,6 @@ class NativePeer:
         if self.display is None or self.encoder is None or not self.encoder.lost.is_set():
             return ""
         return session_display.open_capture(self.display).what
-
-    async def _rtt_ms(self) -> float | None:
-        """The video sender's RTT from the browser's RTCP receiver reports (LSR/DLSR); notes
-        when the browser was last heard from, on the way."""
-        try:
-            report = await self.pc.getStats()
-        except Exception:  # closing under us
-            return None
-        received = sum(s.packetsReceived for s in report.values() if s.type == "transport")
-        if received != self.rx_packets:
-            self.rx_packets, self.rx_at = received, time.monotonic()
-        for s in report.values():
-            if s.type == "remote-inbound-rtp" and s.kind == "video":
-                # The browser's receiver report also says what share of packets it lost
-                # since its last report (RFC 3550 fraction lost: an 8-bit fixed point).
-                lost = s.fractionLost
-                self.loss_pct = round(lost / 256 * 100, 2) if lost is not None else None
-                if s.roundTripTime:
-                    return round(s.roundTripTime * 1000, 2)
-        return None
-
-    async def _sample(self, last: float) -> float:
-        """One second's figures: to the page's overlay, `/api/stream/*` and the history
-        record (through the core)."""
-        rtt = await self._rtt_ms()
-        now = time.monotonic()
-        opened = self.encoder.opened()
-        if opened and opened != self.core.encoder:  # an encoder failed and handed over
-            where = await asyncio.to_thread(encoding.where, opened)
-            self.core.use_encoder(self.codec, opened, where)
-        frames, nbytes = self.video.frames, self.video.bytes
-        for capture_ms, encode_ms in self.encoder.drain_figures():
-            self.core.latency(capture_ms, encode_ms)
-        if last:
-            dt = now - last
-            sample = self.core.sample(
-                (nbytes - self._b) * 8 / dt / 1000,
-                rtt,
-                self.video.encode_ms,
-                loss_pct=self.loss_pct,
-                fps=round((frames - self._f) / dt, 1),
-                audio_packets=self.audio.packets,
-            )
-            if self.channel is not None and self.channel.readyState == "open":
-                # `t` last: the sample's own `t` (its index) must not hide the message type.
-                overlay = {**sample, "t": "stats", "kbps": sample["bitrate_kbps"]}
-                self.channel.send(json.dumps(overlay))
-        self._f, self._b = frames, nbytes
-        return now
 
     def totals(self) -> tuple[int, int, tuple, tuple]:
         """The session's counters for the record: frames, bytes, and the (count, sum) of the
@@ -579,7 +376,7 @@ async def run(offer: dict) -> int:
     # SIGTERM: the host stops (or ends an unproven peer); registered sessions are ended
     # through their registry control list (`watch`).
     for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, session.stop, "host_shutdown", True, "ended by the host")
+        loop.add_signal_handler(sig, session.stop, "host_shutdown", False, "ended by the host")
     try:
         try:
             answer = await session.negotiate()
@@ -589,9 +386,9 @@ async def run(offer: dict) -> int:
             log.warning("native session refused: %s", exc)
             session.stop("released", True, str(exc))
             await session.close()
-            _reply({"error": str(exc), "status": status})
+            reply({"error": str(exc), "status": status})
             return 1
-        _reply(answer)
+        reply(answer)
         bring_up = asyncio.create_task(session.bring_up())
         await session.watch()
         await bring_up  # it stops at its next step now that the session is done
@@ -603,5 +400,5 @@ async def run(offer: dict) -> int:
 def main(offer: dict) -> int:
     """The session process's body (`streaming.sessions.process.run`)."""
     if offer.get("loopback"):
-        _allow_loopback_candidates()
+        rtc.allow_loopback_candidates()
     return asyncio.run(run(offer))

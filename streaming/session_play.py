@@ -62,6 +62,22 @@ def launch_limits(client_name: str, app) -> dict:
 
 
 # -- the game --------------------------------------------------------------------------------
+def user_stop_ends() -> bool:
+    """The client ended its stream gracefully (`client.disconnected` `quit`, a user stop):
+    the session settings, read now, decide. `keep` never ends the game, so the session
+    waits for a /resume or /cancel; `on_quit` and `always` end the game on a user stop at
+    once, so the session ends now. (`disconnect_grace_seconds` is for a vanished client
+    under `always` only: `timeout`/`error` ends, handled by the lifecycle layer.)"""
+    from games import settings as game_settings
+
+    try:
+        policy = game_settings.load().game_on_session_end
+    except Exception:  # a broken settings file must not end a stream
+        log.exception("session settings unreadable; keeping the app for a /resume")
+        return False
+    return policy in (game_settings.ON_QUIT, game_settings.ALWAYS)
+
+
 _links: dict = {}
 _links_lock = threading.Lock()
 _registered = [False]

@@ -24,7 +24,7 @@ from collections import deque
 from datetime import UTC, datetime
 
 from streaming.sessions import registry, sound
-from streaming.sessions.watch import CLOSE_REASONS
+from streaming.sessions.watch import CLIENT_REASONS, CLOSE_REASONS
 
 log = logging.getLogger("streaming.sessions")
 
@@ -482,11 +482,13 @@ class SessionCore:
             "error": self.error,
         }
 
-    def finish(self, reason: str, deliberate: bool, title_deliberate: bool | None = None) -> None:
+    def finish(self, reason: str, deliberate: bool, user_stop: bool = False) -> None:
         """The end, after the plane stopped its transport: a stream still open ends (its
         record, `stream.end`), the game (closed, kept or in its grace window) and its group,
         `undo` steps, the display back to its policy, session.ended. Safe after a partial
-        start; runs once."""
+        start; runs once. Every end but `watch.CLIENT_REASONS` is deliberate (no display
+        linger); a client's user stop (`user_stop`) is deliberate for the title only (the
+        client left, the operator did not end anything)."""
         from displays import machine
         from streaming import stats
 
@@ -495,7 +497,8 @@ class SessionCore:
         self.finished = True
         self.stream_ended()
         self._stats(stats.reset, self.id)
-        title_deliberate = deliberate if title_deliberate is None else title_deliberate
+        deliberate = deliberate or reason not in CLIENT_REASONS
+        title_deliberate = deliberate or user_stop
         if self.app is not None:
             try:
                 self.app.end(reason, title_deliberate)

@@ -18,11 +18,12 @@ closed) and a client's graceful stop under `keep` (compat waits for a /resume).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import redis
@@ -90,6 +91,30 @@ def disconnect_reason(reason: str) -> str:
     return DISCONNECTED.get(reason, "quit")
 
 
+@contextlib.contextmanager
+def beating(publish: Callable[[], object], session_id: str) -> Iterator[None]:
+    """The heartbeat, once a second, while a session starts: on a loaded machine its steps
+    can outlast its record's (and compat's slot claim's) TTL, and another launch must never
+    be given its place."""
+    stop = threading.Event()
+
+    def beat() -> None:
+        while not stop.wait(1.0):
+            try:
+                publish()
+            except Exception:  # Redis hiccup: the next beat tries again
+                log.warning("session %s: heartbeat failed during start", session_id,
+                            exc_info=True)  # fmt: skip
+
+    thread = threading.Thread(target=beat, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join(5)
+
+
 @dataclass(frozen=True)
 class End:
     """A session's end: its reason (END_REASONS), whether it is deliberate (no display
@@ -132,7 +157,7 @@ class Watch:
         the session's place is no longer its own); `capture_lost` names a capture that
         stopped answering; `encoder_failure` says why the encoder failed."""
         if SHUTDOWN.is_set():
-            return End("host_shutdown", True, detail="ended by the host")
+            return End("host_shutdown", False, detail="ended by the host")
         end = self.requests()
         if end is not None:
             return end
@@ -152,7 +177,7 @@ class Watch:
         display (a title dies with it, but the display is the cause), the encoder, the title,
         then a client that never came."""
         if self.parent and os.getppid() != self.parent:
-            return End("host_shutdown", True, detail="host exited")
+            return End("host_shutdown", False, detail="host exited")
         if self.authorized is not None and not self.authorized(self.fingerprint):
             return End("unpaired", True, detail="unpaired or disabled")
         gone = session_display.compositor_gone(display) if display else ""

@@ -91,7 +91,7 @@ def test_the_session_manager_gone_is_host_shutdown(quiet, monkeypatch):
 def test_sigterm_is_host_shutdown(quiet):
     watch.SHUTDOWN.set()
     end = make().tick(connected=True)
-    assert end.reason == "host_shutdown" and end.deliberate
+    assert end.reason == "host_shutdown" and not end.deliberate  # per policy: CLIENT_REASONS
 
 
 def test_a_client_that_never_connects_is_arm_timeout(quiet):
