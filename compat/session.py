@@ -6,9 +6,8 @@ session lifecycle (`streaming.sessions.lifecycle.SessionCore`). Runs in its own 
 Order, and why: the display first (the app and the capture need it), then prep `do` steps and
 the app (the client should see the app when the picture starts), then the StreamSession binds
 the fixed stream ports; only then is /launch answered (through `services.report`), so the
-client's RTSP connection never races the listener. The process's main thread then watches:
-requests from other processes (stop, resume), the app exiting, the client never connecting,
-the stream ending; and publishes the heartbeat, live statistics and per-second samples.
+client's RTSP connection never races the listener. The process's main thread then runs the
+shared watch (`streaming.sessions.watch`) and the stream's own end, and feeds the figures.
 
 The end runs in reverse whatever happened (`SessionCore.finish`): stream stopped, the title
 closed or left to the session settings (else the app group terminated), `undo` steps in
@@ -20,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import signal
 import threading
 import time
@@ -30,7 +30,7 @@ from compat.launchconfig import make_launch
 from compat.session_figures import Figures
 from media.framesource import DisplayCapture, WaylandCapture
 from streaming import services, session_display, session_play
-from streaming.sessions import apps, encoding, sound, watch
+from streaming.sessions import admission, apps, encoding, sound, watch
 from streaming.sessions.lifecycle import SessionCore
 from streaming.sessions.process import reply
 from streaming.sessions.watch import SHUTDOWN, End, Watch, disconnect_reason
@@ -289,7 +289,7 @@ class LaunchFailed(Exception):
 
 def run(spec: dict) -> str:
     """A compat session from its /launch claim to its end; returns the end reason."""
-    if not services.owns(spec["id"], int(spec.get("port_slot") or 0)):
+    if not admission.take("compat", spec, os.getpid()):
         services.report(spec["arm"], 503, "Launch expired before the engine picked it up")
         return "expired"
     session = CompatSession(spec)
@@ -312,15 +312,13 @@ def run(spec: dict) -> str:
     try:
         session.finish()
     finally:
-        services.release(session.id, session.slot)
+        admission.leave("compat", session.id, os.getpid(), session.slot)
     return session.reason
 
 
 def main(spec: dict) -> int:
     """The session process's body (`streaming.sessions.process.run`): SIGTERM (host stop, or
     the session manager dying) ends the session through its normal cleanup."""
-    import os
-
     signal.signal(signal.SIGTERM, lambda signum, frame: SHUTDOWN.set())
     reply({"pid": os.getpid()})
     run(spec)

@@ -24,6 +24,12 @@ class Figures:
         self.frames = self.bytes = 0
         self.last = 0.0  # when the last second closed
 
+    def totals(self, video, core) -> tuple[int, int, tuple, tuple]:
+        """The session's counters for the record: frames, bytes, and the (count, sum) of the
+        per-second encode and RTT samples (the core's tallies)."""
+        frames, nbytes = (video.frames, video.bytes) if video is not None else (0, 0)
+        return frames, nbytes, core.encode_tally, core.rtt_tally
+
     def heard(self) -> None:
         self.rx_at = time.monotonic()
 

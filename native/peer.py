@@ -9,11 +9,9 @@ whose fingerprint the offer claimed (the device's identity) does it end this dev
 session, acquire a virtual display at the asked mode, open the session's sound sink, launch
 the chosen app into both (`streaming.sessions.apps`) and start the encoder process. Why that
 order: the offer names the fingerprint in plain text, so anyone can copy a paired device's;
-only the handshake proves the key behind it. Then it runs the aiortc peer connection until
-the browser leaves, the app exits, the device is unpaired or disabled (polled every second),
-the host asks it to end (its registry control list), the session manager dies, or SIGTERM.
-Every exit path ends the app (and its prep undo), releases the display, the sink and the
-encoder process and emits the closing events (`SessionCore.finish`).
+only the handshake proves the key behind it. Then it runs the peer connection until the
+browser leaves or the shared watch (`streaming.sessions.watch`) finds an end; every exit
+path releases its media and ends through `SessionCore.finish`.
 """
 
 from __future__ import annotations
@@ -26,7 +24,7 @@ import signal
 
 from media.encoder import EncoderFailed
 from native import channel as page
-from native import rtc
+from native import inputs, rtc
 from native.figures import Figures
 from streaming.sessions import encoding
 from streaming.sessions.process import reply
@@ -59,7 +57,7 @@ class NativePeer:
                                 self.width, self.height, self.fps,
                                 offer.get("app") or "desktop", offer.get("app_title") or "Desktop",
                                 remote=offer.get("remote", ""))  # fmt: skip
-        self.core.totals = self.totals
+        self.core.totals = lambda: self.figures.totals(self.video, self.core)
         self.display = None
         self.encoder = None
         self.pc = None
@@ -196,8 +194,8 @@ class NativePeer:
     async def _start_media(self) -> None:
         from hostmgmt.config import store
         from native import clipboard
-        from native.media import EncodedVideoTrack, EncoderProcess
         from native.sound import OpusTrack
+        from native.video import open_video
         from streaming import session_display, session_play
         from streaming.sessions import apps, registry, sound
 
@@ -239,18 +237,12 @@ class NativePeer:
         kbps = int(self.offer.get("kbps", 12_000))
         if limits["max_bitrate_kbps"]:
             kbps = min(kbps, limits["max_bitrate_kbps"])
-        self.encoder = EncoderProcess(
-            self.display, self.width, self.height, self.fps, kbps, limits["encoder_preset"],
-            candidates=self.plan.encoders.get(self.codec), config=self.plan.config,
-        )  # fmt: skip
         webcodecs = self.offer.get("transport") == "webcodecs"
-        self.track = EncodedVideoTrack(self.encoder, feed=not webcodecs)
-        self.video = self.track
-        if webcodecs:
-            from native.wsvideo import WsVideo
-
-            self.ws = self.video = WsVideo(self.encoder)
-            await self.ws.start()
+        self.encoder, self.track, self.ws = await open_video(
+            self.display, (self.width, self.height, self.fps), kbps, limits["encoder_preset"],
+            self.plan, self.codec, webcodecs,
+        )  # fmt: skip
+        self.video = self.ws if self.ws is not None else self.track
         self.video_sender.replaceTrack(self.track)
         self.video_sender._send_keyframe = self.track.request_keyframe
         self.audio_sender.replaceTrack(self.audio)
@@ -313,18 +305,11 @@ class NativePeer:
             return ""
         return session_display.open_capture(self.display).what
 
-    def totals(self) -> tuple[int, int, tuple, tuple]:
-        """The session's counters for the record: frames, bytes, and the (count, sum) of the
-        per-second encode and RTT samples."""
-        video = self.video
-        frames, nbytes = (video.frames, video.bytes) if video is not None else (0, 0)
-        return frames, nbytes, self.core.encode_tally, self.core.rtt_tally
-
     async def close(self) -> None:
         if self.closed:
             return
         self.closed = True
-        from streaming.sessions import admission, registry
+        from streaming.sessions import admission
 
         if self.channel is not None and self.channel.readyState == "open":
             try:
@@ -340,38 +325,23 @@ class NativePeer:
             await asyncio.to_thread(self.encoder.close)
         if self.audio is not None:
             await asyncio.to_thread(self.audio.close)
-        if self.xinput is not None:
-            try:  # a dead compositor (display_lost) must not keep the display from release
-                self.xinput.release_all()
-                self.xinput.close()
-            except Exception:
-                log.warning("input release failed", exc_info=True)
-        if self.pads is not None:
-            self.pads.close()
+        inputs.release(self.xinput, self.pads)
         if self.clipboard is not None:
             await asyncio.to_thread(self.clipboard.close)
-        await asyncio.to_thread(registry.proven, os.getpid())  # an early exit: no longer waiting
-        if self.connected:
-            # The stream's history record is a database write: not from the event loop.
-            await asyncio.to_thread(self.core.stream_ended)
-        # The game, its group and undo steps, the display, the record, `stream.end`,
-        # session.ended: the session core's, as on every plane.
+        # The stream's record (a database write: not from the event loop), the game, its
+        # group and undo steps, the display, `stream.end`, session.ended: the core's.
         await asyncio.to_thread(self.core.finish, self.end_reason, self.deliberate)
         if self.connected:
             self.core.emit("client.disconnected", reason=self.reason)
-        # Its admission place goes with everything else (a dead pid is dropped anyway, but a
-        # reused one must not keep it).
-        await asyncio.to_thread(admission.leave_native, os.getpid())
+        await asyncio.to_thread(admission.leave, "native", self.id, os.getpid())
 
 
 async def run(offer: dict) -> int:
-    from streaming.sessions import admission, registry
+    from streaming.sessions import admission
 
     session = NativePeer(offer)
-    await asyncio.to_thread(registry.connecting_add, os.getpid(), session.fp)
     # The offer's place (admission) is this process's now, until it exits.
-    await asyncio.to_thread(admission.hold_native, os.getpid(), session.fp,
-                            str(offer.get("admission") or ""))  # fmt: skip
+    await asyncio.to_thread(admission.take, "native", offer, os.getpid())
     loop = asyncio.get_running_loop()
     # SIGTERM: the host stops (or ends an unproven peer); registered sessions are ended
     # through their registry control list (`watch`).
