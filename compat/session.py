@@ -6,9 +6,8 @@ session lifecycle (`streaming.sessions.lifecycle.SessionCore`). Runs in its own 
 Order, and why: the display first (the app and the capture need it), then prep `do` steps and
 the app (the client should see the app when the picture starts), then the StreamSession binds
 the fixed stream ports; only then is /launch answered (through `services.report`), so the
-client's RTSP connection never races the listener. The process's main thread then watches:
-requests from other processes (stop, resume), the app exiting, the client never connecting,
-the stream ending; and publishes the heartbeat, live statistics and per-second samples.
+client's RTSP connection never races the listener. The process's main thread then runs the
+shared watch (`streaming.sessions.watch`) and the stream's own end, and feeds the figures.
 
 The end runs in reverse whatever happened (`SessionCore.finish`): stream stopped, the title
 closed or left to the session settings (else the app group terminated), `undo` steps in
@@ -20,37 +19,27 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import signal
 import threading
 import time
 
-import redis
-
 from compat.codecs import Offer
-from compat.engine import adaptive
 from compat.engine.stream import StreamSession
 from compat.launchconfig import make_launch
+from compat.session_figures import Figures
 from media.framesource import DisplayCapture, WaylandCapture
 from streaming import services, session_display, session_play
-from streaming.sessions import encoding
-from streaming.sessions.lifecycle import CLIENT_REASONS, SessionCore, sound_leftovers
+from streaming.sessions import admission, apps, encoding, sound, watch
+from streaming.sessions.lifecycle import SessionCore
+from streaming.sessions.process import reply
+from streaming.sessions.watch import SHUTDOWN, End, Watch, disconnect_reason
 
 log = logging.getLogger("streaming.sessions")
 
 ARM_TIMEOUT_S = 20.0  # /launch answered, but no client connected the control stream
 TICK_S = 0.1
-
-
 MAP_TIMEOUT_S = session_display.map_timeout()
-# StreamSession's stop reasons -> client.disconnected `reason` (quit | timeout | error).
-DISCONNECT_REASON = {"disconnected": "quit", "client": "quit", "timeout": "timeout",
-                     "protocol_error": "error", "no_video_ping": "error",
-                     "encoder_failed": "error"}  # fmt: skip
-
-
-# What a Redis outage raises (redis-py's errors; a socket error where one escapes them).
-REDIS_DOWN = (redis.RedisError, OSError)
-SHUTDOWN = threading.Event()  # set by the process's SIGTERM handler (host shutdown)
 
 
 class CompatSession:
@@ -66,11 +55,14 @@ class CompatSession:
                        "uuid": c.get("uuid", "")}  # fmt: skip
         self.width, self.height, self.fps = spec["width"], spec["height"], spec["fps"]
         self.slot = int(spec.get("port_slot") or 0)  # its stream ports: + 20 * slot
-        self._redis_down = False  # logged once per outage (`_redis_away`)
+        # Compat's unpair reaches the session through its control list (`unpaired`).
+        self.watcher = Watch(self.id, c["fingerprint"], ARM_TIMEOUT_S,
+                             on_request=self._on_request, check_every_s=TICK_S)  # fmt: skip
         self.core = SessionCore("compat", self.id, self.client, self.width, self.height,
                                 self.fps, str(spec.get("app_id", "")), spec.get("app_name", ""),
                                 remote=spec.get("remote", ""))  # fmt: skip
         self.core.totals = self.totals
+        self.figures = Figures(self.core)
         public = {k: v for k, v in spec.items() if k not in ("rikey", "client", "id")}
         self.core.extra.update(public)
         self.capture: DisplayCapture | WaylandCapture | None = None
@@ -85,22 +77,7 @@ class CompatSession:
         self.connected = False
         self.disconnect_sent = False
         self.stream_started = False
-        self.armed_at = 0.0
-        self._cursor: dict = {}
-        self.frames = 0
-        self.bytes = 0
-        # Finished streams' (count, sum) of RTT and encode samples, for the record's averages.
-        self.rtt: tuple[int, float] = (0, 0.0)
-        self.encode_ms: tuple[int, float] = (0, 0.0)
         self._lock = threading.Lock()
-
-    @property
-    def error(self) -> str:
-        return self.core.error
-
-    @error.setter
-    def error(self, value: str) -> None:
-        self.core.error = value
 
     def publish(self, state: str | None = None) -> bool:
         """The heartbeat: False when the /launch claim is no longer this session's."""
@@ -117,8 +94,7 @@ class CompatSession:
             elif kind == "client.disconnected":
                 if self.connected and not self.disconnect_sent:
                     self.disconnect_sent = True
-                    reason = DISCONNECT_REASON.get(data.get("reason", ""), "quit")
-                    self.core.emit(kind, reason=reason)
+                    self.core.emit(kind, reason=disconnect_reason(data.get("reason", "")))
             elif kind == "stream.started" and not self.stream_started:
                 self.stream_started = True
                 self.core.state = "streaming"
@@ -133,27 +109,13 @@ class CompatSession:
         """Display, prep, app, listeners; raises services-level errors as (status, message).
         The heartbeat runs meanwhile: on a loaded machine these steps can outlast the claim's
         TTL, and another launch must never be given this session's port slot."""
-        stop = threading.Event()
-        beat = threading.Thread(target=self._beat_until, args=(stop,), daemon=True)
-        beat.start()
-        try:
+        with watch.beating(self.publish, self.id):
             self._start()
-        finally:
-            stop.set()
-            beat.join(5)
-
-    def _beat_until(self, stop: threading.Event) -> None:
-        while not stop.wait(1.0):
-            try:
-                self.publish()
-            except Exception:  # Redis hiccup: the next beat tries again
-                log.warning("session %s: heartbeat failed during start", self.id, exc_info=True)
 
     def _start(self) -> None:
         from displays import machine
-        from library import catalog
 
-        self.app = catalog.find_app(str(self.spec["app_id"]))
+        self.app = apps.catalog_app(self.spec["app_id"])
         if self.app is None:
             raise LaunchFailed(404, "App not found")
         self.core.app_title = self.app.name
@@ -169,10 +131,13 @@ class CompatSession:
             # lose it.
             self.wl_input = session_display.session_input(display, self.id)
         # Limits and sound (the app's default sink is the session's own).
-        env: dict = {}
-        self.limits, self.sound = session_play.prepare(self.id, self.client, self.app, env,
-                                                       self.core.extra)  # fmt: skip
-        self.core.extra.update(sound_leftovers(getattr(self.sound, "capture", None)))
+        self.limits = session_play.launch_limits(self.client["name"], self.app)
+        self.core.extra.update(profile=self.limits["profile"],
+                               encoder_preset=self.limits["encoder_preset"])  # fmt: skip
+        self.sound = sound.open_sound(self.id)
+        capture = self.sound.capture if self.sound is not None else None
+        self.core.extra.update(sound.record_fields(capture))
+        env = capture.app_env() if capture is not None else {}
         try:
             self.core.start_app(self.app, env, MAP_TIMEOUT_S)
         except session_display.DisplayLaunchError as exc:
@@ -221,9 +186,8 @@ class CompatSession:
         except OSError as exc:
             raise LaunchFailed(503, f"Stream ports busy: {exc}") from None
         self.stream.start()
-        self.armed_at = time.monotonic()
-        cap = self.capture.capture_ms
-        self._cursor = {"cap_base": cap.count, "enc": 0, "bytes": 0, "frames": 0}
+        self.watcher.arm()
+        self.figures.armed(self.capture)
         self.publish("armed" if not self.stream_started else "streaming")
 
     def replace_stream(self, arm: dict) -> None:
@@ -241,175 +205,66 @@ class CompatSession:
         # record: until it has stopped, `totals` must still read its live counters.
         stream.stop(reason)
         self.stream = None
-        self._fold(stream)
+        self.figures.fold(stream)
         if self.connected and not self.disconnect_sent:  # the host ended it, or an error did
-            self.on_event("client.disconnected", reason=stream.stop_reason or reason)
+            why = stream.stop_reason if stream.stop_reason not in (None, "host") else ""
+            self.on_event("client.disconnected", reason=why or self.reason or reason)
         if self.stream_started:
             self.on_event("stream.stopped")
 
-    def _fold(self, stream: StreamSession) -> None:
-        """Keep a finished stream's counters for the record (a resume starts new ones)."""
-        s = stream.stats
-        self.frames += s.frames_sent
-        self.bytes += s.bytes_sent
-        self.rtt = _plus(self.rtt, s.rtt_ms.tally())
-        self.encode_ms = _plus(self.encode_ms, s.encode_ms.tally())
-
     def totals(self) -> tuple[int, int, tuple, tuple]:
-        """The session's counters for the record (a live stream's are not folded in yet):
-        frames, bytes, and the (count, sum) of encode and RTT samples."""
-        frames, nbytes, enc, rtt = self.frames, self.bytes, self.encode_ms, self.rtt
-        stream = self.stream
-        if stream is not None:
-            s = stream.stats
-            frames, nbytes = frames + s.frames_sent, nbytes + s.bytes_sent
-            enc, rtt = _plus(enc, s.encode_ms.tally()), _plus(rtt, s.rtt_ms.tally())
-        return frames, nbytes, enc, rtt
+        return self.figures.totals(self.stream)
 
     def watch(self) -> None:
-        """The process's main thread until the session must end; sets `reason`."""
-        from streaming.sessions import registry
-
-        last_beat = last_sample = time.monotonic()
+        """The process's main thread until the session must end; sets `reason`. The checks
+        are the shared watch's (`streaming.sessions.watch`); the stream's own end is here."""
+        last_sample = time.monotonic()
         while True:
             now = time.monotonic()
-            if SHUTDOWN.is_set():
-                self.reason = "host_shutdown"
-                return
-            for req in self._requests(registry):
-                if req.get("op") == "stop":
-                    self.reason = req.get("reason") or "stopped"
-                    self.deliberate = bool(req.get("deliberate", True))
-                    return
-                if req.get("op") == "resume":
-                    try:
-                        self.replace_stream(req)
-                        services.report(req["arm"], 200)
-                    except LaunchFailed as exc:
-                        services.report(req["arm"], exc.status, exc.message)
-                        self.reason, self.error = "error", exc.message
-                        return
             stream = self.stream
+            capture = self.capture
+            end = self.watcher.tick(
+                connected=self.connected or stream is None, display=self.core.display,
+                app=self.core.app, capture_lost=capture.what if capture and capture.lost() else "",
+                publish=self.publish,
+            )  # fmt: skip
+            if end is not None:
+                self.reason, self.deliberate = end.reason, end.deliberate
+                self.core.error = end.error or self.core.error
+                return
+            stream = self.stream  # a /resume replaced it
             if stream is not None and not stream.running:
                 if stream.stop_reason != "client":
                     self.reason = stream.stop_reason or "client"
                     if stream.rtsp.refused:  # encryption required: session.ended says why
-                        self.error = stream.rtsp.refused
+                        self.core.error = stream.rtsp.refused
                     return
                 self.stop_stream("client")
-                if self.user_stop_ends():
+                if session_play.user_stop_ends():
                     self.reason, self.user_stop = "client", True
                     return
                 # `keep`: the app stays for a /resume or /cancel (no deadline: the game is
                 # never ended by the host; the title exiting still ends the session).
                 stream = None
                 self.publish("idle")
-            gone = session_display.compositor_gone(self.core.display)
-            if gone:
-                # The headless compositor died: its apps die with it, but the cause is the
-                # display, and that is what the session ends with.
-                self.reason, self.deliberate, self.error = "display_lost", True, gone
-                return
-            app = self.core.app
-            if app is not None and app.exited():
-                # session_on_game_exit, or a title the lifecycle layer does not track whose
-                # launched command exited (one its hints never found: through its group).
-                self.reason, self.deliberate = "app_exited", app.game.game_exit is not None
-                return
-            if self.capture is not None and self.capture.lost():
-                # The X server went away (an attached desktop logged out): end, and say why.
-                self.reason, self.deliberate = "display_lost", True
-                self.error = f"{self.capture.what} stopped answering"
-                return
-            if stream is not None and not self.connected and now - self.armed_at > ARM_TIMEOUT_S:
-                self.reason = "arm_timeout"
-                return
             if stream is not None:
-                self._feed_latency(stream)
-            if now - last_beat >= 1.0:
-                last_beat = now
-                if not self._beat():
-                    self.reason, self.deliberate = "released", True
-                    return
+                self.figures.feed_latency(stream, self.capture)
             if stream is not None and now - last_sample >= 1.0:
-                self._sample(stream, now - last_sample)
+                self.figures.sample(stream, now - last_sample, self.stream_started)
                 last_sample = now
             time.sleep(TICK_S)
 
-    # The stream needs no Redis: while it is away (killed, restarting) the session keeps
-    # streaming and skips its control poll and heartbeat, logging once per outage; the next
-    # heartbeat after it is back rewrites the record and the slot claim (`keep_slot`).
-    def _requests(self, registry) -> list[dict]:
+    def _on_request(self, req: dict) -> End | None:
+        """A /resume (through the control list): a new stream, answered as /launch is."""
+        if req.get("op") != "resume":
+            return None
         try:
-            requests = registry.pop(self.id)
-        except REDIS_DOWN as exc:
-            self._redis_away(exc)
-            return []
-        self._redis_down = False
-        return requests
-
-    def _beat(self) -> bool:
-        try:
-            return self.publish()
-        except REDIS_DOWN as exc:
-            self._redis_away(exc)
-            return True
-
-    def _redis_away(self, exc: Exception) -> None:
-        if not self._redis_down:
-            self._redis_down = True
-            log.warning("session %s: Redis unreachable (%s); streaming on without it",
-                        self.id, exc.__class__.__name__)  # fmt: skip
-
-    def user_stop_ends(self) -> bool:
-        """The client ended its stream gracefully (`client.disconnected` `quit`, a user stop):
-        the session settings, read now, decide. `keep` never ends the game, so the session
-        waits for a /resume or /cancel; `on_quit` and `always` end the game on a user stop at
-        once, so the session ends now. (`disconnect_grace_seconds` is for a vanished client
-        under `always` only: `timeout`/`error` ends, handled by the lifecycle layer.)"""
-        from games import session_settings as game_settings
-
-        try:
-            policy = game_settings.load().game_on_session_end
-        except Exception:  # a broken settings file must not end a stream
-            log.exception("session settings unreadable; keeping the app for a /resume")
-            return False
-        return policy in (game_settings.ON_QUIT, game_settings.ALWAYS)
-
-    def _feed_latency(self, stream: StreamSession) -> None:
-        """Frame i of this stream: capture i (since arming) and encode i, for /stream/latency."""
-        cur, cap, enc = self._cursor, self.capture.capture_ms, stream.stats.encode_ms
-        for i in range(max(cur["enc"], enc.first), enc.count):
-            j = cur["cap_base"] + i
-            if j < cap.count:
-                capture_ms, encode_ms = cap.at(j), enc.at(i)
-                if capture_ms is not None and encode_ms is not None:
-                    self.core.latency(capture_ms, encode_ms)
-        cur["enc"] = enc.count
-
-    def _sample(self, stream: StreamSession, dt: float) -> None:
-        s, sent = stream.stats, self._cursor
-        kbps = (s.bytes_sent - sent["bytes"]) * 8 / 1000 / dt
-        new_enc = s.encode_ms.since(sent["frames"])
-        sent["bytes"], sent["frames"] = s.bytes_sent, s.encode_ms.count
-        rtt = s.rtt_ms.last
-        params = stream.rtsp.params
-        if params is not None:
-            self.core.extra.update(
-                bitrate_kbps=stream.launch.video_kbps(params.bitrate_kbps),
-                packet_size=params.packet_size,
-                min_fec=params.min_fec_packets,
-            )
-            if s.encoder and s.encoder != self.core.encoder:  # an encoder handed over
-                self.core.use_encoder(s.codec, s.encoder, encoding.where(s.encoder))
-        if not self.stream_started:
-            return
-        encode = sum(new_enc) / len(new_enc) if new_enc else None
-        sent_n, lost_n, _ = stream.loss.snapshot()  # 0x5502 reports against datagrams sent
-        loss = adaptive.loss_pct(sent_n - sent.get("sent", 0), lost_n - sent.get("lost", 0))
-        sent["sent"], sent["lost"] = sent_n, lost_n
-        target = s.target_kbps or (params.bitrate_kbps if params else None)
-        self.core.sample(kbps, rtt, encode, target_kbps=target, loss_pct=loss)
+            self.replace_stream(req)
+            services.report(req["arm"], 200)
+        except LaunchFailed as exc:
+            services.report(req["arm"], exc.status, exc.message)
+            return End("error", False, exc.message)
+        return None
 
     def finish(self) -> None:
         """Undo everything in reverse; safe after a partial start."""
@@ -423,10 +278,7 @@ class CompatSession:
                 self.wl_input.close()
         if self.sound is not None:
             self.sound.close()
-        deliberate = self.deliberate or self.reason not in CLIENT_REASONS
-        # A user stop is deliberate for the title; the display still lingers (the client
-        # left, the operator did not end anything).
-        self.core.finish(self.reason, deliberate, title_deliberate=deliberate or self.user_stop)
+        self.core.finish(self.reason, self.deliberate, user_stop=self.user_stop)
 
 
 class LaunchFailed(Exception):
@@ -437,18 +289,18 @@ class LaunchFailed(Exception):
 
 def run(spec: dict) -> str:
     """A compat session from its /launch claim to its end; returns the end reason."""
-    if not services.owns(spec["id"], int(spec.get("port_slot") or 0)):
+    if not admission.take("compat", spec, os.getpid()):
         services.report(spec["arm"], 503, "Launch expired before the engine picked it up")
         return "expired"
     session = CompatSession(spec)
     try:
         session.start()
     except LaunchFailed as exc:
-        session.reason, session.error = "launch_failed", exc.message
+        session.reason, session.core.error = "launch_failed", exc.message
         services.report(spec["arm"], exc.status, exc.message)
     except Exception as exc:
         log.exception("session %s failed to start", session.id)
-        session.reason, session.error = "error", str(exc)
+        session.reason, session.core.error = "error", str(exc)
         services.report(spec["arm"], 500, "Streaming engine error")
     else:
         services.report(spec["arm"], 200)
@@ -456,28 +308,18 @@ def run(spec: dict) -> str:
             session.watch()
         except Exception as exc:
             log.exception("session %s failed", session.id)
-            session.reason, session.error = "error", str(exc)
+            session.reason, session.core.error = "error", str(exc)
     try:
         session.finish()
     finally:
-        services.release(session.id, session.slot)
+        admission.leave("compat", session.id, os.getpid(), session.slot)
     return session.reason
 
 
 def main(spec: dict) -> int:
     """The session process's body (`streaming.sessions.process.run`): SIGTERM (host stop, or
     the session manager dying) ends the session through its normal cleanup."""
-    import json
-    import os
-    import sys
-
     signal.signal(signal.SIGTERM, lambda signum, frame: SHUTDOWN.set())
-    sys.stdout.write(json.dumps({"pid": os.getpid()}) + "\n")
-    sys.stdout.flush()
-    sys.stdout.close()
+    reply({"pid": os.getpid()})
     run(spec)
     return 0
-
-
-def _plus(a: tuple[int, float], b: tuple[int, float]) -> tuple[int, float]:
-    return a[0] + b[0], a[1] + b[1]

@@ -13,5 +13,11 @@ class NativeConfig(AppConfig):
         planes.register(
             "native",
             "native.peer:main",
-            warm=("native.launch", "native.media", "native.sound", "native.inputs", "aiortc"),
+            warm=(
+                "streaming.sessions.apps",
+                "native.media",
+                "native.sound",
+                "native.inputs",
+                "aiortc",
+            ),
         )

@@ -88,3 +88,16 @@ def inject(x, ev: dict, pads: Pads | None = None) -> bool:
     except (KeyError, TypeError, ValueError):
         return False
     return False
+
+
+def release(device, pads: Pads | None) -> None:
+    """At the session's end: keys and buttons up, the virtual devices gone. A dead compositor
+    (display_lost) must not keep the display from its release: failures are logged."""
+    if device is not None:
+        try:
+            device.release_all()
+            device.close()
+        except Exception:
+            log.warning("input release failed", exc_info=True)
+    if pads is not None:
+        pads.close()

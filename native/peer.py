@@ -7,13 +7,11 @@ Gets the offer record and answers (a JSON line on stdout, the requester's connec
 having changed nothing on the host. Only when the DTLS handshake has completed with the certificate
 whose fingerprint the offer claimed (the device's identity) does it end this device's previous
 session, acquire a virtual display at the asked mode, open the session's sound sink, launch
-the chosen app into both (native.launch) and start the encoder process. Why that
+the chosen app into both (`streaming.sessions.apps`) and start the encoder process. Why that
 order: the offer names the fingerprint in plain text, so anyone can copy a paired device's;
-only the handshake proves the key behind it. Then it runs the aiortc peer connection until
-the browser leaves, the app exits, the device is unpaired or disabled (polled every second),
-the host asks it to end (its registry control list), the session manager dies, or SIGTERM.
-Every exit path ends the app (and its prep undo), releases the display, the sink and the
-encoder process and emits the closing events (`SessionCore.finish`).
+only the handshake proves the key behind it. Then it runs the peer connection until the
+browser leaves or the shared watch (`streaming.sessions.watch`) finds an end; every exit
+path releases its media and ends through `SessionCore.finish`.
 """
 
 from __future__ import annotations
@@ -23,56 +21,23 @@ import json
 import logging
 import os
 import signal
-import sys
-import time
 
 from media.encoder import EncoderFailed
+from native import channel as page
+from native import inputs, rtc
+from native.figures import Figures
 from streaming.sessions import encoding
+from streaming.sessions.process import reply
+from streaming.sessions.watch import End, Watch, disconnect_reason
 
 log = logging.getLogger("native.peer")
 
-MAX_MESSAGE = 1024  # bytes per data-channel message; more is dropped
 ENCODER_OPEN_S = 15.0  # the encoder process's start and its first encoder opening
-# A clipboard message (native/clipboard.py) carries up to 64 KiB of text, JSON-escaped.
-MAX_CLIP_MESSAGE = 2 * 64 * 1024 + 64
 CONNECT_TIMEOUT_S = 30
-# A connection that closes after the browser has sent nothing for this long was not closed by
-# the browser (that comes with its RTCP still flowing) but given up on: ICE consent expired
-# (aioice: about 30 s without an answer), i.e. the peer vanished -> reason `timeout`.
-SILENT_S = 5.0
-
-
-def _reply(obj: dict) -> None:
-    sys.stdout.write(json.dumps(obj) + "\n")
-    sys.stdout.flush()
-    sys.stdout.close()
-
-
-def _allow_loopback_candidates() -> None:
-    """aioice skips 127.0.0.1; a browser on the same machine needs it."""
-    from aioice import ice
-
-    original = ice.get_host_addresses
-
-    def with_loopback(use_ipv4: bool, use_ipv6: bool) -> list[str]:
-        found = original(use_ipv4, use_ipv6)
-        return (["127.0.0.1"] + found) if use_ipv4 else found
-
-    ice.get_host_addresses = with_loopback
 
 
 class _Ended(Exception):
     """The session ended while it was still starting."""
-
-
-def peer_fingerprint(transport) -> str:
-    """SHA-256 of the certificate the DTLS peer presented (lowercase hex), "" when none.
-    aiortc keeps the TLS connection private; `_ssl` is its pyOpenSSL connection."""
-    from cryptography.hazmat.primitives import hashes
-
-    ssl = getattr(transport, "_ssl", None)
-    cert = ssl.get_peer_certificate(as_cryptography=True) if ssl is not None else None
-    return cert.fingerprint(hashes.SHA256()).hex() if cert is not None else ""
 
 
 class NativePeer:
@@ -92,7 +57,7 @@ class NativePeer:
                                 self.width, self.height, self.fps,
                                 offer.get("app") or "desktop", offer.get("app_title") or "Desktop",
                                 remote=offer.get("remote", ""))  # fmt: skip
-        self.core.totals = self.totals
+        self.core.totals = lambda: self.figures.totals(self.video, self.core)
         self.display = None
         self.encoder = None
         self.pc = None
@@ -109,7 +74,7 @@ class NativePeer:
         # `reason` is the event's vocabulary (quit | timeout | error); `detail` tells the page.
         self.reason = "quit"
         self.detail = "quit"
-        # What the game's lifecycle hears (session_play.CLOSE_REASONS close it; a vanished
+        # What the game's lifecycle hears (watch.CLOSE_REASONS close it; a vanished
         # peer leaves it to the session settings): see `stop`.
         self.end_reason, self.deliberate = "client", False
         self.connected = False
@@ -122,110 +87,66 @@ class NativePeer:
         self.ws_told = False
         self.clipboard = None  # native.clipboard.SessionClipboard; None when `clipboard` is off
         self.clips_dropped = 0  # clip messages the page sent while the clipboard is off
-        # When the browser last sent anything on the transport (RTCP reports, SCTP, DTLS).
-        self.rx_packets, self.rx_at = 0, time.monotonic()
-        self.loss_pct: float | None = None  # from the browser's RTCP receiver reports
+        self.figures = Figures()  # RTCP-derived RTT, loss, when the browser was last heard
 
-    @property
-    def error(self) -> str:
-        return self.core.error
-
-    @error.setter
-    def error(self, value: str) -> None:
-        self.core.error = value
-
-    def stop(self, end_reason: str, deliberate: bool, detail: str) -> None:
-        """End the session (the first cause wins)."""
+    def stop(self, end_reason: str, deliberate: bool, detail: str, disconnect: str = "",
+             error: str = "") -> None:  # fmt: skip
+        """End the session (the first cause wins). `disconnect`: the `client.disconnected`
+        reason when the end reason alone does not tell it (a closed or failed connection)."""
         if not self.done.is_set():
             self.end_reason, self.deliberate, self.detail = end_reason, deliberate, detail
+            self.reason = disconnect or disconnect_reason(end_reason)
+            self.core.error = error or self.core.error
             self.done.set()
+
+    def end(self, end: End) -> None:
+        """An end the shared watch found (`streaming.sessions.watch`)."""
+        detail = f"the {self.codec} encoder failed" if end.reason == "encoder_failed" else ""
+        self.stop(end.reason, end.deliberate, detail or end.detail, error=end.error)
 
     # -- lifecycle ---------------------------------------------------------------------------
     async def negotiate(self) -> dict:
         """Answer the offer. Reads the catalog and nothing else: no session is ended, no display,
         sink, prep step or app is touched until `bring_up` has the DTLS proof."""
-        from aiortc import RTCConfiguration, RTCPeerConnection, RTCSessionDescription
-        from aiortc.rtcrtpsender import RTCRtpSender
-
-        from native import launch
         from native.media import use_playout_delay
+        from streaming.sessions import apps
 
         use_playout_delay()  # render each frame at once, as WebCodecs does
-        self.choice = await asyncio.to_thread(launch.resolve, self.offer.get("app") or "desktop")
+        self.choice = await asyncio.to_thread(apps.resolve, self.offer.get("app") or "desktop")
         if self.choice is None:
             raise LookupError("that app is no longer in the catalog or library")
         if self.offer.get("transport") == "webcodecs":
             offered = await asyncio.to_thread(encoding.offered_or_h264, self.name)
             self.codec = encoding.pick(offered, self.offer.get("decodes") or ())
         self.plan = await asyncio.to_thread(encoding.plan, [self.codec])
-        self.pc = RTCPeerConnection(RTCConfiguration(iceServers=[]))
-        # The tracks come after the proof (`replaceTrack`); the answer needs only the kinds.
-        # Codec preferences before setRemoteDescription, or aiortc falls back to VP8.
-        video = self.pc.addTransceiver("video", direction="sendonly")
-        h264 = [
-            c
-            for c in RTCRtpSender.getCapabilities("video").codecs
-            if c.mimeType in ("video/H264", "video/rtx")
-        ]
-        video.setCodecPreferences(h264)
+        self.pc, video, self.audio_sender = rtc.sendonly()
         self.video_sender = video.sender
-        self.audio_sender = self.pc.addTransceiver("audio", direction="sendonly").sender
 
         @self.pc.on("datachannel")
         def on_channel(channel):
             self.channel = channel
-            channel.on("message", self.on_input)
-            self._tell_ws_token()
-            self._tell_clipboard()
+            channel.on("message", lambda message: page.on_message(self, message))
+            page.tell_ws_token(self)
+            page.tell_clipboard(self)
 
         @self.pc.on("connectionstatechange")
         async def on_state():
             state = self.pc.connectionState
             log.info("native %s: %s", self.fp[:12], state)
             if state in ("failed", "closed"):
-                if not self.done.is_set():
-                    silent = time.monotonic() - self.rx_at > SILENT_S
-                    # closed by the browser: quit; gone silent (consent expired): timeout
-                    self.reason = "error" if state == "failed" else "timeout" if silent else "quit"
-                self.stop("client", False, state)  # vanished: the session settings decide
+                # closed by the browser: quit; gone silent (consent expired): timeout
+                silent = self.figures.silent()
+                why = "error" if state == "failed" else "timeout" if silent else "quit"
+                self.stop("client", False, state, why)  # vanished: the session settings decide
 
-        await self.pc.setRemoteDescription(RTCSessionDescription(self.offer["sdp"], "offer"))
-        if video.mid is None:
-            raise ValueError("the offer has no video to receive")
-        codecs = [c.mimeType for c in video._codecs]
-        if not codecs or codecs[0] != "video/H264":
-            raise ValueError("the browser offered no H.264 (constrained baseline)")
-        await self.pc.setLocalDescription(await self.pc.createAnswer())
+        sdp = await rtc.answer(self.pc, video, self.offer["sdp"])
         return {
-            "sdp": self.pc.localDescription.sdp,
+            "sdp": sdp,
             "type": "answer",
             "mode": self.mode,
             "codec": self.codec,
             "session_id": self.id,
         }
-
-    def _dtls_transports(self) -> list:
-        found = [t.sender.transport for t in self.pc.getTransceivers()]
-        if self.pc.sctp is not None:
-            found.append(self.pc.sctp.transport)
-        return list({id(t): t for t in found if t is not None}.values())
-
-    async def prove(self) -> bool:
-        """True once every DTLS transport of the connection has completed its handshake with a
-        certificate whose SHA-256 is the fingerprint the offer claimed; False when one fails
-        or closes, or the session ends first (the connect timeout, SIGTERM, unpaired)."""
-        while not self.done.is_set():
-            transports = self._dtls_transports()
-            states = {t.state for t in transports}
-            if states & {"failed", "closed"}:
-                return False
-            if transports and states == {"connected"}:
-                return all(peer_fingerprint(t) == self.fp for t in transports)
-            try:
-                await asyncio.wait_for(self.done.wait(), 0.02)
-            except TimeoutError:
-                pass
-        return False
 
     async def bring_up(self) -> None:
         """After the answer: wait for the DTLS proof, then take this device's session over and
@@ -234,21 +155,20 @@ class NativePeer:
         from streaming.sessions import registry
 
         try:
-            proof = await self.prove()
+            proof = await rtc.prove(self.pc, self.fp, self.done)
         except Exception:  # no proof is a refusal, never a pass
             log.exception("native %s: checking the DTLS peer failed", self.fp[:12])
             proof = False
         await asyncio.to_thread(registry.proven, os.getpid())
         if not proof:
-            failed = any(t.state == "failed" for t in self._dtls_transports())
+            failed = any(t.state == "failed" for t in rtc.transports(self.pc))
             log.warning(
                 "native %s: the DTLS peer did not prove the offered fingerprint (%s); "
                 "nothing was started",
                 self.fp[:12],
                 "handshake failed" if failed else f"ended first: {self.detail}",
             )
-            self.reason = "error"
-            self.stop("released", False, "the DTLS certificate does not match the offer")
+            self.stop("released", False, "the DTLS certificate does not match the offer", "error")
             return
         self.proven = True
         try:
@@ -257,13 +177,13 @@ class NativePeer:
             return
         except EncoderFailed as exc:
             log.warning("native session %s: no encoder: %s", self.fp[:12], exc)
-            self.reason, self.error = "error", str(exc)
-            self.stop("encoder_failed", True, f"no {self.codec} encoder opened here")
+            self.stop(
+                "encoder_failed", True, f"no {self.codec} encoder opened here", error=str(exc)
+            )
             return
         except Exception as exc:  # the page hears it in the closing "bye"
             log.warning("native session %s failed to start: %s", self.fp[:12], exc)
-            self.reason = "error"
-            self.stop("released", True, str(exc))  # a game it started is closed
+            self.stop("launch_failed", True, str(exc), error=str(exc))
             return
         self._go_live()
 
@@ -273,11 +193,11 @@ class NativePeer:
 
     async def _start_media(self) -> None:
         from hostconfig import store
-        from native import clipboard, launch, sound
-        from native.media import EncodedVideoTrack, EncoderProcess
+        from native import clipboard
+        from native.sound import OpusTrack
+        from native.video import open_video
         from streaming import session_display, session_play
-        from streaming.sessions import registry
-        from streaming.sessions.lifecycle import sound_leftovers
+        from streaming.sessions import apps, registry, sound
 
         # A reconnect replaces the old session, whose game waits per the session settings
         # (grace) for this one to take it over: let the old peer finish first.
@@ -298,36 +218,31 @@ class NativePeer:
             clipboard.SessionClipboard.open,
             values.get("clipboard"),
             self.display,
-            lambda msg: loop.call_soon_threadsafe(self._send, msg),
+            lambda msg: loop.call_soon_threadsafe(page.send, self, msg),
         )
-        capture = await asyncio.to_thread(sound.open_capture, values, f"native{self.id}")
-        self.core.extra.update(sound_leftovers(capture))  # for `recover_lost`
-        self.audio = sound.OpusTrack(capture, values)
+        capture = await asyncio.to_thread(sound.open_capture, f"native{self.id}", values)
+        self.core.extra.update(sound.record_fields(capture))  # `recover_lost` reads it too
+        self.audio = OpusTrack(capture, values)
         self._step()
+        app = apps.app_of(self.choice)
         self.app = await asyncio.to_thread(
             self.core.start_app,
-            launch.app_of(self.choice),
+            app,
             capture.app_env() if capture else {},
             session_display.map_timeout(),
         )
         self._step()
         # The client profile and the app's encoder-preset apply as on the compat plane.
-        limits = await asyncio.to_thread(session_play.launch_limits, self.name, self.choice.raw)
+        limits = await asyncio.to_thread(session_play.launch_limits, self.name, app)
         kbps = int(self.offer.get("kbps", 12_000))
         if limits["max_bitrate_kbps"]:
             kbps = min(kbps, limits["max_bitrate_kbps"])
-        self.encoder = EncoderProcess(
-            self.display, self.width, self.height, self.fps, kbps, limits["encoder_preset"],
-            candidates=self.plan.encoders.get(self.codec), config=self.plan.config,
-        )  # fmt: skip
         webcodecs = self.offer.get("transport") == "webcodecs"
-        self.track = EncodedVideoTrack(self.encoder, feed=not webcodecs)
-        self.video = self.track
-        if webcodecs:
-            from native.wsvideo import WsVideo
-
-            self.ws = self.video = WsVideo(self.encoder)
-            await self.ws.start()
+        self.encoder, self.track, self.ws = await open_video(
+            self.display, (self.width, self.height, self.fps), kbps, limits["encoder_preset"],
+            self.plan, self.codec, webcodecs,
+        )  # fmt: skip
+        self.video = self.ws if self.ws is not None else self.track
         self.video_sender.replaceTrack(self.track)
         self.video_sender._send_keyframe = self.track.request_keyframe
         self.audio_sender.replaceTrack(self.audio)
@@ -339,7 +254,6 @@ class NativePeer:
         await asyncio.to_thread(
             self.core.publish,
             app_pid=self.app.pid,
-            audio_sink=capture.sink_name if capture else None,
             transport=self.offer.get("transport") or "webrtc",
             ws_token=self.ws.token if self.ws else None,
             ws_sock=self.ws.path if self.ws else None,
@@ -347,200 +261,55 @@ class NativePeer:
             slot=self.display["slot"],
         )
         self.registered = True
-        self._tell_ws_token()
-
-    def _tell_ws_token(self) -> None:
-        """Only this DTLS-proven device learns the video token, once both exist."""
-        if self.ws is None or self.ws_told or self.channel is None:
-            return
-        if self.channel.readyState == "open":
-            self.channel.send(json.dumps({"t": "ws", "token": self.ws.token, "codec": self.codec}))
-            self.ws_told = True
-
-    def _send(self, msg: dict) -> None:
-        if self.channel is not None and self.channel.readyState == "open":
-            self.channel.send(json.dumps(msg, ensure_ascii=False))
-
-    def _tell_clipboard(self) -> None:
-        """Once live with the channel open: whether the clipboard is shared (or why not)."""
-        clip = self.clipboard
-        if clip is None or clip.told or not self.connected or self.channel is None:
-            return
-        if self.channel.readyState == "open":
-            self._send(clip.hello())
-            clip.told = True
+        page.tell_ws_token(self)
 
     def _go_live(self) -> None:
         self.connected = True
-        self.rx_at = time.monotonic()
+        self.figures.heard()
         self.track.request_keyframe()
         self.core.emit("client.connected")
         self.core.began()
         self.core.stream_began()  # the codec and the encoder that opened: `_start_media`
-        self._tell_clipboard()
-
-    def on_input(self, message) -> None:
-        if isinstance(message, bytes) or len(message) > MAX_CLIP_MESSAGE:
-            return
-        try:
-            ev = json.loads(message)
-        except ValueError:
-            return
-        if not isinstance(ev, dict):
-            return
-        if ev.get("t") == "clip":
-            if self.clipboard is None or not self.connected:
-                self.clips_dropped += 1  # `clipboard = off`: the host takes nothing
-            else:
-                self.clipboard.from_page(ev)
-            return
-        if len(message) > MAX_MESSAGE:
-            return
-        if ev.get("t") == "ping":  # input echo for the latency figure
-            self.channel.send(json.dumps({"t": "pong", "c": ev.get("c")}))
-            return
-        if ev.get("t") == "stop":  # the player pressed Stop: a deliberate end
-            self.stop("cancel", True, "stopped by the player")
-            return
-        if not self.connected:  # not proven and started yet: there is nothing to drive
-            return
-        if ev.get("t") == "kf":  # the WebCodecs page skipped to catch up: it needs an IDR
-            self.encoder.keyframe.set()
-            return
-        from native.inputs import Pads, inject
-
-        if self.pads is None:
-            self.pads = Pads()
-        if self.xinput is None and ev.get("t") != "p":
-            from streaming.session_display import input_at_start
-
-            if input_at_start(self.display):
-                return  # the compositor has no virtual keyboard/pointer (logged at start)
-            from media.input.xtest import InputUnavailable, XInput
-
-            try:
-                self.xinput = XInput(self.display["x_display"], region=self.display.get("region"))
-            except InputUnavailable as exc:
-                log.warning("input unavailable: %s", exc)
-                return
-        inject(self.xinput, ev, self.pads)
+        page.tell_clipboard(self)
 
     async def watch(self) -> None:
+        """Until the session ends: the shared watch's checks once a second (blocking: in a
+        worker thread), the heartbeat once registered, and the second's figures."""
         from native import services
-        from streaming.sessions import registry
 
-        parent = int(os.environ.get("SESSION_MANAGER_PID", "0") or 0)
-        started = time.monotonic()
-        last_stats = 0.0
+        watcher = Watch(self.id, self.fp, CONNECT_TIMEOUT_S, authorized=services.authorized)
         while not self.done.is_set():
             try:
                 await asyncio.wait_for(self.done.wait(), 1.0)
                 break
             except TimeoutError:
                 pass
-            for req in await asyncio.to_thread(registry.pop, self.id):
-                if req.get("op") == "stop":  # the host (or this device reconnecting) ends it
-                    deliberate = bool(req.get("deliberate", True))
-                    detail = "ended by the host" if deliberate else "reconnected"
-                    self.stop(req.get("reason") or "api", deliberate, detail)
-            if self.done.is_set():
-                break
-            if self.registered:
-                await asyncio.to_thread(self.core.publish)  # the heartbeat
-            if not await asyncio.to_thread(services.authorized, self.fp):
-                self.stop("unpaired", True, "unpaired or disabled")
-            elif parent and os.getppid() != parent:
-                self.stop("host_shutdown", True, "host exited")
-            elif not self.proven and time.monotonic() - started > CONNECT_TIMEOUT_S:
-                self.reason = "timeout"
-                self.stop("arm_timeout", False, "timeout")
-            elif lost := self._display_lost():
-                # The compositor (or X server) under the session is gone; its app with it,
-                # but the cause is the display, and that is what the session ends with.
-                self.reason, self.error = "error", lost
-                self.stop("display_lost", True, lost)
-            elif why := (self.encoder.failure() if self.encoder is not None else ""):
-                self.reason, self.error = "error", why
-                self.stop("encoder_failed", True, f"the {self.codec} encoder failed")
-            elif self.app is not None and await asyncio.to_thread(self.app.exited):
-                self.stop("app_exited", True, "the app exited")
+            end = await asyncio.to_thread(
+                watcher.tick, connected=self.proven, display=self.display, app=self.app,
+                capture_lost=self._capture_lost(),
+                encoder_failure=self.encoder.failure() if self.encoder is not None else "",
+                publish=self.core.publish if self.registered else None,
+            )  # fmt: skip
+            if end is not None:
+                self.end(end)
             if self.done.is_set():
                 break
             if self.connected:
-                last_stats = await self._sample(last_stats)
+                await self.figures.second(self)
 
-    def _display_lost(self) -> str:
-        """Why the session's display is gone (as on the compat plane), else ""."""
+    def _capture_lost(self) -> str:
+        """The capture that stopped answering (the encoder child reads it), else ""."""
         from streaming import session_display
 
-        gone = session_display.compositor_gone(self.display)
-        if gone:
-            return gone
-        if self.encoder is not None and self.encoder.lost.is_set():
-            return f"{session_display.open_capture(self.display).what} stopped answering"
-        return ""
-
-    async def _rtt_ms(self) -> float | None:
-        """The video sender's RTT from the browser's RTCP receiver reports (LSR/DLSR); notes
-        when the browser was last heard from, on the way."""
-        try:
-            report = await self.pc.getStats()
-        except Exception:  # closing under us
-            return None
-        received = sum(s.packetsReceived for s in report.values() if s.type == "transport")
-        if received != self.rx_packets:
-            self.rx_packets, self.rx_at = received, time.monotonic()
-        for s in report.values():
-            if s.type == "remote-inbound-rtp" and s.kind == "video":
-                # The browser's receiver report also says what share of packets it lost
-                # since its last report (RFC 3550 fraction lost: an 8-bit fixed point).
-                lost = s.fractionLost
-                self.loss_pct = round(lost / 256 * 100, 2) if lost is not None else None
-                if s.roundTripTime:
-                    return round(s.roundTripTime * 1000, 2)
-        return None
-
-    async def _sample(self, last: float) -> float:
-        """One second's figures: to the page's overlay, `/api/stream/*` and the history
-        record (through the core)."""
-        rtt = await self._rtt_ms()
-        now = time.monotonic()
-        opened = self.encoder.opened()
-        if opened and opened != self.core.encoder:  # an encoder failed and handed over
-            where = await asyncio.to_thread(encoding.where, opened)
-            self.core.use_encoder(self.codec, opened, where)
-        frames, nbytes = self.video.frames, self.video.bytes
-        for capture_ms, encode_ms in self.encoder.drain_figures():
-            self.core.latency(capture_ms, encode_ms)
-        if last:
-            dt = now - last
-            sample = self.core.sample(
-                (nbytes - self._b) * 8 / dt / 1000,
-                rtt,
-                self.video.encode_ms,
-                loss_pct=self.loss_pct,
-                fps=round((frames - self._f) / dt, 1),
-                audio_packets=self.audio.packets,
-            )
-            if self.channel is not None and self.channel.readyState == "open":
-                # `t` last: the sample's own `t` (its index) must not hide the message type.
-                overlay = {**sample, "t": "stats", "kbps": sample["bitrate_kbps"]}
-                self.channel.send(json.dumps(overlay))
-        self._f, self._b = frames, nbytes
-        return now
-
-    def totals(self) -> tuple[int, int, tuple, tuple]:
-        """The session's counters for the record: frames, bytes, and the (count, sum) of the
-        per-second encode and RTT samples."""
-        video = self.video
-        frames, nbytes = (video.frames, video.bytes) if video is not None else (0, 0)
-        return frames, nbytes, self.core.encode_tally, self.core.rtt_tally
+        if self.display is None or self.encoder is None or not self.encoder.lost.is_set():
+            return ""
+        return session_display.open_capture(self.display).what
 
     async def close(self) -> None:
         if self.closed:
             return
         self.closed = True
-        from streaming.sessions import admission, registry
+        from streaming.sessions import admission
 
         if self.channel is not None and self.channel.readyState == "open":
             try:
@@ -556,43 +325,28 @@ class NativePeer:
             await asyncio.to_thread(self.encoder.close)
         if self.audio is not None:
             await asyncio.to_thread(self.audio.close)
-        if self.xinput is not None:
-            try:  # a dead compositor (display_lost) must not keep the display from release
-                self.xinput.release_all()
-                self.xinput.close()
-            except Exception:
-                log.warning("input release failed", exc_info=True)
-        if self.pads is not None:
-            self.pads.close()
+        inputs.release(self.xinput, self.pads)
         if self.clipboard is not None:
             await asyncio.to_thread(self.clipboard.close)
-        await asyncio.to_thread(registry.proven, os.getpid())  # an early exit: no longer waiting
-        if self.connected:
-            # The stream's history record is a database write: not from the event loop.
-            await asyncio.to_thread(self.core.stream_ended)
-        # The game, its group and undo steps, the display, the record, `stream.end`,
-        # session.ended: the session core's, as on every plane.
+        # The stream's record (a database write: not from the event loop), the game, its
+        # group and undo steps, the display, `stream.end`, session.ended: the core's.
         await asyncio.to_thread(self.core.finish, self.end_reason, self.deliberate)
         if self.connected:
             self.core.emit("client.disconnected", reason=self.reason)
-        # Its admission place goes with everything else (a dead pid is dropped anyway, but a
-        # reused one must not keep it).
-        await asyncio.to_thread(admission.leave_native, os.getpid())
+        await asyncio.to_thread(admission.leave, "native", self.id, os.getpid())
 
 
 async def run(offer: dict) -> int:
-    from streaming.sessions import admission, registry
+    from streaming.sessions import admission
 
     session = NativePeer(offer)
-    await asyncio.to_thread(registry.connecting_add, os.getpid(), session.fp)
     # The offer's place (admission) is this process's now, until it exits.
-    await asyncio.to_thread(admission.hold_native, os.getpid(), session.fp,
-                            str(offer.get("admission") or ""))  # fmt: skip
+    await asyncio.to_thread(admission.take, "native", offer, os.getpid())
     loop = asyncio.get_running_loop()
     # SIGTERM: the host stops (or ends an unproven peer); registered sessions are ended
     # through their registry control list (`watch`).
     for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, session.stop, "host_shutdown", True, "ended by the host")
+        loop.add_signal_handler(sig, session.stop, "host_shutdown", False, "ended by the host")
     try:
         try:
             answer = await session.negotiate()
@@ -602,9 +356,9 @@ async def run(offer: dict) -> int:
             log.warning("native session refused: %s", exc)
             session.stop("released", True, str(exc))
             await session.close()
-            _reply({"error": str(exc), "status": status})
+            reply({"error": str(exc), "status": status})
             return 1
-        _reply(answer)
+        reply(answer)
         bring_up = asyncio.create_task(session.bring_up())
         await session.watch()
         await bring_up  # it stops at its next step now that the session is done
@@ -616,5 +370,5 @@ async def run(offer: dict) -> int:
 def main(offer: dict) -> int:
     """The session process's body (`streaming.sessions.process.run`)."""
     if offer.get("loopback"):
-        _allow_loopback_candidates()
+        rtc.allow_loopback_candidates()
     return asyncio.run(run(offer))

@@ -12,10 +12,11 @@ import re
 
 from common import redis_client
 from common.errors import Invalid, NotFound
-from native import launch, sessions
+from native import sessions
 from native.ratelimit import OfferLimiter
 from pairing import native as pairing
 from streaming.session_play import capped_fps
+from streaming.sessions import apps
 
 SDP_FP_RE = re.compile(r"^a=fingerprint:sha-256 ([0-9A-Fa-f:]{95})\s*$", re.M)
 
@@ -45,7 +46,7 @@ def offer(o: dict, ip: str) -> dict:
     Domain errors: 403 refused, 404 no such app, 429 too many offers, 4xx/5xx no session."""
     fp = o["fingerprint"]
     limit("dev", fp)
-    chosen = launch.resolve(o["app"])
+    chosen = apps.resolve(o["app"])
     if chosen is None:
         raise NotFound(f"no app {o['app'][:64]!r} in the catalog or library")
     name = pairing.clean_name(o["name"], fp)

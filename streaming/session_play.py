@@ -1,27 +1,21 @@
-"""What makes a compat session playable beside the stream: sound, launch limits, the game.
+"""What makes a session playable beside the stream: launch limits and the game. (Its sound is
+`streaming.sessions.sound`.) The work itself lives in the groundwork modules
+(docs/playable.md), so this is only the glue and the decisions that belong to a session:
 
-The compat session (`compat.session`) calls this module at three moments; the work
-itself lives in the groundwork modules (docs/playable.md), so this is only the glue and the
-decisions that belong to a session:
-
-* **Sound** (`open_sound`): the per-session null sink and capture, the `host_audio_*` chain
-  and the `host_opus_*` settings, read once at session start. No sound server, or
-  `stream_audio = false`: None, and the engine sends silence; a session never fails for sound.
 * **Launch limits** (`launch_limits`): the client profile's bitrate ceiling and the entry's
   encoder preset, through `profiles.effective_stream_params` (pure: nothing to restore).
 * **The game** (`GameLink`): the launched title is handed to the lifecycle layer, which emits
   `game.running` / `game.exited` and owns the close path. At the session's end the reason
-  decides: the host or the player quitting the title (`/cancel`, `DELETE /session`,
-  `/api/apps/close`, unpair, host shutdown) closes it (`terminated`); any other end (a
-  vanished or idle client) is left to the session settings (`keep`, `on_quit`, `always` with
-  its grace window).
+  decides (`streaming.sessions.watch.CLOSE_REASONS`): the host or the player quitting the
+  title (`/cancel`, `DELETE /session`, `/api/apps/close`, unpair, host shutdown) closes it
+  (`terminated`); any other end (a vanished or idle client) is left to the session settings
+  (`keep`, `on_quit`, `always` with its grace window).
 """
 
 from __future__ import annotations
 
 import logging
 import os
-import subprocess
 import threading
 
 log = logging.getLogger("streaming.sessions")
@@ -39,55 +33,7 @@ def capped_fps(fps: int) -> int:
     return min(fps, cap) if isinstance(cap, int) and cap > 0 else fps
 
 
-# Ends where the title is closed whatever the session settings say: the player quit the app
-# (/cancel), the host closed it (DELETE /session, /api/apps/close), the client lost its
-# rights (unpair/disable), the host goes down (nothing may outlive it), or the title's
-# display died under it (`display_lost`: nothing can show it or resume it, and a title that
-# does not die with its X server would otherwise be kept running blind).
-CLOSE_REASONS = {"cancel", "api", "app_closed", "unpaired", "host_shutdown", "released",
-                 "display_lost"}  # fmt: skip
 UNCAPPED = 1 << 30
-
-
-def _values() -> dict:
-    from hostconfig import store
-
-    return store.values()
-
-
-def prepare(session_id, client: dict, app, env: dict, state: dict):
-    """(launch limits, sound or None) for a starting session; adds the sound's variables to
-    the app's `env` and what the record shows to `state`. (The game's link is the session
-    core's: `streaming.sessions.lifecycle.AppRun`.)"""
-    name = client.get("name", "")
-    limits = launch_limits(name, app)
-    sound = open_sound(session_id)
-    if sound is not None:
-        env.update(sound.capture.app_env())
-    state.update(profile=limits.get("profile"), encoder_preset=limits.get("encoder_preset"),
-                 audio_sink=sound.capture.sink_name if sound else None)  # fmt: skip
-    return limits, sound
-
-
-# -- sound -----------------------------------------------------------------------------------
-def open_sound(session_id):
-    """The session's `SessionSound` (engine.audiofeed), or None (off, or no sound server)."""
-    from media.audio.capture import AudioUnavailable, SessionAudio
-    from media.audio.chain import Chain
-    from media.audio.opus import OpusSettings
-    from media.audiofeed import SessionSound
-
-    values = _values()
-    audio = SessionAudio.from_config(values, session_id)
-    if audio is None:
-        log.info("session %s: stream_audio is off; the client gets silence", session_id)
-        return None
-    try:
-        audio.start()
-    except (AudioUnavailable, OSError, subprocess.SubprocessError) as exc:
-        log.warning("session %s streams without sound: %s", session_id, exc)
-        return None
-    return SessionSound(audio, Chain.from_config(values), OpusSettings.from_config(values))
 
 
 # -- launch limits ---------------------------------------------------------------------------
@@ -116,6 +62,22 @@ def launch_limits(client_name: str, app) -> dict:
 
 
 # -- the game --------------------------------------------------------------------------------
+def user_stop_ends() -> bool:
+    """The client ended its stream gracefully (`client.disconnected` `quit`, a user stop):
+    the session settings, read now, decide. `keep` never ends the game, so the session
+    waits for a /resume or /cancel; `on_quit` and `always` end the game on a user stop at
+    once, so the session ends now. (`disconnect_grace_seconds` is for a vanished client
+    under `always` only: `timeout`/`error` ends, handled by the lifecycle layer.)"""
+    from games import session_settings as game_settings
+
+    try:
+        policy = game_settings.load().game_on_session_end
+    except Exception:  # a broken settings file must not end a stream
+        log.exception("session settings unreadable; keeping the app for a /resume")
+        return False
+    return policy in (game_settings.ON_QUIT, game_settings.ALWAYS)
+
+
 _links: dict = {}
 _links_lock = threading.Lock()
 _registered = [False]
@@ -221,14 +183,16 @@ class GameLink:
             return (False, False)
         return (True, inside)
 
-    def finish(self, reason: str, deliberate: bool) -> bool:
-        """Apply the session's end to its title; True when the title lives on (kept/grace)."""
+    def finish(self, close: bool, deliberate: bool) -> bool:
+        """Apply the session's end to its title (`close`: an end reason of
+        `watch.CLOSE_REASONS`, closed whatever the session settings say); True when the title
+        lives on (kept/grace)."""
         with _links_lock:
             _links.pop(self.session_id, None)
         if self.key is None:
             return False
         try:
-            if reason in CLOSE_REASONS:
+            if close:
                 self._lc.close_game(session_id=self.session_id)
                 deliberate = True
             counts = self._lc.session_ended(self.session_id, deliberate)

@@ -21,8 +21,9 @@ from rest_framework.views import APIView
 from access.admin import client_ip
 from access.mgmt import csrf_failure
 from common.errors import Invalid, TooLarge
-from native import launch, services
+from native import services
 from native.api.serializers import OfferSerializer
+from streaming.sessions import apps
 
 MAX_OFFER_BYTES = 64 * 1024
 CSP = (
@@ -37,7 +38,7 @@ RATES = [30, 60, 120]
 @require_GET
 @ensure_csrf_cookie
 def play(request):
-    ctx = {"apps": launch.choices(), "modes": MODES, "rates": RATES}
+    ctx = {"apps": apps.choices(), "modes": MODES, "rates": RATES}
     response = render(request, "native/play.html", ctx)
     response["Content-Security-Policy"] = CSP
     response["Cache-Control"] = "no-store"

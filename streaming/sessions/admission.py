@@ -216,6 +216,30 @@ def leave_native(pid: int) -> None:
     redis_client.client().hdel(NATIVE_KEY, pid)
 
 
+# -- a session process and its place (both planes) ------------------------------------------
+def take(plane: str, spec: dict, pid: int) -> bool:
+    """The session process takes the place its request was admitted with, for as long as it
+    lives: compat's /launch slot claim (False: it expired before the process started, and
+    another launch may have it now); a native offer's reservation (`hold_native`), the process
+    counted as connecting until its DTLS proof (`registry.proven`)."""
+    if plane == "compat":
+        return owns_slot(str(spec["id"]), int(spec.get("port_slot") or 0))
+    registry.connecting_add(pid, spec["fingerprint"])
+    hold_native(pid, spec["fingerprint"], str(spec.get("admission") or ""))
+    return True
+
+
+def leave(plane: str, session_id: str, pid: int, slot: int | None = None) -> None:
+    """The place goes with the session's end (compat: its slot claim and record; native: the
+    process's place: a dead pid is dropped anyway, but a reused one must not keep it)."""
+    if plane == "compat":
+        release_slot(session_id, slot)
+        registry.remove(str(session_id))
+    else:
+        registry.proven(pid)  # an early exit: no longer connecting
+        leave_native(pid)
+
+
 def describe() -> dict:
     """What admission sees now (logs and tests): places taken and the limit."""
     return {"taken": sorted(places()), "max_sessions": max_sessions()}

@@ -23,14 +23,11 @@ import time
 from collections import deque
 from datetime import UTC, datetime
 
-from streaming.sessions import registry
+from streaming.sessions import registry, sound
+from streaming.sessions.watch import CLIENT_REASONS, CLOSE_REASONS
 
 log = logging.getLogger("streaming.sessions")
 
-# Ends that leave the display to its linger countdown (the client may come back); the others
-# are deliberate (operator, /cancel, unpair, the app or display gone) and skip the linger.
-CLIENT_REASONS = {"client", "timeout", "protocol_error", "no_video_ping", "arm_timeout",
-                  "host_shutdown"}  # fmt: skip
 SETTLE_S = 2.0  # how long an ended command waits for its found game's exit to be reported
 LIVE_POINTS = 60  # per-second points in the registry record (the console's live charts)
 
@@ -172,12 +169,12 @@ class AppRun:
         return inside or not self.auto_detach
 
     def end(self, reason: str = "api", deliberate: bool = True) -> bool:
-        """The session's end applied to the game (session_play.CLOSE_REASONS close it, else the
+        """The session's end applied to the game (watch.CLOSE_REASONS close it, else the
         session settings); unless it lives on (kept, grace), the group is ended (SIGTERM, then
         SIGKILL after the entry's exit timeout), then the owed undos. True: it lives on."""
         from hooks import prep
 
-        lives_on = self.game.finish(reason, deliberate)
+        lives_on = self.game.finish(reason in CLOSE_REASONS, deliberate)
         if self.proc is not None:
             if lives_on:
                 self.proc.proc.poll()  # the game lives on in its own group; reap only
@@ -485,11 +482,13 @@ class SessionCore:
             "error": self.error,
         }
 
-    def finish(self, reason: str, deliberate: bool, title_deliberate: bool | None = None) -> None:
+    def finish(self, reason: str, deliberate: bool, user_stop: bool = False) -> None:
         """The end, after the plane stopped its transport: a stream still open ends (its
         record, `stream.end`), the game (closed, kept or in its grace window) and its group,
         `undo` steps, the display back to its policy, session.ended. Safe after a partial
-        start; runs once."""
+        start; runs once. Every end but `watch.CLIENT_REASONS` is deliberate (no display
+        linger); a client's user stop (`user_stop`) is deliberate for the title only (the
+        client left, the operator did not end anything)."""
         from displays import machine
         from streaming import stats
 
@@ -498,7 +497,8 @@ class SessionCore:
         self.finished = True
         self.stream_ended()
         self._stats(stats.reset, self.id)
-        title_deliberate = deliberate if title_deliberate is None else title_deliberate
+        deliberate = deliberate or reason not in CLIENT_REASONS
+        title_deliberate = deliberate or user_stop
         if self.app is not None:
             try:
                 self.app.end(reason, title_deliberate)
@@ -518,44 +518,6 @@ class SessionCore:
                 ended["error"] = self.error  # e.g. display_lost: which display, what happened
             self.emit("session.ended", **ended)
         log.info("%s session %s ended (%s)", self.plane, self.id, reason)
-
-
-def sound_leftovers(audio) -> dict:
-    """What a session's sound (`media.audio.capture.SessionAudio`) leaves if its process is
-    killed before its own cleanup, for the record (`recover_lost` undoes it): the PulseAudio
-    it started for itself (`owned_pids`), or, on a sound server it did not start (a desktop's
-    own), its null sink's module (`sound_sink`), which would stay loaded there."""
-    server = getattr(audio, "server", None)
-    proc = getattr(server, "proc", None)
-    if proc is not None:
-        return {"owned_pids": [proc.pid]}
-    sink = getattr(audio, "sink", None)
-    if sink is None or getattr(sink, "module", None) is None:
-        return {"owned_pids": []}
-    # A server it did not start is the one its environment names: so is the recovery's.
-    return {"owned_pids": [], "sound_sink": {"name": sink.name, "module": str(sink.module)}}
-
-
-def unload_sink(spec: dict | None) -> bool:
-    """Unload a dead session's null sink from the sound server it was loaded into, when that
-    module is still the session's (module numbers are per server run: a restarted server may
-    have given it to another module). Returns whether it was unloaded."""
-    import subprocess
-
-    if not spec or not str(spec.get("module", "")).isdigit():
-        return False
-
-    def pactl(*args: str) -> str:
-        return subprocess.run(["pactl", *args], capture_output=True, text=True, timeout=5,
-                              check=True).stdout  # fmt: skip
-
-    module, mark = spec["module"], f"sink_name={spec.get('name')}"
-    for line in pactl("list", "short", "modules").splitlines():
-        index, _, rest = line.partition("\t")
-        if index == module and "module-null-sink" in rest and mark in rest.split():
-            pactl("unload-module", module)
-            return True
-    return False
 
 
 def recover_lost(pid: int, signum: int) -> list[str]:
@@ -590,7 +552,7 @@ def _hand_back(rec: dict, error: str) -> str:
         ("undo steps", lambda: prep.run_undo(f"{plane}-session-{sid}")),
         ("display", lambda: slot is not None and machine.disconnect(int(slot), deliberate=True)),
         ("owned processes", lambda: [_kill(p) for p in rec.get("owned_pids") or []]),
-        ("sound sink", lambda: unload_sink(rec.get("sound_sink"))),
+        ("sound sink", lambda: sound.unload_sink(rec.get("sound_sink"))),
         ("slot claim", lambda: admission.release_slot(sid, None)),
         ("record", lambda: registry.remove(sid)),
     )

@@ -6,8 +6,10 @@ through Redis). Then the session runs to its end in this process."""
 
 from __future__ import annotations
 
+import json
 import logging
 import os
+import sys
 
 # Where a session's stderr goes: the native peer's own log; the compat session's into the
 # host's output.
@@ -18,6 +20,9 @@ LOG_NAMES = {"native": "native-peer.log"}
 # (with what each plane registered in `planes`).
 WARM = (
     "streaming.sessions.lifecycle",
+    "streaming.sessions.watch",
+    "streaming.sessions.apps",
+    "streaming.sessions.sound",
     "library.catalog",
     "library.services",
     "displays.machine",
@@ -35,6 +40,13 @@ WARM = (
     "hooks.prep",
     "hooks.stream_webhooks",
 )
+
+
+def reply(obj: dict) -> None:
+    """The plane's one line to the requester (the spawn socket), then stdout is closed."""
+    sys.stdout.write(json.dumps(obj) + "\n")
+    sys.stdout.flush()
+    sys.stdout.close()
 
 
 def warm_up() -> None:

@@ -76,7 +76,7 @@ def test_audio_gain_scales_the_sound_of_both_planes(state):
     assert Chain.from_config(store.values()).process(block) is block  # unset: untouched
     store.update({"audio_gain": 2.5})
     values = store.values()
-    # compat: the session's sound (streaming.session_play.open_sound builds it this way)
+    # compat: the session's sound (streaming.sessions.sound.open_sound builds it this way)
     compat = SessionSound(None, Chain.from_config(values), None).chain.process(block)
     peak_in, peak_out = np.abs(block).max(), np.abs(compat).max()
     assert abs(peak_out / peak_in - 2.5) < 0.01

@@ -16,7 +16,7 @@ import time
 
 import pytest
 
-from streaming.sessions import admission, lifecycle, registry
+from streaming.sessions import admission, lifecycle, registry, sound
 
 pytestmark = pytest.mark.django_db
 
@@ -90,7 +90,7 @@ def test_a_lost_session_on_a_desktops_sound_server_leaves_no_null_sink(r, monkey
         theirs = VirtualSink(desktop, "someone_elses").load()
         ours = VirtualSink(SoundServer(), "session_0badc0de").load()  # found via the env
         audio = SimpleNamespace(server=ours.server, sink=ours)
-        left = lifecycle.sound_leftovers(audio)
+        left = sound.leftovers(audio)
         sink = {"name": "session_0badc0de", "module": ours.module}
         assert left == {"owned_pids": [], "sound_sink": sink}
         pid = _dead_pid()
@@ -110,7 +110,7 @@ def test_a_lost_session_on_a_desktops_sound_server_leaves_no_null_sink(r, monkey
         assert "session_0badc0de" not in sinks()
         assert "someone_elses" in sinks()
         # A record whose module number now belongs to another module unloads nothing.
-        assert not lifecycle.unload_sink({"name": "session_0badc0de", "module": theirs.module})
+        assert not sound.unload_sink({"name": "session_0badc0de", "module": theirs.module})
         assert "someone_elses" in sinks()
     finally:
         desktop.stop()

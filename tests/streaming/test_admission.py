@@ -192,3 +192,26 @@ def test_a_slot_a_live_session_still_binds_is_not_given_away_when_its_claim_is_g
     finally:
         live.close()
     assert services.claim(compat("bbbb0002", fp="cd" * 32)) == 0  # free once nobody binds it
+
+
+def test_a_session_process_takes_and_leaves_its_place_through_one_call_on_both_planes(r):
+    store.write({"max_sessions": "2"})
+    # compat: the /launch claim is still its own (a late process finds it gone: False).
+    slot = services.claim(compat("abab0001"))
+    assert admission.take("compat", {"id": "abab0001", "port_slot": slot}, os.getpid())
+    assert not admission.take("compat", {"id": "abab0002", "port_slot": slot}, os.getpid())
+    # native: the offer's reservation becomes the process's place, connecting until proven.
+    token = admission.admit_native("11" * 32, hold_s=20)
+    peer = subprocess.Popen(["sleep", "30"])
+    try:
+        offer = {"fingerprint": "11" * 32, "admission": token}
+        assert admission.take("native", offer, peer.pid)
+        assert admission.places() == {"c:abab0001", f"p:{peer.pid}"}
+        assert registry.connecting() == {peer.pid: "11" * 32}
+        admission.leave("native", "abab0003", peer.pid)
+        assert registry.connecting() == {} and admission.places() == {"c:abab0001"}
+    finally:
+        peer.kill()
+        peer.wait()
+    admission.leave("compat", "abab0001", os.getpid(), slot)
+    assert admission.places() == set() and registry.get("abab0001") is None

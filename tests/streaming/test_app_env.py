@@ -65,7 +65,7 @@ def test_the_shared_rule_strips_secret_names_and_keeps_the_rest():
 
 @pytest.mark.django_db
 def test_native_launch_and_its_prep_get_no_host_secret(tmp_path, monkeypatch):
-    from native.launch import AppRun, Choice
+    from streaming.sessions.apps import AppRun, Choice
 
     for name, value in HOST_SECRETS.items():
         monkeypatch.setenv(name, value)

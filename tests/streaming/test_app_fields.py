@@ -14,7 +14,7 @@ import pytest
 
 from common import procs
 from games import lifecycle, registry
-from native.launch import AppRun, Choice
+from streaming.sessions.apps import AppRun, Choice
 
 pytestmark = pytest.mark.django_db
 

@@ -11,6 +11,7 @@ import time
 
 import pytest
 
+from streaming.sessions.watch import END_REASONS
 from tests.conftest import ADMIN_PASSWORD, ADMIN_USER
 from tests.native.helpers import Knocker, approved_answer
 from tests.native.test_dtls_proof import Device, fingerprint_of, loopback_ice, until
@@ -130,7 +131,12 @@ def test_compat_and_native_sessions_produce_the_same_records(stream_host, tmp_pa
         ), stream
         client = evs["client.connected"]["client"]
         assert (client["name"], client["fingerprint"]) == (want["name"], want["fp"]), client
-        assert evs["session.ended"]["reason"], evs["session.ended"]
+        # One vocabulary of end reasons (streaming.sessions.watch) on both planes.
+        assert evs["session.ended"]["reason"] in END_REASONS, evs["session.ended"]
+        assert evs["client.disconnected"]["reason"] == "quit", evs["client.disconnected"]
+    # Moonlight quit the app (/cancel); the operator ended the browser's (DELETE /api/v1/session).
+    assert by_plane["compat"]["session.ended"]["reason"] == "cancel", by_plane["compat"]
+    assert by_plane["native"]["session.ended"]["reason"] == "api", by_plane["native"]
 
     # History: the same fields, filled on both planes.
     assert set(compat_record) == set(native_record)

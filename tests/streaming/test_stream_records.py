@@ -173,3 +173,21 @@ def test_per_second_samples_are_bounded_and_the_tallies_cover_the_whole_stream(r
     assert len(first.samples) == cap and first.samples[-1]["rtt_ms"] == 11.0
     assert [s["rtt_ms"] for s in second.samples] == [20.0, 20.0, 20.0]
     assert c.encode_tally[0] == cap + 500  # None is no sample
+
+
+def test_a_compat_client_hears_the_same_disconnect_reason_as_a_browser(redis_db, hooks):
+    """The host ending a compat session for a failure tells the client `error`, as the native
+    plane does (`watch.DISCONNECTED`); the operator's end stays `quit`."""
+    from compat.session import CompatSession
+
+    for sid, reason, heard in (("0000000d", "display_lost", "error"), ("0000000e", "api", "quit")):
+        spec = {"id": sid, "client": {"name": "TV", "fingerprint": "cd" * 32}, "width": 640,
+                "height": 360, "fps": 30, "app_id": 1, "app_name": "Probe"}  # fmt: skip
+        s = CompatSession(spec)
+        s.core.began()
+        s.stream = StoppingStream(s, 30, 30_000)
+        s.on_event("client.connected")
+        s.reason = reason
+        s.stop_stream("host")
+        gone = [e for e in emitted("client.disconnected") if e["client"]["session_id"] == sid]
+        assert [e["reason"] for e in gone] == [heard]

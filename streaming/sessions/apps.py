@@ -1,11 +1,14 @@
-"""What a native session runs inside its display: Desktop, a catalog app (apps.json, the same
-entries the compat plane launches) or a library title.
+"""What a session runs inside its display, for both planes: Desktop, a catalog app (apps.json)
+or a library title, looked up by one resolver (`resolve`).
+
+Keys: `desktop`, `app:<catalog id>`, or a library id (`steam:570`, `custom:3`). The browser's
+picker sends them as they are (`choices`); Moonlight knows catalog entries by their bare id
+(the compat applist), so `catalog_app` resolves `app:<id>` and keeps that bare id as the
+app's id (`HOST_APP_ID`, the game's app id), as Moonlight's /launch always had it.
 
 The launch itself (prep `do`, the app in its own session or on the compositor's output, the
 game's link to `games.lifecycle`, and at the end the group and the `undo` steps) is
-the session core's (`streaming.sessions.lifecycle.AppRun`), the same for both planes.
-
-Keys the page sends: `desktop`, `app:<catalog id>`, or a library id (`steam:570`, `custom:3`).
+the session core's (`streaming.sessions.lifecycle.AppRun`).
 """
 
 from __future__ import annotations
@@ -17,10 +20,11 @@ from types import SimpleNamespace
 
 from streaming.sessions import lifecycle
 
-log = logging.getLogger("native")
+log = logging.getLogger("streaming.sessions")
 
 MAX_LISTED = 200
 DESKTOP = "desktop"
+CATALOG = "app:"  # a catalog entry's key: `app:<id>`
 
 
 @dataclass
@@ -39,6 +43,8 @@ class Choice:
     auto_detach: bool = True
     wait_all: bool = True
     elevated: bool = False
+    encoder_preset: int | None = None  # the entry's encoder-preset (launch limits)
+    app_id: str = ""  # the id the app carries when it is not the key (`catalog_app`)
 
 
 def _library_cmd(launch) -> str:
@@ -61,14 +67,15 @@ def _library_cmd(launch) -> str:
 
 
 def choices() -> list[dict]:
-    """The /play picker: Desktop, the catalog apps, then library titles that can be launched."""
+    """The browser's picker: Desktop, the catalog apps, then library titles that can be
+    launched."""
     out = [{"id": DESKTOP, "title": "Desktop"}]
     try:
         from library import catalog
 
         # An entry with nothing to run or prepare is Desktop again (Sunshine's default list).
         out += [
-            {"id": f"app:{a.id}", "title": a.name}
+            {"id": f"{CATALOG}{a.id}", "title": a.name}
             for a in catalog.list_apps()
             if a.cmd.strip() or a.prep
         ]
@@ -92,10 +99,10 @@ def resolve(key: str) -> Choice | None:
     if not isinstance(key, str) or not key or key == DESKTOP:
         return Choice(DESKTOP, "Desktop")
     key = key[:200]
-    if key.startswith("app:"):
+    if key.startswith(CATALOG):
         from library import catalog
 
-        app = catalog.find_app(key[4:])
+        app = catalog.find_app(key[len(CATALOG) :])
         if app is None:
             return None
         return Choice(
@@ -105,13 +112,14 @@ def resolve(key: str) -> Choice | None:
             env=dict(app.env or {}),
             working_dir=app.working_dir,
             prep=list(app.prep or []),
-            exit_timeout=float(app.exit_timeout or 5),
+            exit_timeout=float(5 if app.exit_timeout is None else app.exit_timeout),
             raw=dict(app.raw or {}),
             output=app.output,
             detached=list(app.detached or []),
             auto_detach=app.auto_detach,
             wait_all=app.wait_all,
             elevated=app.elevated,
+            encoder_preset=app.encoder_preset,
         )
     from library import services as library
 
@@ -125,18 +133,29 @@ def resolve(key: str) -> Choice | None:
     return Choice(key, info["title"] or key, cmd=cmd, prep=list(info.get("prep") or []), raw=raw)
 
 
+def catalog_app(app_id) -> SimpleNamespace | None:
+    """Moonlight's /launch: the catalog entry `app_id` (its bare id) as the app the session
+    core launches; None when it is not in the catalog."""
+    choice = resolve(f"{CATALOG}{app_id}")
+    if choice is None:
+        return None
+    choice.app_id = str(app_id)
+    return app_of(choice)
+
+
 def app_of(choice: Choice) -> SimpleNamespace:
-    """The picker choice as the app the session core launches (a catalog App's attributes)."""
+    """A choice as the app the session core launches and the launch limits read (a catalog
+    App's attributes)."""
     c = choice
-    return SimpleNamespace(id=c.key, name=c.title, cmd=c.cmd, env=c.env, raw=c.raw,
+    return SimpleNamespace(id=c.app_id or c.key, name=c.title, cmd=c.cmd, env=c.env, raw=c.raw,
                            working_dir=c.working_dir, prep=c.prep,
                            exit_timeout=c.exit_timeout, output=c.output, detached=c.detached,
                            auto_detach=c.auto_detach, wait_all=c.wait_all,
-                           elevated=c.elevated)  # fmt: skip
+                           elevated=c.elevated, encoder_preset=c.encoder_preset)  # fmt: skip
 
 
 class AppRun(lifecycle.AppRun):
-    """A native choice run by the session core's AppRun (plane `native`)."""
+    """A choice run by the session core's AppRun (plane `native`, as the browser's picker)."""
 
     def __init__(self, choice: Choice, session_id, client_name: str):
         super().__init__(app_of(choice), session_id, client_name, "native")
