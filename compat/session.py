@@ -5,9 +5,9 @@ session lifecycle (`streaming.sessions.lifecycle.SessionCore`). Runs in its own 
 
 Order, and why: the display first (the app and the capture need it), then prep `do` steps and
 the app (the client should see the app when the picture starts), then the StreamSession binds
-the fixed stream ports; only then is /launch answered (through `services.report`), so the
-client's RTSP connection never races the listener. The process's main thread then runs the
-shared watch (`streaming.sessions.watch`) and the stream's own end, and feeds the figures.
+the fixed stream ports; only then is /launch answered (the spawn socket's first line), so the
+client's RTSP connection never races the listener; a /resume through Redis. The main thread
+then runs the shared watch (`streaming.sessions.watch`) and the stream's end, and the figures.
 
 The end runs in reverse whatever happened (`SessionCore.finish`): stream stopped, the title
 closed or left to the session settings (else the app group terminated), `undo` steps in
@@ -32,7 +32,7 @@ from media.framesource import DisplayCapture, WaylandCapture
 from streaming import services, session_display, session_play
 from streaming.sessions import admission, apps, encoding, sound, watch
 from streaming.sessions.lifecycle import SessionCore
-from streaming.sessions.process import reply
+from streaming.sessions.process import held_answer, reply
 from streaming.sessions.watch import SHUTDOWN, End, Watch, disconnect_reason
 
 log = logging.getLogger("streaming.sessions")
@@ -287,23 +287,24 @@ class LaunchFailed(Exception):
         self.status, self.message = status, message
 
 
-def run(spec: dict) -> str:
-    """A compat session from its /launch claim to its end; returns the end reason."""
+def run(spec: dict, answer) -> str:
+    """A compat session from its /launch claim to its end; returns the end reason. `answer`
+    gets the /launch answer, `{"status", "message"}`, once the session is armed or failed."""
     if not admission.take("compat", spec, os.getpid()):
-        services.report(spec["arm"], 503, "Launch expired before the engine picked it up")
+        reply({"status": 503, "message": "Launch expired before the engine picked it up"}, answer)
         return "expired"
     session = CompatSession(spec)
     try:
         session.start()
     except LaunchFailed as exc:
         session.reason, session.core.error = "launch_failed", exc.message
-        services.report(spec["arm"], exc.status, exc.message)
+        reply({"status": exc.status, "message": exc.message}, answer)
     except Exception as exc:
         log.exception("session %s failed to start", session.id)
         session.reason, session.core.error = "error", str(exc)
-        services.report(spec["arm"], 500, "Streaming engine error")
+        reply({"status": 500, "message": "Streaming engine error"}, answer)
     else:
-        services.report(spec["arm"], 200)
+        reply({"status": 200}, answer)
         try:
             session.watch()
         except Exception as exc:
@@ -320,6 +321,6 @@ def main(spec: dict) -> int:
     """The session process's body (`streaming.sessions.process.run`): SIGTERM (host stop, or
     the session manager dying) ends the session through its normal cleanup."""
     signal.signal(signal.SIGTERM, lambda signum, frame: SHUTDOWN.set())
-    reply({"pid": os.getpid()})
-    run(spec)
+    with held_answer({"status": 500, "message": "Streaming engine error"}) as answer:
+        run(spec, answer)
     return 0

@@ -2,9 +2,10 @@
 
 The listener only validates and hands over: the session itself runs in its own process
 (`streaming.sessions.runtime.spawn`, the session manager's), which acquires the display, starts
-the app and binds the stream ports, then reports back through Redis
-(`streaming.services.report`). The request
-waits for that report, so `sessionUrl0` is only sent once the RTSP port listens. The dispatcher
+the app and binds the stream ports, then answers on the spawn socket (its first line, as a
+native session answers its offer). The request waits for that answer, so `sessionUrl0` is only
+sent once the RTSP port listens; a /resume waits for the running session's report through
+Redis (`streaming.services.report`). The dispatcher
 has already refused unpaired, unpaired-since and disabled clients (401) before these run.
 
 Several clients stream at once (`max_sessions`, both planes together): each request concerns
@@ -121,12 +122,11 @@ def _encryption(req: NvRequest):
         raise BadLaunch(403, str(exc)) from None
 
 
-def _wait(arm: str, session_id: str | None = None, slot: int | None = None) -> tuple[int, str]:
+def _wait(arm: str) -> tuple[int, str]:
+    """A running session's answer to a /resume (through Redis)."""
     result = services.wait_report(arm, ARM_WAIT_S)
     if result is None:
-        if session_id is not None:  # free the slot; a late task finds its claim gone and exits
-            services.release(session_id, slot)
-        return 503, "The streaming engine did not start the session in time"
+        return 503, "The streaming engine did not resume the session in time"
     return int(result["status"]), result.get("message", "")
 
 
@@ -188,13 +188,15 @@ def launch(req: NvRequest) -> NvResponse:
         log.info("launch by %s refused: %s", client.fingerprint[:12], exc.message)
         return xml(exc.status, exc.message, {"gamesession": 0})
     spec["port_slot"] = slot
-    try:
-        runtime.spawn("compat", spec, timeout_s=10)
+    try:  # the session's first line is the /launch answer, once it is armed
+        answer = runtime.spawn("compat", spec, timeout_s=ARM_WAIT_S)
     except runtime.SpawnError as exc:
-        services.release(spec["id"], slot)
+        services.release(spec["id"], slot)  # a late session finds its claim gone and exits
         log.warning("compat session not started: %s", exc)
-        return xml(503, "The streaming engine could not start the session", {"gamesession": 0})
-    status, message = _wait(arm, spec["id"], slot)
+        late = exc.status == 504
+        message = "did not start the session in time" if late else "could not start the session"
+        return xml(503, f"The streaming engine {message}", {"gamesession": 0})
+    status, message = int(answer.get("status") or 500), str(answer.get("message") or "")
     if status != 200:
         return xml(status, message, {"gamesession": 0})
     log.info("launch of %s by %s armed on slot %d", app.name, client.fingerprint[:12], slot)

@@ -1,11 +1,12 @@
 """A session process's body: the session manager (a warm process: Django set up, both planes
 imported, `warm_up`) forks one child per session, which runs `run(plane, spec)` here; its
 stdout is the requester's connection, so the plane's first answer line goes straight back
-(native: the SDP answer; compat: `{"pid"}`; the result of arming goes to the waiting /launch
-through Redis). Then the session runs to its end in this process."""
+(native: the SDP answer, at once; compat: the /launch answer `{"status", "message"}`, once the
+session is armed, `held_answer`). Then the session runs to its end in this process."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -42,11 +43,28 @@ WARM = (
 )
 
 
-def reply(obj: dict) -> None:
-    """The plane's one line to the requester (the spawn socket), then stdout is closed."""
-    sys.stdout.write(json.dumps(obj) + "\n")
-    sys.stdout.flush()
-    sys.stdout.close()
+def reply(obj: dict, out=None) -> None:
+    """The plane's one line to the requester (the spawn socket: stdout, or `out` where the
+    plane moved it), then that stream is closed."""
+    out = sys.stdout if out is None else out
+    out.write(json.dumps(obj) + "\n")
+    out.flush()
+    out.close()
+
+
+@contextlib.contextmanager
+def held_answer(failure: dict):
+    """The spawn socket as a stream of its own, with fd 1 pointed at stderr meanwhile: for a
+    plane that answers only once it has started things, so nothing it starts (an app, a
+    compositor) writes into the answer line through an inherited stdout. Unanswered at the
+    end (the session failed before it could say why): `failure`."""
+    answer = os.fdopen(os.dup(1), "w")
+    os.dup2(2, 1)
+    try:
+        yield answer
+    finally:
+        if not answer.closed:
+            reply(failure, answer)
 
 
 def warm_up() -> None:

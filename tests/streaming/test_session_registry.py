@@ -106,8 +106,8 @@ def test_the_manager_forks_a_session_per_request_and_stops_cleanly(tmp_path):
         assert stat.S_IMODE(path.stat().st_mode) == 0o600
         os.environ["HOST_STATE_DIR"], saved = str(tmp_path), os.environ.get("HOST_STATE_DIR")
         try:
-            # A compat session answers at once with its pid (arming is reported through
-            # Redis, which this one cannot reach: it ends right away).
+            # The forked compat session answers the /launch itself: it cannot reach Redis to
+            # take its place, so the answer is its failure, not a silence or a hang.
             answer = runtime.spawn("compat", {"id": "dddd0001", "arm": "x"}, timeout_s=30)
             with pytest.raises(ValueError):
                 runtime.spawn("webrtc", {}, timeout_s=1)
@@ -116,7 +116,7 @@ def test_the_manager_forks_a_session_per_request_and_stops_cleanly(tmp_path):
                 del os.environ["HOST_STATE_DIR"]
             else:
                 os.environ["HOST_STATE_DIR"] = saved
-        assert answer["pid"] != manager.pid and answer["pid"] > 0
+        assert answer == {"status": 500, "message": "Streaming engine error"}, answer
         # A request that is not one: the connection is closed, the manager lives on.
         with socket.socket(socket.AF_UNIX) as s:
             s.connect(str(path))
@@ -159,3 +159,26 @@ def test_spawn_waits_for_a_manager_that_is_starting_then_gives_up(tmp_path, monk
     with pytest.raises(runtime.SpawnError) as err:
         runtime.spawn("compat", {"id": "x"}, timeout_s=5, manager_wait_s=0.5)
     assert err.value.status == 503 and 0.45 <= time.monotonic() - t0 < 3
+
+
+def test_a_held_answer_is_the_first_line_whatever_the_session_starts_before_it(tmp_path):
+    """A compat session answers once armed; what it started meanwhile (an app that prints)
+    writes to stderr, never into the requester's line, and a session that dies before
+    answering still answers its failure."""
+    script = (
+        "import subprocess, sys\n"
+        "from streaming.sessions.process import held_answer, reply\n"
+        "with held_answer({'status': 500}) as answer:\n"
+        "    subprocess.run(['echo', 'an app talking'], check=True)\n"
+        "    print('the session talking', flush=True)\n"
+        "    if sys.argv[1] == 'ok':\n"
+        "        reply({'status': 200}, answer)\n"
+        "    else:\n"
+        "        raise SystemExit(3)\n"
+    )
+    for how, want in (("ok", {"status": 200}), ("dies", {"status": 500})):
+        out = subprocess.run([sys.executable, "-c", script, how], cwd=ROOT, capture_output=True,
+                             text=True, timeout=60)  # fmt: skip
+        assert json.loads(out.stdout.splitlines()[0]) == want, out
+        assert len(out.stdout.splitlines()) == 1, out.stdout
+        assert "an app talking" in out.stderr and "the session talking" in out.stderr
