@@ -71,8 +71,10 @@ class Figures:
                 packet_size=params.packet_size,
                 min_fec=params.min_fec_packets,
             )
-            if s.encoder and s.encoder != core.encoder:  # an encoder handed over
-                core.use_encoder(s.codec, s.encoder, encoding.where(s.encoder))
+            opened = (s.encoder, s.encoder_options)
+            if s.encoder and opened != (core.encoder, core.extra.get("encoder_options")):
+                # the first second of the stream, or an encoder handed over
+                core.use_encoder(s.codec, s.encoder, encoding.where(s.encoder), s.encoder_options)
         if not streaming:
             return
         encode = sum(new_enc) / len(new_enc) if new_enc else None

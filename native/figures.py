@@ -61,10 +61,10 @@ class Figures:
         core, encoder, video = peer.core, peer.encoder, peer.video
         rtt = await self.rtt_ms(peer.pc)
         now = time.monotonic()
-        opened = encoder.opened()
-        if opened and opened != core.encoder:  # an encoder failed and handed over
-            where = await asyncio.to_thread(encoding.where, opened)
-            core.use_encoder(peer.codec, opened, where)
+        opened, options = encoder.opened(), encoder.options()
+        if opened and (opened, options) != (core.encoder, core.extra.get("encoder_options")):
+            where = await asyncio.to_thread(encoding.where, opened)  # a hand-over, or the first
+            core.use_encoder(peer.codec, opened, where, options)
         frames, nbytes = video.frames, video.bytes
         for capture_ms, encode_ms in encoder.drain_figures():
             core.latency(capture_ms, encode_ms)

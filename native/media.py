@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import fractions
+import json
 import multiprocessing as mp
 import queue
 import struct
@@ -71,13 +72,12 @@ def encoder_main(
         _tell(opened, f"!{exc}")
         conn.close()
         return
-    _tell(opened, enc.codec_name)
+    name_told = _tell(opened, _opened_text(enc))
     capture = open_capture(display)
     interval = 1.0 / fps
     next_t = time.monotonic()
     last_idr = 0.0
     captured = 0
-    name_told = enc.codec_name
     try:
         while not stop.is_set():
             now = time.monotonic()
@@ -102,8 +102,8 @@ def encoder_main(
             except EncoderFailed as exc:  # the last encoder of the plan failed too
                 _tell(opened, f"!{exc}")
                 break
-            if enc.codec_name != name_told:  # an encoder failed mid-stream and handed over
-                name_told = _tell(opened, enc.codec_name)
+            if _opened_text(enc) != name_told:  # an encoder failed mid-stream and handed over
+                name_told = _tell(opened, _opened_text(enc))
             if out is None:
                 continue
             if figures is not None and capture_ms is not None:
@@ -121,6 +121,11 @@ def encoder_main(
         enc.close()
         capture.close()
         conn.close()
+
+
+def _opened_text(enc) -> str:
+    """The open encoder as the session reads it: its name and the options it was given."""
+    return json.dumps({"name": enc.codec_name, "options": enc.options}, sort_keys=True)
 
 
 def _tell(opened, text: str) -> str:
@@ -198,7 +203,8 @@ class EncoderProcess:
         self._recv, send = ctx.Pipe(duplex=False)
         self.keyframe, self.stop_event, self.lost = ctx.Event(), ctx.Event(), ctx.Event()
         self.figures = ctx.Queue(maxsize=1200)  # (capture ms, encode ms) per frame
-        self._opened = ctx.Array("c", 512)  # the encoder open now, or "!" and why none opened
+        # The encoder open now (`_opened_text`), or "!" and why none opened.
+        self._opened = ctx.Array("c", 4096)
         display = {k: display.get(k) for k in SOURCE_KEYS}
         self.proc = ctx.Process(
             target=encoder_main,
@@ -224,10 +230,24 @@ class EncoderProcess:
         self.proc.start()
         send.close()
 
+    def _open_now(self) -> dict:
+        text = self._opened.value.decode("utf-8", "replace")
+        if not text or text.startswith("!"):
+            return {}
+        try:
+            found = json.loads(text)
+        except ValueError:  # cut at the array's size: the name still leads
+            return {"name": text.split('"name": "', 1)[-1].split('"', 1)[0]}
+        return found if isinstance(found, dict) else {}
+
     def opened(self) -> str:
         """The encoder open now ("" while the child is still opening one)."""
-        text = self._opened.value.decode("utf-8", "replace")
-        return "" if text.startswith("!") else text
+        return str(self._open_now().get("name") or "")
+
+    def options(self) -> dict:
+        """The FFmpeg options the open encoder was given ({} before it opened)."""
+        found = self._open_now().get("options")
+        return found if isinstance(found, dict) else {}
 
     def failure(self) -> str:
         """Why no encoder of the plan opens, or the last one failed mid-stream ("" if none)."""

@@ -37,6 +37,13 @@ def _point(raw) -> dict | None:
     return out
 
 
+def _options(raw) -> dict:
+    """The open encoder's FFmpeg options as text (bounded: the record is the sessions' own)."""
+    if not isinstance(raw, dict):
+        return {}
+    return {_text(k, 64): _text(v, 256) for k, v in list(raw.items())[:64]}
+
+
 def entry(rec: dict) -> dict:
     """The public view of one registry record (no tokens, sockets or keys)."""
     points = [p for p in (_point(x) for x in rec.get("live") or []) if p is not None]
@@ -55,6 +62,7 @@ def entry(rec: dict) -> dict:
         "fps": _int(rec.get("fps")),
         "codec": _text(rec.get("codec") or "h264", 16),
         "encoder": _text(rec.get("encoder_name") or encoder.get("backend") or "software", 32),
+        "encoder_options": _options(rec.get("encoder_options")),
         "t_start": rec.get("t_start") if isinstance(rec.get("t_start"), int | float) else None,
         "live": points,
         "now": points[-1] if points else None,

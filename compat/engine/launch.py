@@ -102,6 +102,7 @@ class SessionStats:
     rate_changes: int = 0  # adaptive bitrate changes (each one encoder reopen and one IDR)
     codec: str = ""  # h264 / hevc / av1, as negotiated at ANNOUNCE
     encoder: str = ""  # the FFmpeg encoder open now (changes when one hands over)
+    encoder_options: dict = field(default_factory=dict)  # what that encoder was given
 
 
 def rikeyid_from_iv(iv: bytes) -> int:

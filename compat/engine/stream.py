@@ -457,6 +457,7 @@ class StreamSession:
             self._end("encoder_failed")
             return
         self.stats.codec, self.stats.encoder = codec, encoder.codec_name
+        self.stats.encoder_options = dict(encoder.options)
         packetizer = VideoPacketizer(
             packet_size=params.packet_size,
             fec_percentage=self.launch.fec_percentage,
@@ -482,6 +483,7 @@ class StreamSession:
                     self._end("encoder_failed")
                     break
                 self.stats.encoder = encoder.codec_name  # a hand-over shows here
+                self.stats.encoder_options = encoder.options
                 self._drain(self._video_sock, video)  # the port may still move, until now
                 if frame is not None:
                     ts = int((time.monotonic() - epoch) * 90000)

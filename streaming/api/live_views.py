@@ -53,6 +53,10 @@ _Streams = inline_serializer(
                 "fps": serializers.IntegerField(help_text="the rate the client asked for"),
                 "codec": serializers.CharField(),
                 "encoder": serializers.CharField(),
+                "encoder_options": serializers.DictField(
+                    child=serializers.CharField(),
+                    help_text="the FFmpeg options the open encoder was given (preset, qp, ...)",
+                ),
                 "t_start": serializers.FloatField(allow_null=True),
                 "live": serializers.ListField(child=_Point),
                 "now": _Point,

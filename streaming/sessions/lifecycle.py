@@ -327,9 +327,12 @@ class SessionCore:
         self.emit("session.started")
 
     def use_encoder(self, codec: str | None = None, encoder: str | None = None,
-                    where: dict | None = None) -> None:  # fmt: skip
+                    where: dict | None = None, options: dict | None = None) -> None:  # fmt: skip
         """The stream's codec and the encoder open now (and, for GET /gpus `active`, where it
-        runs: `{"backend", "gpu_id"}`); a hand-over to another encoder calls this again."""
+        runs: `{"backend", "gpu_id"}`; for GET /streams, the FFmpeg `options` it was given); a
+        hand-over to another encoder calls this again."""
+        if options is not None:
+            self.extra["encoder_options"] = options
         if codec:
             self.codec = codec
         if encoder:
