@@ -6,10 +6,14 @@ through Redis). Then the session runs to its end in this process."""
 
 from __future__ import annotations
 
+import importlib
 import json
 import logging
 import os
 import sys
+
+from common.statedir import state_path
+from streaming.sessions import planes
 
 # Where a session's stderr goes: the native peer's own log; the compat session's into the
 # host's output.
@@ -50,14 +54,12 @@ def reply(obj: dict) -> None:
 
 
 def warm_up() -> None:
-    import importlib
-
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "hostmgmt.settings")
+    # Django app loading, here only: the manager's module (also native.media's spawned
+    # encoder child's __mp_main__) imports this one and stays Django-free
     import django
 
     django.setup()
-    from streaming.sessions import planes
-
     for name in (*WARM, *planes.warm_modules()):
         try:
             importlib.import_module(name)
@@ -66,8 +68,6 @@ def warm_up() -> None:
 
 
 def _log_to(plane: str) -> None:
-    from common.statedir import state_path
-
     name = LOG_NAMES.get(plane)
     if name:
         with open(state_path("logs", name), "ab") as fh:
@@ -77,8 +77,6 @@ def _log_to(plane: str) -> None:
 
 def run(plane: str, spec: dict) -> int:
     _log_to(plane)
-    from streaming.sessions import planes
-
     body = planes.entry(plane)
     if body is None:
         return 2
