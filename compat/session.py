@@ -28,7 +28,9 @@ from compat.codecs import Offer
 from compat.engine.stream import StreamSession
 from compat.launchconfig import make_launch
 from compat.session_figures import Figures
+from displays import machine
 from media.framesource import DisplayCapture, WaylandCapture
+from media.input.session import SessionInput
 from streaming import services, session_display, session_play
 from streaming.sessions import admission, apps, encoding, sound, watch
 from streaming.sessions.lifecycle import SessionCore
@@ -113,8 +115,6 @@ class CompatSession:
             self._start()
 
     def _start(self) -> None:
-        from displays import machine
-
         self.app = apps.catalog_app(self.spec["app_id"])
         if self.app is None:
             raise LaunchFailed(404, "App not found")
@@ -152,8 +152,6 @@ class CompatSession:
         """Keyboard/mouse into the display (XTest); a session streams even when this fails."""
         display = self.core.display
         try:
-            from media.input.session import SessionInput
-
             if session_display.input_at_start(display):
                 if self.wl_input is None:
                     return None

@@ -7,6 +7,10 @@ from __future__ import annotations
 import json
 import logging
 
+from media.input.xtest import InputUnavailable, XInput
+from native.inputs import Pads, inject
+from streaming.session_display import input_at_start
+
 log = logging.getLogger("native.peer")
 
 MAX_MESSAGE = 1024  # bytes per data-channel message; more is dropped
@@ -68,17 +72,11 @@ def on_message(peer, message) -> None:
     if ev.get("t") == "kf":  # the WebCodecs page skipped to catch up: it needs an IDR
         peer.encoder.keyframe.set()
         return
-    from native.inputs import Pads, inject
-
     if peer.pads is None:
         peer.pads = Pads()
     if peer.xinput is None and ev.get("t") != "p":
-        from streaming.session_display import input_at_start
-
         if input_at_start(peer.display):
             return  # the compositor has no virtual keyboard/pointer (logged at start)
-        from media.input.xtest import InputUnavailable, XInput
-
         try:
             peer.xinput = XInput(peer.display["x_display"], region=peer.display.get("region"))
         except InputUnavailable as exc:

@@ -22,11 +22,17 @@ import logging
 import os
 import signal
 
+from hostconfig import store
 from media.encoder import EncoderFailed
 from native import channel as page
-from native import inputs, rtc
+from native import clipboard, inputs, rtc, services
 from native.figures import Figures
-from streaming.sessions import encoding
+from native.media import use_playout_delay
+from native.sound import OpusTrack
+from native.video import open_video
+from streaming import session_display, session_play
+from streaming.sessions import admission, apps, encoding, registry, sound
+from streaming.sessions.lifecycle import SessionCore
 from streaming.sessions.process import reply
 from streaming.sessions.watch import End, Watch, disconnect_reason
 
@@ -44,9 +50,6 @@ class NativePeer:
     """One native session: the peer connection and media on a SessionCore."""
 
     def __init__(self, offer: dict):
-        from streaming.sessions import registry
-        from streaming.sessions.lifecycle import SessionCore
-
         self.offer = offer
         self.fp = offer["fingerprint"]
         self.name = offer["name"]
@@ -108,9 +111,6 @@ class NativePeer:
     async def negotiate(self) -> dict:
         """Answer the offer. Reads the catalog and nothing else: no session is ended, no display,
         sink, prep step or app is touched until `bring_up` has the DTLS proof."""
-        from native.media import use_playout_delay
-        from streaming.sessions import apps
-
         use_playout_delay()  # render each frame at once, as WebCodecs does
         self.choice = await asyncio.to_thread(apps.resolve, self.offer.get("app") or "desktop")
         if self.choice is None:
@@ -152,8 +152,6 @@ class NativePeer:
         """After the answer: wait for the DTLS proof, then take this device's session over and
         start everything. Each step looks at `done` first, so a session ended meanwhile stops
         here and `close` releases what was taken."""
-        from streaming.sessions import registry
-
         try:
             proof = await rtc.prove(self.pc, self.fp, self.done)
         except Exception:  # no proof is a refusal, never a pass
@@ -192,13 +190,6 @@ class NativePeer:
             raise _Ended
 
     async def _start_media(self) -> None:
-        from hostconfig import store
-        from native import clipboard
-        from native.sound import OpusTrack
-        from native.video import open_video
-        from streaming import session_display, session_play
-        from streaming.sessions import apps, registry, sound
-
         # A reconnect replaces the old session, whose game waits per the session settings
         # (grace) for this one to take it over: let the old peer finish first.
         self._step()
@@ -275,8 +266,6 @@ class NativePeer:
     async def watch(self) -> None:
         """Until the session ends: the shared watch's checks once a second (blocking: in a
         worker thread), the heartbeat once registered, and the second's figures."""
-        from native import services
-
         watcher = Watch(self.id, self.fp, CONNECT_TIMEOUT_S, authorized=services.authorized)
         while not self.done.is_set():
             try:
@@ -299,8 +288,6 @@ class NativePeer:
 
     def _capture_lost(self) -> str:
         """The capture that stopped answering (the encoder child reads it), else ""."""
-        from streaming import session_display
-
         if self.display is None or self.encoder is None or not self.encoder.lost.is_set():
             return ""
         return session_display.open_capture(self.display).what
@@ -309,8 +296,6 @@ class NativePeer:
         if self.closed:
             return
         self.closed = True
-        from streaming.sessions import admission
-
         if self.channel is not None and self.channel.readyState == "open":
             try:
                 self.channel.send(json.dumps({"t": "bye", "reason": self.detail}))
@@ -337,8 +322,6 @@ class NativePeer:
 
 
 async def run(offer: dict) -> int:
-    from streaming.sessions import admission
-
     session = NativePeer(offer)
     # The offer's place (admission) is this process's now, until it exits.
     await asyncio.to_thread(admission.take, "native", offer, os.getpid())

@@ -7,11 +7,14 @@ from __future__ import annotations
 
 import asyncio
 
+from aioice import ice
+from aiortc import RTCConfiguration, RTCPeerConnection, RTCSessionDescription
+from aiortc.rtcrtpsender import RTCRtpSender
+from cryptography.hazmat.primitives import hashes
+
 
 def allow_loopback_candidates() -> None:
     """aioice skips 127.0.0.1; a browser on the same machine needs it."""
-    from aioice import ice
-
     original = ice.get_host_addresses
 
     def with_loopback(use_ipv4: bool, use_ipv6: bool) -> list[str]:
@@ -25,9 +28,6 @@ def sendonly():
     """A peer connection that sends H.264 video and audio: (pc, its video transceiver, its
     audio sender). The tracks come after the proof (`replaceTrack`); the answer needs only
     the kinds. Codec preferences before setRemoteDescription, or aiortc falls back to VP8."""
-    from aiortc import RTCConfiguration, RTCPeerConnection
-    from aiortc.rtcrtpsender import RTCRtpSender
-
     pc = RTCPeerConnection(RTCConfiguration(iceServers=[]))
     video = pc.addTransceiver("video", direction="sendonly")
     wanted = ("video/H264", "video/rtx")
@@ -39,8 +39,6 @@ def sendonly():
 
 async def answer(pc, video, sdp: str) -> str:
     """The SDP answer to the browser's offer; ValueError when it cannot receive H.264 video."""
-    from aiortc import RTCSessionDescription
-
     await pc.setRemoteDescription(RTCSessionDescription(sdp, "offer"))
     if video.mid is None:
         raise ValueError("the offer has no video to receive")
@@ -54,8 +52,6 @@ async def answer(pc, video, sdp: str) -> str:
 def peer_fingerprint(transport) -> str:
     """SHA-256 of the certificate the DTLS peer presented (lowercase hex), "" when none.
     aiortc keeps the TLS connection private; `_ssl` is its pyOpenSSL connection."""
-    from cryptography.hazmat.primitives import hashes
-
     ssl = getattr(transport, "_ssl", None)
     cert = ssl.get_peer_certificate(as_cryptography=True) if ssl is not None else None
     return cert.fingerprint(hashes.SHA256()).hex() if cert is not None else ""

@@ -23,6 +23,10 @@ import av
 import numpy as np
 from aiortc.mediastreams import MediaStreamTrack
 
+from media.audio.capture import SessionAudio
+from media.audio.chain import Chain
+from media.audio.opus import OpusEncoder, OpusSettings
+
 log = logging.getLogger("native")
 
 RATE = 48_000
@@ -34,8 +38,6 @@ MAX_QUEUED = 3  # packets (60 ms)
 
 def open_capture(values: dict, session_id: str):
     """The started `SessionAudio`, or None (audio off, or no sound server: logged)."""
-    from media.audio.capture import SessionAudio
-
     try:
         audio = SessionAudio.from_config(values, session_id)
         if audio is not None:
@@ -53,9 +55,6 @@ class OpusTrack(MediaStreamTrack):
 
     def __init__(self, capture, values: dict):
         super().__init__()
-        from media.audio.chain import Chain
-        from media.audio.opus import OpusEncoder, OpusSettings
-
         self.capture = capture
         self.chain = Chain.from_config(values)
         self.encoder = OpusEncoder(

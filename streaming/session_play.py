@@ -18,6 +18,10 @@ import logging
 import os
 import threading
 
+from games import closer, lifecycle, profiles, registry
+from games import session_settings as game_settings
+from hostconfig import store
+
 log = logging.getLogger("streaming.sessions")
 
 
@@ -25,8 +29,6 @@ def capped_fps(fps: int) -> int:
     """The frame rate a client asked for at launch, capped by `max_fps` (unset: no cap); both
     planes ask it before they choose the display mode."""
     try:
-        from hostconfig import store
-
         cap = store.get("max_fps")
     except Exception:  # a broken config must not stop a stream
         cap = None
@@ -42,8 +44,6 @@ def launch_limits(client_name: str, app) -> dict:
 
     The client's own bitrate arrives later (RTSP ANNOUNCE), so the ceiling is computed once
     here against an uncapped ask and applied by the engine to whatever the client asks."""
-    from games import profiles
-
     try:
         out = profiles.effective_stream_params(
             client_name, app, {"bitrate_kbps": UNCAPPED, "codec": "h264"}
@@ -68,8 +68,6 @@ def user_stop_ends() -> bool:
     waits for a /resume or /cancel; `on_quit` and `always` end the game on a user stop at
     once, so the session ends now. (`disconnect_grace_seconds` is for a vanished client
     under `always` only: `timeout`/`error` ends, handled by the lifecycle layer.)"""
-    from games import session_settings as game_settings
-
     try:
         policy = game_settings.load().game_on_session_end
     except Exception:  # a broken settings file must not end a stream
@@ -88,8 +86,6 @@ def _on_game_exit(session_id, reason: str) -> None:
     with _links_lock:
         link = _links.get(session_id)
     if link is not None:
-        from games import registry
-
         rec = (registry.get(link.key) if link.key else None) or {}
         link.game_seen = bool(rec.get("game"))  # found, not only followed through the group
         link.game_exit = reason
@@ -106,8 +102,6 @@ class GameLink:
         self.resumed = False
         self.game_exit: str | None = None  # set when session_on_game_exit ends the session
         self.game_seen = False  # with game_exit: the game's own process had been found
-        from games import lifecycle
-
         self._lc = lifecycle
         with _links_lock:
             _links[session_id] = self
@@ -123,8 +117,6 @@ class GameLink:
             log.exception("resuming a waiting game failed")
             self.resumed = False
         if self.resumed:
-            from games import registry
-
             for key, r in registry.all_records().items():
                 if r.get("session_id") == self.session_id:
                     self.key = key
@@ -159,8 +151,6 @@ class GameLink:
         """True while the lifecycle layer knows the title (found, or still looking)."""
         if self.key is None:
             return False
-        from games import registry
-
         return registry.get(self.key) is not None
 
     def seen_game(self) -> tuple[bool, bool] | None:
@@ -168,8 +158,6 @@ class GameLink:
         (alive, in process group of the launched command); None when there is none."""
         if self.key is None:
             return None
-        from games import closer, registry
-
         rec = registry.get(self.key) or {}
         game = rec.get("game") or {}
         if rec.get("state") == registry.EXITED or not game.get("pid"):

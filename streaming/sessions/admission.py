@@ -25,8 +25,11 @@ import logging
 import secrets
 import time
 
+from django.conf import settings
+
 from common import procs, redis_client
 from common.ports import MAX_SLOTS, slot_udp_held
+from hostconfig import store
 from streaming.sessions import registry
 
 log = logging.getLogger("streaming.sessions")
@@ -59,8 +62,6 @@ def slot_key(slot: int) -> str:
 def max_sessions() -> int:
     """The `max_sessions` key, read at each admission (an edit counts from the next one)."""
     try:
-        from hostconfig import store
-
         value = int(store.get("max_sessions"))
     except Exception:  # an unreadable config admits as the default does
         return DEFAULT_MAX
@@ -143,8 +144,6 @@ def admit_compat(record: dict) -> int:
 
 
 def _slot_held(slot: int) -> bool:
-    from django.conf import settings
-
     return slot_udp_held(settings.HOST_BIND, settings.PORTS, slot)
 
 

@@ -18,6 +18,8 @@ import shlex
 from dataclasses import dataclass, field
 from types import SimpleNamespace
 
+from library import catalog
+from library import services as library
 from streaming.sessions import lifecycle
 
 log = logging.getLogger("streaming.sessions")
@@ -71,8 +73,6 @@ def choices() -> list[dict]:
     launched."""
     out = [{"id": DESKTOP, "title": "Desktop"}]
     try:
-        from library import catalog
-
         # An entry with nothing to run or prepare is Desktop again (Sunshine's default list).
         out += [
             {"id": f"{CATALOG}{a.id}", "title": a.name}
@@ -82,8 +82,6 @@ def choices() -> list[dict]:
     except Exception:  # the picker still offers Desktop
         log.exception("catalog listing for /play failed")
     try:
-        from library import services as library
-
         out += [
             {"id": e["id"], "title": e["title"]}
             for e in library.list_library()
@@ -100,8 +98,6 @@ def resolve(key: str) -> Choice | None:
         return Choice(DESKTOP, "Desktop")
     key = key[:200]
     if key.startswith(CATALOG):
-        from library import catalog
-
         app = catalog.find_app(key[len(CATALOG) :])
         if app is None:
             return None
@@ -121,8 +117,6 @@ def resolve(key: str) -> Choice | None:
             elevated=app.elevated,
             encoder_preset=app.encoder_preset,
         )
-    from library import services as library
-
     info = library.launch_info(key)
     if info is None:
         return None

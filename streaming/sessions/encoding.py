@@ -17,6 +17,10 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 
+from games.profiles import client_profile
+from hostconfig import store
+from media import encoder_options, encoders, gpus
+
 log = logging.getLogger("streaming.sessions")
 
 MODE_AUTO, MODE_OFF, MODE_MAIN, MODE_MAIN10 = 0, 1, 2, 3
@@ -62,10 +66,6 @@ def probed_codecs(table: dict[str, dict[str, bool]]) -> tuple[set[str], set[str]
 def offered(client_name: str = "") -> tuple[str, ...]:
     """The codecs offered to this client: the host's (or its profile's) modes over the probe.
     A pinned `encoder` counts only that backend's codecs as GPU ones."""
-    from games.profiles import client_profile
-    from hostconfig import store
-    from media import encoders
-
     values = store.values()
     profile = client_profile(client_name, values) if client_name else {}
     table = encoders.available()
@@ -110,6 +110,7 @@ class Plan:
 
     def first(self, codec: str) -> str:
         """The encoder a `codec` stream opens first (what GET /gpus shows until it reports)."""
+        # heavy: media.encoder loads av and numpy; the web and compat processes import this
         from media.encoder import SOFTWARE_ENCODER
 
         return (self.encoders.get(codec) or [SOFTWARE_ENCODER[codec]])[0]
@@ -119,9 +120,6 @@ def plan(codecs: tuple[str, ...] | list[str]) -> Plan:
     """The plan for `codecs`. A backend pinned by the `encoder` key is tried first even where
     the probe did not see it open, so its failure is logged before software takes over. A plan
     that cannot be made is the software encoders on their defaults."""
-    from hostconfig import store
-    from media import encoder_options, encoders, gpus
-
     try:
         key = (store.get("encoder") or "auto").strip().lower()
         vendor = gpus.preferred_vendor()
@@ -146,8 +144,6 @@ def plan(codecs: tuple[str, ...] | list[str]) -> Plan:
 def where(encoder: str) -> dict:
     """Where `encoder` runs (`media.gpus.encoder_for`: backend and GPU id); software when the
     GPU probe fails."""
-    from media import gpus
-
     try:
         return gpus.encoder_for(encoder)
     except Exception:  # a GPU probe failure must not stop a stream

@@ -19,11 +19,19 @@ import contextlib
 import logging
 import os
 import shlex
+import signal
 import time
 from collections import deque
 from datetime import UTC, datetime
 
-from streaming.sessions import registry, sound
+from displays import machine
+from games import appfields, apprun
+from games import lifecycle as game_lifecycle
+from games import registry as game_registry
+from games import session_settings as game_settings
+from hooks import events, prep, stream_webhooks
+from streaming import history, session_display, session_play, stats
+from streaming.sessions import admission, registry, sound
 from streaming.sessions.watch import CLIENT_REASONS, CLOSE_REASONS
 
 log = logging.getLogger("streaming.sessions")
@@ -38,8 +46,6 @@ class AppRun:
     exit_timeout and raw (a catalog `App`, or the native plane's picker choice)."""
 
     def __init__(self, app, session_id, client_name: str, plane: str):
-        from streaming.session_play import GameLink
-
         self.app = app
         self.cmd = (app.cmd or "").strip()
         self.prep = list(app.prep or [])
@@ -55,7 +61,7 @@ class AppRun:
         self._settle_t0 = 0.0
         self.prepped = False
         self.resumed = False
-        self.game = GameLink(session_id, client_name, plane=plane)
+        self.game = session_play.GameLink(session_id, client_name, plane=plane)
 
     def start(self, display: dict, extra_env: dict, client: dict, mode: tuple,
               map_timeout: float = 30.0) -> None:  # fmt: skip
@@ -66,11 +72,6 @@ class AppRun:
         its `output` file takes the app's output (appfields.OutputError, an OSError, when it
         cannot be opened: the launch fails). `elevated` is reported and not honoured.
         Raises OSError or session_display.DisplayLaunchError."""
-        from games import appfields
-        from games.apprun import AppProcess, app_vars, session_env
-        from hooks import prep
-        from streaming import session_display
-
         if getattr(self.app, "elevated", False) or any(
             isinstance(p, dict) and p.get("elevated") for p in self.prep
         ):
@@ -82,7 +83,7 @@ class AppRun:
         if self.cmd and self.game.resume(self.app):
             self.resumed = True
             return
-        env = session_env(os.environ, x_display=session_display.app_x_display(display),
+        env = apprun.session_env(os.environ, x_display=session_display.app_x_display(display),
                           app=self.app, client=client, mode=mode,
                           wayland=session_display.app_wayland_display(display))  # fmt: skip
         env.update(extra_env)
@@ -98,7 +99,7 @@ class AppRun:
             if not self.cmd:
                 return
             if display.get("backend") == "sway":
-                own = {**app_vars(self.app, client, mode), **extra_env}
+                own = {**apprun.app_vars(self.app, client, mode), **extra_env}
                 cmd = self.cmd
                 if self.output:  # sway runs `exec <cmd>`: the redirection applies to the app
                     cmd = f"{cmd} >>{shlex.quote(self.output)} 2>&1"
@@ -107,8 +108,8 @@ class AppRun:
                 )
             else:
                 with session_display.placing(display, map_timeout):
-                    self.proc = AppProcess(self.cmd, env, self.app.working_dir,
-                                           self.app.exit_timeout, out_fd)  # fmt: skip
+                    self.proc = apprun.AppProcess(self.cmd, env, self.app.working_dir,
+                                                  self.app.exit_timeout, out_fd)  # fmt: skip
         finally:
             if out_fd is not None:
                 os.close(out_fd)  # the children hold their own copies
@@ -128,17 +129,12 @@ class AppRun:
         With `auto-detach` on, a game the lifecycle layer follows outside the launched group
         (a store client's hand-off) keeps the session too; with it off, the command's end
         ends the session whatever it left (see `_over`)."""
-        from games import appfields
-
         if self.game.game_exit is not None and not (self.launcher_detached
                                                     and not self.game.game_seen):  # fmt: skip
             return True
         if self.resumed:  # its watcher may live in another process: read the record
-            from games import registry as games
-            from games import session_settings as game_settings
-
-            rec = games.get(self.game.key or "")
-            gone = rec is None or rec.get("state") == games.EXITED
+            rec = game_registry.get(self.game.key or "")
+            gone = rec is None or rec.get("state") == game_registry.EXITED
             return gone and game_settings.load().session_on_game_exit
         if self.proc is None:
             return False
@@ -172,8 +168,6 @@ class AppRun:
         """The session's end applied to the game (watch.CLOSE_REASONS close it, else the
         session settings); unless it lives on (kept, grace), the group is ended (SIGTERM, then
         SIGKILL after the entry's exit timeout), then the owed undos. True: it lives on."""
-        from hooks import prep
-
         lives_on = self.game.finish(reason in CLOSE_REASONS, deliberate)
         if self.proc is not None:
             if lives_on:
@@ -218,9 +212,7 @@ class SessionCore:
         # Per-second samples: only as many as a history record keeps (an hour), plus running
         # (count, sum) tallies of the encode and RTT figures, which the record's averages need
         # over the whole stream. A list of every second grew 1.4 MB an hour (bench/soak.py).
-        from streaming.history import SAMPLES_MAX
-
-        self.samples: deque[dict] = deque(maxlen=SAMPLES_MAX)
+        self.samples: deque[dict] = deque(maxlen=history.SAMPLES_MAX)
         self.sample_count = 0
         self.encode_tally = (0, 0.0)
         self.rtt_tally = (0, 0.0)
@@ -263,12 +255,10 @@ class SessionCore:
 
     def emit(self, kind: str, **extra) -> None:
         """A client.*, session.* or stream.* event with this session's ref."""
-        from hooks.events import emit
-
         domain = kind.split(".")[0]
         ref = {"client": self.client_ref, "session": self.session_ref,
                "stream": self.stream_ref}[domain]()  # fmt: skip
-        emit(kind, {domain: ref, **extra})
+        events.emit(kind, {domain: ref, **extra})
 
     # -- the registry ----------------------------------------------------------------------------
     def record(self) -> dict:
@@ -302,8 +292,6 @@ class SessionCore:
     def acquire_display(self, owner: str, *args) -> dict:
         """The session's virtual display (`displays.machine.acquire`); DisplayError is the
         plane's to answer, and `finish` still tells the operator (session.ended)."""
-        from displays import machine
-
         try:
             self.display = machine.acquire(owner, self.mode, *args)
         except machine.DisplayError:
@@ -346,8 +334,6 @@ class SessionCore:
         """The first video of a stream reached the client (client connected): stream.started
         (naming the codec and the encoder that opened) and the `stream.start` webhook. Each
         stream (a launch, every resume) is its own."""
-        from hooks import stream_webhooks
-
         if codec or encoder or where is not None:
             self.use_encoder(codec, encoder, where)
         if self.stream_t0 is not None and self.stream_t1 is None:
@@ -361,9 +347,6 @@ class SessionCore:
         """The client is gone (stopped, vanished, or the session ends): stream.stopped, then
         this stream's history record and `stream.end` webhook at once, whether or not the
         session (a `keep` app waiting for a resume) goes on."""
-        from hooks import stream_webhooks
-        from streaming import history
-
         if self.stream_t0 is None or self.stream_t1 is not None:
             return
         self.stream_t1 = time.monotonic()
@@ -397,8 +380,6 @@ class SessionCore:
 
     def latency(self, capture_ms: float, encode_ms: float) -> None:
         """One frame's capture and encode time, for `/api/stream/latency`."""
-        from streaming import stats
-
         second = self._second
         second["frames"] += 1
         second["capture"] += capture_ms if isinstance(capture_ms, int | float) else 0.0
@@ -408,8 +389,6 @@ class SessionCore:
                loss_pct=None, **extra) -> dict:  # fmt: skip
         """One second's figures: `/api/stream/network`, the history record's samples and the
         session's live point (`live_point`). `loss_pct`: None when the plane cannot tell."""
-        from streaming import stats
-
         self._stats(stats.record_network, session=self.id, rtt_ms=rtt_ms, loss_pct=loss_pct,
                     bitrate_kbps=bitrate_kbps, target_kbps=target_kbps)  # fmt: skip
         self._stats(self.live_point, bitrate_kbps, rtt_ms, encode_ms, target_kbps, loss_pct)
@@ -492,9 +471,6 @@ class SessionCore:
         start; runs once. Every end but `watch.CLIENT_REASONS` is deliberate (no display
         linger); a client's user stop (`user_stop`) is deliberate for the title only (the
         client left, the operator did not end anything)."""
-        from displays import machine
-        from streaming import stats
-
         if self.finished:
             return
         self.finished = True
@@ -528,10 +504,8 @@ def recover_lost(pid: int, signum: int) -> list[str]:
     OOM killer, a crash in C), so `finish` never ran. The session manager forks this when it
     reaps such a process; each record that process left in the registry is handed back
     (`_hand_back`). Returns the ids it recovered."""
-    import signal as signals
-
     try:
-        how = signals.Signals(signum).name
+        how = signal.Signals(signum).name
     except ValueError:
         how = f"signal {signum}"
     return [_hand_back(rec, f"the session process (pid {pid}) was killed by {how}")
@@ -544,14 +518,15 @@ def _hand_back(rec: dict, error: str) -> str:
     processes it owned and recorded (`owned_pids`: a sound server of its own) are killed, its
     null sink in a sound server it did not start is unloaded (`sound_sink`),
     the record and slot claim go, and `session.ended` says `session_lost` and why."""
-    from displays import machine
-    from games import lifecycle as games
-    from hooks import prep
-    from streaming.sessions import admission
-
     sid, plane, slot = str(rec["id"]), rec.get("plane") or "compat", rec.get("display_slot")
     steps = (
-        ("title", lambda: (games.close_game(session_id=sid), games.session_ended(sid, True))),
+        (
+            "title",
+            lambda: (
+                game_lifecycle.close_game(session_id=sid),
+                game_lifecycle.session_ended(sid, True),
+            ),
+        ),
         ("undo steps", lambda: prep.run_undo(f"{plane}-session-{sid}")),
         ("display", lambda: slot is not None and machine.disconnect(int(slot), deliberate=True)),
         ("owned processes", lambda: [_kill(p) for p in rec.get("owned_pids") or []]),
@@ -574,8 +549,6 @@ def _hand_back(rec: dict, error: str) -> str:
 
 
 def _kill(pid) -> None:
-    import signal as signals
-
     if isinstance(pid, int) and pid > 1:
         with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signals.SIGKILL)
+            os.kill(pid, signal.SIGKILL)

@@ -26,8 +26,10 @@ import socket
 import struct
 import sys
 import time
+import traceback
 
 from common import procs
+from streaming.sessions import process
 from streaming.sessions.runtime import MAX_LINE, PLANES, socket_path
 
 log = logging.getLogger("streaming.sessions.manager")
@@ -141,12 +143,8 @@ class Manager:
                 conn.setblocking(True)
                 os.dup2(conn.fileno(), 1)  # the first answer line goes to the requester
                 conn.close()
-                from streaming.sessions import process
-
                 code = process.run(plane, spec)
             except BaseException:  # a child never returns into the manager
-                import traceback
-
                 traceback.print_exc()
             finally:
                 os._exit(code or 0)
@@ -183,13 +181,14 @@ class Manager:
                 self.sock.close()
                 for other in self.pending:
                     other.close()
+                # Django app loading: lifecycle's imports need the app registry, which
+                # process.warm_up set up (this module stays Django-free: native.media's
+                # spawned encoder child imports it as its __mp_main__)
                 from streaming.sessions import lifecycle
 
                 lifecycle.recover_lost(pid, signum)
                 code = 0
             except BaseException:  # never return into the manager
-                import traceback
-
                 traceback.print_exc()
             finally:
                 os._exit(code)
@@ -218,8 +217,6 @@ class Manager:
 def main() -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s sessions %(message)s")
     os.environ["SESSION_MANAGER_PID"] = str(os.getpid())
-    from streaming.sessions import process
-
     process.warm_up()
     manager = Manager(listen())
 

@@ -7,10 +7,14 @@ session is armed, `held_answer`). Then the session runs to its end in this proce
 from __future__ import annotations
 
 import contextlib
+import importlib
 import json
 import logging
 import os
 import sys
+
+from common.statedir import state_path
+from streaming.sessions import planes
 
 # Where a session's stderr goes: the native peer's own log; the compat session's into the
 # host's output.
@@ -68,14 +72,12 @@ def held_answer(failure: dict):
 
 
 def warm_up() -> None:
-    import importlib
-
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "hostmgmt.settings")
+    # Django app loading, here only: the manager's module (also native.media's spawned
+    # encoder child's __mp_main__) imports this one and stays Django-free
     import django
 
     django.setup()
-    from streaming.sessions import planes
-
     for name in (*WARM, *planes.warm_modules()):
         try:
             importlib.import_module(name)
@@ -84,8 +86,6 @@ def warm_up() -> None:
 
 
 def _log_to(plane: str) -> None:
-    from common.statedir import state_path
-
     name = LOG_NAMES.get(plane)
     if name:
         with open(state_path("logs", name), "ab") as fh:
@@ -95,8 +95,6 @@ def _log_to(plane: str) -> None:
 
 def run(plane: str, spec: dict) -> int:
     _log_to(plane)
-    from streaming.sessions import planes
-
     body = planes.entry(plane)
     if body is None:
         return 2

@@ -13,18 +13,19 @@ from __future__ import annotations
 import logging
 import subprocess
 
+from hostconfig import store
+
 log = logging.getLogger("streaming.sessions")
 
 
 def values() -> dict:
-    from hostconfig import store
-
     return store.values()
 
 
 def open_capture(name: str, config: dict):
     """The session's started `SessionAudio` (its sink named for `name`), or None: audio off,
     or no sound server (logged)."""
+    # heavy: numpy; only a session process opens sound (the web process imports this module)
     from media.audio.capture import SessionAudio
 
     try:
@@ -45,9 +46,10 @@ def open_capture(name: str, config: dict):
 
 def open_sound(name: str):
     """The session's `media.audiofeed.SessionSound` (capture, chain, Opus settings), or None."""
-    from media.audio.chain import Chain
-    from media.audio.opus import OpusSettings
-    from media.audiofeed import SessionSound
+    # heavy, for a session process only (the web process imports this module):
+    from media.audio.chain import Chain  # heavy: numpy
+    from media.audio.opus import OpusSettings  # heavy: av
+    from media.audiofeed import SessionSound  # heavy: av
 
     config = values()
     audio = open_capture(name, config)
