@@ -7,6 +7,7 @@ import sys
 
 def main() -> None:
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "hostmgmt.settings")
+    # Django after the settings module is named (Django's own manage.py order).
     from django.core.exceptions import ImproperlyConfigured
     from django.core.management import execute_from_command_line
 
