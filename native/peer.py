@@ -171,6 +171,11 @@ class NativePeer:
         self.proven = True
         try:
             await self._start_media()
+            self._go_live()  # session.started; the stream's once its encoder has opened
+            encoder = await asyncio.to_thread(self.encoder.wait_opened, ENCODER_OPEN_S)
+            self.core.stream_began(
+                self.codec, encoder, await asyncio.to_thread(encoding.where, encoder)
+            )
         except _Ended:
             return
         except EncoderFailed as exc:
@@ -182,8 +187,6 @@ class NativePeer:
         except Exception as exc:  # the page hears it in the closing "bye"
             log.warning("native session %s failed to start: %s", self.fp[:12], exc)
             self.stop("launch_failed", True, str(exc), error=str(exc))
-            return
-        self._go_live()
 
     def _step(self) -> None:
         if self.done.is_set():
@@ -238,9 +241,6 @@ class NativePeer:
         self.video_sender._send_keyframe = self.track.request_keyframe
         self.audio_sender.replaceTrack(self.audio)
         self._step()
-        encoder = await asyncio.to_thread(self.encoder.wait_opened, ENCODER_OPEN_S)
-        self.core.use_encoder(self.codec, encoder, await asyncio.to_thread(encoding.where, encoder))
-        self._step()
         self.core.state = "streaming"
         await asyncio.to_thread(
             self.core.publish,
@@ -260,7 +260,6 @@ class NativePeer:
         self.track.request_keyframe()
         self.core.emit("client.connected")
         self.core.began()
-        self.core.stream_began()  # the codec and the encoder that opened: `_start_media`
         page.tell_clipboard(self)
 
     async def watch(self) -> None:
