@@ -248,6 +248,14 @@ def scan(hints: DetectHints, exclude: frozenset[int] = frozenset()) -> Found | N
         games = matched
     if not games:
         return None
+    # A child with its parent's very command line is a fork of it (before its exec, or a
+    # worker): the parent is the program. Watching the fork would lose the game at its exec.
+    forks = set()
+    for pid, p in games.items():
+        parent = games.get(p.stat[0])
+        if parent is not None and parent.cmdline == p.cmdline:
+            forks.add(pid)
+    games = {pid: p for pid, p in games.items() if pid not in forks} or games
     parents = {p.stat[0] for p in games.values()}
     leaves = [p for pid, p in games.items() if pid not in parents] or list(games.values())
     proc = max(leaves, key=lambda p: p.stat[1])

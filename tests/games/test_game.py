@@ -6,6 +6,7 @@ import os
 import shutil
 import signal
 import subprocess
+import sys
 import threading
 import time
 
@@ -213,3 +214,19 @@ def test_steam_reaper_is_passed_over_for_the_game_it_wraps(install):
     assert scan(DetectHints(steam_appid="778")) is None
     os.kill(pid, signal.SIGKILL)
     wrapper.wait(5)
+
+
+def test_a_fork_of_the_game_is_not_taken_for_the_game(install):
+    """A game that forks (a worker, or the moment between a fork and its exec) has a child with
+    its very command line: the game is the parent, whose exit is the game's, not the child's."""
+    launcher = launch(
+        install, game=f"{sys.executable} -c 'import os, time; os.fork(); time.sleep(30)'"
+    )
+    launcher.wait(5)
+    game = game_pid(install)
+    deadline = time.monotonic() + 5
+    while len(subprocess.run(["pgrep", "-P", str(game)], capture_output=True).stdout.split()) < 1:
+        assert time.monotonic() < deadline, "the game never forked"
+        time.sleep(0.02)
+    found = scan(DetectHints(process_name="mygame", session=launcher.pid))
+    assert found is not None and found.pid == game, (found, game)
