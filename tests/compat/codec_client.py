@@ -113,6 +113,7 @@ def main() -> None:
         "decoded": len(pictures),
         "idr_first": bool(frames) and frames[0].frame_type == 1,
         "idr_frames": sum(1 for f in frames if f.frame_type == 1),
+        "idr_at": [i for i, f in enumerate(frames) if f.frame_type == 1],
         "host_idr_frames": host.stats.idr_frames,
         "stop_reason": host.stop_reason,
         "box_bgr": last[height * 3 // 8, width * 3 // 8].tolist() if last is not None else None,

@@ -62,5 +62,8 @@ def test_an_encoder_failing_mid_stream_hands_over_and_the_stream_goes_on(mcc_lib
     assert r["encoder"] == "libx264" and r["stop_reason"] == "host"  # still streaming at the end
     # The hand-over happens at the 20th frame; frames keep coming after it, none lost.
     assert r["frames"] >= 25 and r["decoded"] == r["frames"] == r["host_frames_sent"]
-    assert r["host_idr_frames"] == 2 and r["idr_frames"] == 2  # the first, and one at the change
+    # The first frame and the one at the change (the 20th) are IDRs, and every IDR the host
+    # sent arrived; one more comes only when the client asked for it (a late frame under load).
+    assert r["idr_at"][:1] == [0] and 19 in r["idr_at"], r["idr_at"]
+    assert r["idr_frames"] == r["host_idr_frames"] >= 2, r
     assert _close(r["box_bgr"], (40, 200, 60))
