@@ -34,6 +34,7 @@ HEADER = struct.Struct("<?dd")  # keyframe, capture wall time, encode ms
 PLAYOUT_DELAY_URI = "http://www.webrtc.org/experiments/rtp-hdrext/playout-delay"
 PLAYOUT_DELAY_MS = (0, 0)
 IDR_EVERY_S = 2.0
+OPENED_BYTES = 4096  # the shared array the child names its encoder in
 CLOCK = 90_000
 # What the encoder child needs of the session's display (plain values: it is spawned).
 SOURCE_KEYS = ("backend", "x_display", "region", "wayland_display", "output")
@@ -72,7 +73,8 @@ def encoder_main(
         _tell(opened, f"!{exc}")
         conn.close()
         return
-    name_told = _tell(opened, _opened_text(enc))
+    _tell(opened, _opened_text(enc))
+    name_told = enc.codec_name
     capture = open_capture(display)
     interval = 1.0 / fps
     next_t = time.monotonic()
@@ -102,8 +104,9 @@ def encoder_main(
             except EncoderFailed as exc:  # the last encoder of the plan failed too
                 _tell(opened, f"!{exc}")
                 break
-            if _opened_text(enc) != name_told:  # an encoder failed mid-stream and handed over
-                name_told = _tell(opened, _opened_text(enc))
+            if enc.codec_name != name_told:  # an encoder failed mid-stream and handed over
+                _tell(opened, _opened_text(enc))
+                name_told = enc.codec_name
             if out is None:
                 continue
             if figures is not None and capture_ms is not None:
@@ -124,17 +127,20 @@ def encoder_main(
 
 
 def _opened_text(enc) -> str:
-    """The open encoder as the session reads it: its name and the options it was given."""
-    return json.dumps({"name": enc.codec_name, "options": enc.options}, sort_keys=True)
+    """The open encoder as the session reads it: its name and the options it was given (the
+    name alone when they do not fit `OPENED_BYTES`)."""
+    text = json.dumps({"name": enc.codec_name, "options": enc.options})
+    if len(text.encode()) >= OPENED_BYTES:
+        text = json.dumps({"name": enc.codec_name})
+    return text
 
 
-def _tell(opened, text: str) -> str:
-    """Write `text` (an encoder name, or `!` and why none opened) where the session reads it."""
+def _tell(opened, text: str) -> None:
+    """Write `text` (`_opened_text`, or `!` and why none opened) where the session reads it."""
     if opened is not None:
         raw = text.encode("utf-8", "replace")[: len(opened) - 1]
         with opened.get_lock():
             opened.value = raw
-    return text
 
 
 def playout_delay_value(min_ms: int, max_ms: int) -> bytes:
@@ -204,7 +210,7 @@ class EncoderProcess:
         self.keyframe, self.stop_event, self.lost = ctx.Event(), ctx.Event(), ctx.Event()
         self.figures = ctx.Queue(maxsize=1200)  # (capture ms, encode ms) per frame
         # The encoder open now (`_opened_text`), or "!" and why none opened.
-        self._opened = ctx.Array("c", 4096)
+        self._opened = ctx.Array("c", OPENED_BYTES)
         display = {k: display.get(k) for k in SOURCE_KEYS}
         self.proc = ctx.Process(
             target=encoder_main,
@@ -236,8 +242,8 @@ class EncoderProcess:
             return {}
         try:
             found = json.loads(text)
-        except ValueError:  # cut at the array's size: the name still leads
-            return {"name": text.split('"name": "', 1)[-1].split('"', 1)[0]}
+        except ValueError:
+            return {}
         return found if isinstance(found, dict) else {}
 
     def opened(self) -> str:
