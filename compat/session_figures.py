@@ -6,7 +6,6 @@ core (`/api/stream/*`, the history record, the live chart)."""
 from __future__ import annotations
 
 from compat.engine import adaptive
-from streaming.sessions import encoding
 
 
 def _plus(a: tuple[int, float], b: tuple[int, float]) -> tuple[int, float]:
@@ -71,10 +70,7 @@ class Figures:
                 packet_size=params.packet_size,
                 min_fec=params.min_fec_packets,
             )
-            opened = (s.encoder, s.encoder_options)
-            if s.encoder and opened != (core.encoder, core.extra.get("encoder_options")):
-                # the first second of the stream, or an encoder handed over
-                core.use_encoder(s.codec, s.encoder, encoding.where(s.encoder), s.encoder_options)
+            core.follow_encoder(s.codec, s.encoder, s.encoder_options)
         if not streaming:
             return
         encode = sum(new_enc) / len(new_enc) if new_enc else None

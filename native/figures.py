@@ -8,8 +8,6 @@ import asyncio
 import json
 import time
 
-from streaming.sessions import encoding
-
 # A connection that closes after the browser has sent nothing for this long was not closed by
 # the browser (that comes with its RTCP still flowing) but given up on: ICE consent expired
 # (aioice: about 30 s without an answer), i.e. the peer vanished -> reason `timeout`.
@@ -61,10 +59,9 @@ class Figures:
         core, encoder, video = peer.core, peer.encoder, peer.video
         rtt = await self.rtt_ms(peer.pc)
         now = time.monotonic()
-        opened, options = encoder.opened(), encoder.options()
-        if opened and (opened, options) != (core.encoder, core.extra.get("encoder_options")):
-            where = await asyncio.to_thread(encoding.where, opened)  # a hand-over, or the first
-            core.use_encoder(peer.codec, opened, where, options)
+        await asyncio.to_thread(
+            core.follow_encoder, peer.codec, encoder.opened(), encoder.options()
+        )
         frames, nbytes = video.frames, video.bytes
         for capture_ms, encode_ms in encoder.drain_figures():
             core.latency(capture_ms, encode_ms)

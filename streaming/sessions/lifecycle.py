@@ -31,7 +31,7 @@ from games import registry as game_registry
 from games import session_settings as game_settings
 from hooks import events, prep, stream_webhooks
 from streaming import history, session_display, session_play, stats
-from streaming.sessions import admission, registry, sound
+from streaming.sessions import admission, encoding, registry, sound
 from streaming.sessions.watch import CLIENT_REASONS, CLOSE_REASONS
 
 log = logging.getLogger("streaming.sessions")
@@ -328,6 +328,13 @@ class SessionCore:
         if where is not None:
             self.extra["encoder"] = where
         self.extra.update(codec=self.codec, encoder_name=self.encoder)
+
+    def follow_encoder(self, codec: str, encoder: str, options: dict) -> None:
+        """What a plane's stream says is open now, each second: recorded when it is new (the
+        stream's first second, or a hand-over), with where it runs (`encoding.where` may probe
+        the GPUs: off an event loop)."""
+        if encoder and (encoder, options) != (self.encoder, self.extra.get("encoder_options")):
+            self.use_encoder(codec, encoder, encoding.where(encoder), options)
 
     def stream_began(self, codec: str | None = None, encoder: str | None = None,
                      where: dict | None = None) -> None:  # fmt: skip
