@@ -110,10 +110,7 @@ class Plan:
 
     def first(self, codec: str) -> str:
         """The encoder a `codec` stream opens first (what GET /gpus shows until it reports)."""
-        # heavy: media.encoder loads av and numpy; the web and compat processes import this
-        from media.encoder import SOFTWARE_ENCODER
-
-        return (self.encoders.get(codec) or [SOFTWARE_ENCODER[codec]])[0]
+        return (self.encoders.get(codec) or [encoders.CANDIDATES["software"][codec]])[0]
 
 
 def plan(codecs: tuple[str, ...] | list[str]) -> Plan:
