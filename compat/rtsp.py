@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from compat.codecs import BITSTREAM_FORMATS, H264_ONLY, CodecRefused, Offer
+from media.audio import layouts
 
 MAX_REQUEST_BYTES = 64 * 1024
 SESSION_ID = "DEADBEEFCAFE"
@@ -168,13 +169,15 @@ def describe_sdp(
     feature_flags: int = 0,
     offer: Offer = H264_ONLY,
 ) -> bytes:
-    """The host's stream offer: the codec markers of `offer` (compat.codecs), no RFI. The
-    encryption bits come from the launch's policy (:mod:`compat.engine.encryption`)."""
+    """The host's stream offer: the codec markers of `offer` (compat.codecs), no RFI, and the
+    5.1/7.1 Opus configs (`media.audio.layouts`). The encryption bits come from the launch's
+    policy (:mod:`compat.engine.encryption`)."""
     return (
         f"a=x-ss-general.featureFlags:{feature_flags}\n"
         f"a=x-ss-general.encryptionSupported:{encryption_supported}\n"
         f"a=x-ss-general.encryptionRequested:{encryption_requested}\n"
         f"{offer.describe_lines()}"
+        f"{layouts.describe_lines()}"
     ).encode("ascii")
 
 
@@ -289,6 +292,9 @@ def parse_announce(body: bytes) -> StreamParams:
         values[name] = value
     if values["packet_size"] % 16:
         raise RtspError(400, "packetSize must be a multiple of 16")
+    if values["audio_channels"] not in layouts.LAYOUTS:
+        raise RtspError(400, f"x-nv-audio.surround.numChannels={values['audio_channels']}: "
+                        "only 2, 6 or 8 channels are streamed")  # fmt: skip
     if values["width"] * values["height"] > 8192 * 4320:
         raise RtspError(400, "resolution too large")
     # Like Sunshine: a refresh rate not within 1 % of maxFPS is discarded, not an error.

@@ -1,0 +1,157 @@
+"""5.1 and 7.1 on the GameStream plane: the DESCRIBE's surround-params lines, read as
+moonlight-common-c reads them, give the client exactly the Opus config the host encodes with,
+and a tone on one channel comes out of the client's decoder on that channel only.
+
+`client_config` is a port of moonlight-common-c's `parseOpusConfigurations` (RtspConnection.c):
+the first `a=fmtp:97 surround-params=<ch>` line, rotated (GFE lists LFE last), is normal
+quality; a second one for the same count is high quality, not rotated.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from compat import rtsp
+from media.audio import layouts
+from media.audio.layouts import LayoutError
+from media.audio.multistream import MultistreamDecoder
+from media.audio.opus import OpusEncoder
+from tests.media.signals import blocks
+
+RATE = 48_000
+NAMES = {6: ["FL", "FR", "C", "LFE", "RL", "RR"], 8: ["FL", "FR", "C", "LFE", "RL", "RR", "SL", "SR"]}
+# FFmpeg's Opus decoder (moonlight-python's AudioDecoder) treats a family-1 stream as Vorbis
+# order (FL C FR RL RR LFE) and reorders it to its own (FL FR C LFE RL RR): the client's
+# channel i comes out at FFMPEG_51[i]. Moonlight's own clients decode with libopus as is.
+FFMPEG_51 = [0, 2, 1, 4, 5, 3]
+
+
+def client_config(describe: bytes, channels: int, high_quality: bool) -> tuple[int, int, list]:
+    """(streams, coupled, mapping) as moonlight-common-c derives them from a DESCRIBE."""
+    if channels == 2:
+        return 1, 1, [0, 1]
+    body = describe.decode()
+    prefix = f"a=fmtp:97 surround-params={channels}"
+    first = body.find(prefix)
+    assert first >= 0, "no surround-params line for this channel count"
+    at = first + len(prefix)
+    if high_quality:
+        second = body.find(prefix, at)
+        assert second >= 0, "no high-quality line"
+        at = second + len(prefix)
+    digits = body[at : at + 2 + channels]
+    streams, coupled, mapping = int(digits[0]), int(digits[1]), [int(d) for d in digits[2:]]
+    if not high_quality:  # GFE's normal-quality order: LFE last; the client moves it after C
+        mapping = [*mapping[:3], mapping[channels - 1], *mapping[3 : channels - 1]]
+    return streams, coupled, mapping
+
+
+def test_the_describe_lines_normal_then_high_quality_per_count():
+    assert layouts.describe_lines().splitlines() == [
+        "a=fmtp:97 surround-params=642014235",  # known good: GFE's and the client's fallback
+        "a=fmtp:97 surround-params=660012345",
+        "a=fmtp:97 surround-params=85301623457",
+        "a=fmtp:97 surround-params=88001234567",
+    ]
+    sdp = rtsp.describe_sdp()
+    assert sdp.endswith(layouts.describe_lines().encode())
+
+
+@pytest.mark.parametrize("channels", [2, 6, 8])
+@pytest.mark.parametrize("high", [False, True])
+def test_the_client_derives_the_encoders_config(channels, high):
+    config = layouts.layout(channels).config(high)
+    assert client_config(rtsp.describe_sdp(), channels, high) == (
+        config.streams,
+        config.coupled,
+        list(config.mapping),
+    )
+    assert layouts.client_rotation(layouts.wire_mapping(config.mapping)) == config.mapping
+
+
+def test_normal_51_pairs_fronts_and_rears_and_codes_c_and_lfe_alone():
+    c = layouts.layout(6).normal
+    # stream 0 = FL/FR, stream 1 = RL/RR (coupled: two decoded channels each), 2 = C, 3 = LFE
+    assert (c.streams, c.coupled) == (4, 2)
+    assert dict(zip(NAMES[6], c.mapping, strict=True)) == {
+        "FL": 0, "FR": 1, "RL": 2, "RR": 3, "C": 4, "LFE": 5,
+    }  # fmt: skip
+    assert [b.bitrate for b in (layouts.STEREO.normal, layouts.STEREO.high)] == [96_000, 512_000]
+    assert [layouts.layout(6).normal.bitrate, layouts.layout(6).high.bitrate] == [256_000, 1_536_000]
+    assert [layouts.layout(8).normal.bitrate, layouts.layout(8).high.bitrate] == [450_000, 2_048_000]
+
+
+def one_channel_tone(channels: int, channel: int, seconds: float = 0.5) -> np.ndarray:
+    x = np.zeros((int(seconds * RATE), channels), np.float32)
+    x[:, channel] = 0.3 * np.sin(2 * np.pi * 1000 * np.arange(x.shape[0]) / RATE)
+    return x
+
+
+def channel_db(y: np.ndarray) -> np.ndarray:
+    y = y.astype(np.float64) / (32768.0 if y.dtype == np.int16 else 1.0)
+    return 10 * np.log10(np.mean(np.square(y), axis=0) + 1e-12)
+
+
+@pytest.mark.parametrize("channels", [6, 8])
+@pytest.mark.parametrize("high", [False, True])
+def test_a_tone_on_one_channel_reaches_that_channel_only(channels, high):
+    config = layouts.layout(channels).config(high)
+    streams, coupled, mapping = client_config(rtsp.describe_sdp(), channels, high)
+    for channel in range(channels):
+        enc = OpusEncoder(frame_ms=5, bitrate=config.bitrate, layout=config)
+        dec = MultistreamDecoder(channels, streams, coupled, mapping)
+        packets = [p for b in blocks(one_channel_tone(channels, channel), 10) for p in enc.encode(b)]
+        assert len({len(p) for p in packets}) == 1  # CBR: audio FEC needs one size per block
+        y = np.concatenate([dec.decode(p) for p in packets])[4800:]
+        levels = channel_db(y)
+        name = NAMES[channels][channel]
+        assert levels[channel] > -14.0, (name, levels)  # sent at -13.5 dBFS
+        others = np.delete(levels, channel)
+        assert others.max() < levels[channel] - 50, (name, levels)
+
+
+def test_moonlight_pythons_decoder_hears_51_in_ffmpegs_order():
+    """The library the e2e client uses: same packets, FFmpeg's fixed reorder on top."""
+    from moonlight_python.audio_decoder import AudioDecoder
+
+    config = layouts.layout(6).normal
+    streams, coupled, mapping = client_config(rtsp.describe_sdp(), 6, False)
+    for channel in range(6):
+        enc = OpusEncoder(frame_ms=5, bitrate=config.bitrate, layout=config)
+        dec = AudioDecoder(RATE, 6, streams, coupled, mapping)
+        out = [a for b in blocks(one_channel_tone(6, channel), 10) for p in enc.encode(b)
+               for a in dec.decode(p)]  # fmt: skip
+        levels = channel_db(np.concatenate(out)[4800:])
+        assert int(np.argmax(levels)) == FFMPEG_51[channel], (channel, levels)
+        assert np.delete(levels, FFMPEG_51[channel]).max() < levels.max() - 50
+
+
+def test_the_encoder_buffers_any_block_length_and_checks_the_shape():
+    config = layouts.layout(6).normal
+    enc = OpusEncoder(frame_ms=10, bitrate=config.bitrate, layout=config)
+    assert enc.channels == 6
+    assert enc.encode(np.zeros((300, 6), np.int16)) == []
+    assert len(enc.encode(np.zeros((700, 6), np.int16))) == 2
+    with pytest.raises(ValueError):
+        enc.encode(np.zeros((480, 2), np.int16))
+
+
+@pytest.mark.parametrize(
+    "info,ok",
+    [
+        ((0x3 << 16) | 2, True),
+        ((0x3F << 16) | 6, True),
+        ((0x63F << 16) | 8, True),
+        ((0x3F << 16) | 2, False),  # a 5.1 mask on two channels
+        ((0xFF << 16) | 6, False),
+        (6, False),  # no mask
+        ((0x3F << 16) | 12, False),
+    ],
+)
+def test_surround_info_names_a_known_layout(info, ok):
+    if ok:
+        assert layouts.from_surround_info(info).channels == info & 0xFFFF
+    else:
+        with pytest.raises(LayoutError):
+            layouts.from_surround_info(info)
