@@ -14,7 +14,8 @@ What the client reads (moonlight-common-c ``RtspConnection.c`` ``parseOpusConfig
   client sends ``AudioQuality:1``.
 
 So the normal-quality mapping goes on the wire pre-rotated (:func:`wire_mapping`): after the
-client's rotation it is exactly the mapping the host's encoder uses. Plain Python, no codec: the sink, the encoder and the RTSP DESCRIBE all read it.
+client's rotation it is exactly the mapping the host's encoder uses. Plain Python, no codec:
+the sink, the encoder and the RTSP DESCRIBE all read it.
 """
 
 from __future__ import annotations
@@ -106,7 +107,8 @@ def from_surround_info(info: int) -> Layout:
     found = layout(channels)
     if mask != found.mask:
         raise LayoutError(
-            f"channel mask {mask:#x} is not {found.name}'s ({found.mask:#x}) for {channels} channels"
+            f"channel mask {mask:#x} is not {found.name}'s ({found.mask:#x}) "
+            f"for {channels} channels"
         )
     return found
 

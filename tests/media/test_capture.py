@@ -11,13 +11,17 @@ import time
 import numpy as np
 import pytest
 
+from media.audio import layouts
 from media.audio.capture import (
     AudioUnavailable,
     SessionAudio,
+    SinkRefused,
+    VirtualSink,
     audio_enabled,
     availability,
     sink_name,
 )
+from media.audio.layouts import LayoutError
 from tests.media.signals import peak_hz_and_db, silence, tone
 
 pytestmark = pytest.mark.skipif(
@@ -26,7 +30,9 @@ pytestmark = pytest.mark.skipif(
 )
 
 
-def play(env: dict, signal: np.ndarray, buffer_ms: int = 200) -> subprocess.Popen:
+def play(
+    env: dict, signal: np.ndarray, buffer_ms: int = 200, channel_map: str = ""
+) -> subprocess.Popen:
     """The session's app: plays `signal` to its default sink, as a game would.
 
     A 200 ms playback buffer by default: on a loaded machine a 20 ms one underruns and puts
@@ -39,7 +45,8 @@ def play(env: dict, signal: np.ndarray, buffer_ms: int = 200) -> subprocess.Pope
             f"--latency-msec={buffer_ms}",
             "--raw",
             "--rate=48000",
-            "--channels=2",
+            f"--channels={signal.shape[1]}",
+            *([f"--channel-map={channel_map}"] if channel_map else []),
             "--format=s16le",
         ],
         stdin=subprocess.PIPE,
@@ -99,6 +106,46 @@ def test_a_second_session_does_not_hear_the_first(session):
     assert session.server.proc.poll() is None  # a shared server outlives the other session
     sinks = session.server.pactl("list", "short", "sinks")
     assert "game_sink_1_s1" in sinks and "game_sink_1_s2" not in sinks
+
+
+@pytest.mark.parametrize("channels", [6, 8])
+def test_a_surround_sink_keeps_each_channel_in_its_column(channels):
+    """The app plays a tone on the rear-left speaker only: the capture has it in column 4
+    (the client's order: FL FR C LFE RL RR SL SR) and nothing elsewhere."""
+    audio = SessionAudio({}, f"surround{channels}", reuse=False, channels=channels).start()
+    try:
+        assert audio.sink.channel_map == layouts.layout(channels).pulse_map
+        x = np.zeros((int(0.8 * 48000), channels), np.float32)
+        x[:, 4] = tone(0.8, -12.0)[:, 0]
+        player = play(audio.app_env(), x, channel_map=audio.sink.channel_map)
+        got = []
+        for _ in range(60):
+            b = audio.read(480, timeout=1.0)
+            assert b is not None and b.shape == (480, channels)
+            got.append(b)
+        player.wait(5)
+        y = np.concatenate(got).astype(np.float32) / 32768
+        assert peak_hz_and_db(y[:, 4:5])[1] > -20
+        assert max(peak_hz_and_db(np.delete(y, 4, axis=1))[1], -200) < -90
+    finally:
+        audio.close()
+
+
+def test_a_sound_server_that_refuses_a_surround_sink_says_so():
+    audio = SessionAudio({}, "refused", reuse=False, channels=6).start()
+    try:
+        sink = VirtualSink(audio.server, "bad", channels=6)
+        sink.channel_map = "front-left,nonsense"  # what an old or odd server would refuse
+        with pytest.raises(SinkRefused, match="refused a 5.1 sink"):
+            sink.load()
+        stereo = VirtualSink(audio.server, "bad2")
+        stereo.channel_map = "nonsense"
+        with pytest.raises(AudioUnavailable):  # stereo keeps the silence policy
+            stereo.load()
+    finally:
+        audio.close()
+    with pytest.raises(LayoutError):
+        SessionAudio({}, "x", channels=12)
 
 
 def test_close_stops_the_server_it_started():

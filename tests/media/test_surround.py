@@ -14,13 +14,16 @@ import pytest
 
 from compat import rtsp
 from media.audio import layouts
+from media.audio.chain import Chain
 from media.audio.layouts import LayoutError
 from media.audio.multistream import MultistreamDecoder
-from media.audio.opus import OpusEncoder
+from media.audio.opus import OpusEncoder, OpusSettings
+from media.audiofeed import SessionSound
 from tests.media.signals import blocks
 
 RATE = 48_000
-NAMES = {6: ["FL", "FR", "C", "LFE", "RL", "RR"], 8: ["FL", "FR", "C", "LFE", "RL", "RR", "SL", "SR"]}
+NAMES = {6: ["FL", "FR", "C", "LFE", "RL", "RR"]}
+NAMES[8] = [*NAMES[6], "SL", "SR"]
 # FFmpeg's Opus decoder (moonlight-python's AudioDecoder) treats a family-1 stream as Vorbis
 # order (FL C FR RL RR LFE) and reorders it to its own (FL FR C LFE RL RR): the client's
 # channel i comes out at FFMPEG_51[i]. Moonlight's own clients decode with libopus as is.
@@ -77,9 +80,8 @@ def test_normal_51_pairs_fronts_and_rears_and_codes_c_and_lfe_alone():
     assert dict(zip(NAMES[6], c.mapping, strict=True)) == {
         "FL": 0, "FR": 1, "RL": 2, "RR": 3, "C": 4, "LFE": 5,
     }  # fmt: skip
-    assert [b.bitrate for b in (layouts.STEREO.normal, layouts.STEREO.high)] == [96_000, 512_000]
-    assert [layouts.layout(6).normal.bitrate, layouts.layout(6).high.bitrate] == [256_000, 1_536_000]
-    assert [layouts.layout(8).normal.bitrate, layouts.layout(8).high.bitrate] == [450_000, 2_048_000]
+    rates = {n: (lay.normal.bitrate, lay.high.bitrate) for n, lay in layouts.LAYOUTS.items()}
+    assert rates == {2: (96_000, 512_000), 6: (256_000, 1_536_000), 8: (450_000, 2_048_000)}
 
 
 def one_channel_tone(channels: int, channel: int, seconds: float = 0.5) -> np.ndarray:
@@ -101,7 +103,8 @@ def test_a_tone_on_one_channel_reaches_that_channel_only(channels, high):
     for channel in range(channels):
         enc = OpusEncoder(frame_ms=5, bitrate=config.bitrate, layout=config)
         dec = MultistreamDecoder(channels, streams, coupled, mapping)
-        packets = [p for b in blocks(one_channel_tone(channels, channel), 10) for p in enc.encode(b)]
+        x = one_channel_tone(channels, channel)
+        packets = [p for b in blocks(x, 10) for p in enc.encode(b)]
         assert len({len(p) for p in packets}) == 1  # CBR: audio FEC needs one size per block
         y = np.concatenate([dec.decode(p) for p in packets])[4800:]
         levels = channel_db(y)
@@ -155,3 +158,38 @@ def test_surround_info_names_a_known_layout(info, ok):
     else:
         with pytest.raises(LayoutError):
             layouts.from_surround_info(info)
+
+
+class FakeCapture:
+    """A session capture of `channels` that plays `signal` (int16) block by block."""
+
+    def __init__(self, signal: np.ndarray):
+        self.channels = signal.shape[1]
+        self._blocks = [b for b in blocks((signal * 32767).astype(np.int16), 10)]
+
+    def read(self, frames: int, timeout: float = 1.0):
+        return self._blocks.pop(0) if self._blocks else None
+
+
+@pytest.mark.parametrize(
+    "sink,stream,heard",
+    [
+        (6, 2, [0, 1]),  # 5.1 sink, stereo client: the centre in both fronts (downmix)
+        (2, 6, [0, 1]),  # stereo sink, 5.1 client: the stereo on FL/FR, the rest silent
+        (6, 8, [2]),  # 5.1 sink, 7.1 client: the centre stays the centre
+    ],
+)
+def test_the_feed_converts_the_sinks_layout_to_the_streams(sink, stream, heard):
+    x = np.zeros((24000, sink), np.float32)
+    sine = 0.5 * np.sin(2 * np.pi * 1000 * np.arange(24000) / RATE)
+    for channel in [0, 1] if sink == 2 else [2]:  # stereo: both fronts; surround: the centre
+        x[:, channel] = sine
+    sound = SessionSound(FakeCapture(x), Chain(), OpusSettings())
+    config = layouts.layout(stream).normal
+    feed = sound.stream(5, config.bitrate, config)
+    assert feed.encoder.channels == stream
+    packets = [p for _ in range(50) for p in feed.next_packets()]
+    dec = MultistreamDecoder(stream, config.streams, config.coupled, config.mapping)
+    levels = channel_db(np.concatenate([dec.decode(p) for p in packets])[4800:])
+    assert all(levels[c] > -30 for c in heard), levels
+    assert (np.delete(levels, heard) < -80).all(), levels
