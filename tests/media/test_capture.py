@@ -22,6 +22,7 @@ from media.audio.capture import (
     sink_name,
 )
 from media.audio.layouts import LayoutError
+from streaming.sessions import sound
 from tests.media.signals import peak_hz_and_db, silence, tone
 
 pytestmark = pytest.mark.skipif(
@@ -207,3 +208,18 @@ def test_agc_lifts_a_quiet_tone_through_capture_chain_and_opus(session):
     assert not off, (off, levels[onset : onset + 70].round(1).tolist())
     hz, _ = peak_hz_and_db(y[(onset + 30) * 480 : (onset + 60) * 480])
     assert abs(hz - 1000) <= 4
+
+
+def test_a_surround_launch_is_refused_only_when_a_running_server_refuses_its_sink(monkeypatch):
+    """Sound server up, surround sink refused: the launch is refused with the reason. No
+    sound server at all: silence, as for stereo (the engine sends it in the agreed layout)."""
+
+    def refuse(sink):
+        raise SinkRefused("the sound server refused a 5.1 sink: pactl said no")
+
+    with monkeypatch.context() as m:
+        m.setattr(VirtualSink, "load", refuse)
+        with pytest.raises(sound.SoundRefused, match="refused a 5.1 sink: pactl said no"):
+            sound.open_capture("refusing", {}, 6)
+    monkeypatch.setenv("PATH", "/nonexistent")
+    assert sound.open_capture("serverless", {}, 6) is None
