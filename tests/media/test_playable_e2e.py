@@ -128,23 +128,28 @@ def test_a_1khz_tone_reaches_the_client_at_its_frequency_and_level(tone_host):
 
 
 @pytest.mark.parametrize(
-    "channels,channel,opus_config",
-    [(6, 4, [6, 4, 2, [0, 1, 4, 5, 2, 3]]), (8, 6, [8, 5, 3, [0, 1, 6, 7, 2, 3, 4, 5]])],
-    ids=["5.1-RL", "7.1-SL"],
+    "channels,channel,kbps,opus_config",
+    [
+        (6, 4, 10000, [6, 4, 2, [0, 1, 4, 5, 2, 3]]),
+        (8, 6, 10000, [8, 5, 3, [0, 1, 6, 7, 2, 3, 4, 5]]),
+        (6, 3, 20000, [6, 6, 0, [0, 1, 2, 3, 4, 5]]),  # high quality: the DESCRIBE's 2nd line
+    ],
+    ids=["5.1-RL", "7.1-SL", "5.1-LFE-high"],
 )
 def test_a_surround_client_hears_a_tone_on_one_channel_on_that_channel(
-    tone_host, channels, channel, opus_config
+    tone_host, channels, channel, kbps, opus_config
 ):
     """A 5.1 (7.1) launch: the session's sink has that layout, the app plays a tone on one
-    speaker alone, and the client (normal quality) decodes every channel with the tone on
-    that speaker only."""
+    speaker alone, and the client decodes every channel with the tone on that speaker only
+    (at normal quality, and at high quality from 15 Mb/s)."""
     host = tone_host
     (host.marks / "channels").write_text(str(channels))  # the tone app's stream layout
     spec = {"freq": 1000, "amp": 0.25, "seconds": 1.5, "channel": channel}
     (host.marks / "tone-spec.json").write_text(json.dumps(spec))
     (host.marks / "received.npz").unlink(missing_ok=True)
     try:
-        r = play(host, host.cfg, "Tone", 3.0, "tone", {"PLAY_AUDIO_CHANNELS": str(channels)})
+        env = {"PLAY_AUDIO_CHANNELS": str(channels), "PLAY_BITRATE_KBPS": str(kbps)}
+        r = play(host, host.cfg, "Tone", 3.0, "tone", env)
     finally:
         (host.marks / "channels").unlink()
     # What the client derived from the DESCRIBE is what the host encodes with (layouts).

@@ -11,7 +11,8 @@
   the surround packets are decoded with libopus's multistream decoder and the config the
   client library derived, as Moonlight's own clients decode (moonlight-python's FFmpeg
   decoder reorders surround to FFmpeg's channel order, and crashes on 8 channels); the
-  result then carries that `opus_config`.
+  result then carries that `opus_config`. `PLAY_BITRATE_KBPS=20000` makes the client ask for
+  high-quality surround (moonlight-common-c does from 15 Mb/s).
 * `input`: streams Desktop and drives its display through the control stream (keys, mouse
   absolute and relative, scroll, a flood, absurd coordinates, a key held at disconnect),
   reading each effect back from the X display (XQueryKeymap, the pointer, a tiny window
@@ -171,9 +172,10 @@ def main() -> None:
     key, iv = secrets.token_bytes(16), secrets.token_bytes(16)
     session = StreamingSession()
     channels = int(os.environ.get("PLAY_AUDIO_CHANNELS", "2"))
-    config = StreamConfig(width=width, height=height, fps=fps, bitrate_kbps=10000,
+    kbps = int(os.environ.get("PLAY_BITRATE_KBPS", "10000"))  # >= 15000: high-quality surround
+    config = StreamConfig(width=width, height=height, fps=fps, bitrate_kbps=kbps,
                           audio_configuration=AUDIO_CONFIGURATIONS[channels])  # fmt: skip
-    url = http.launch_app(app.id, width, height, fps, 10000, 1, key, iv,
+    url = http.launch_app(app.id, width, height, fps, kbps, 1, key, iv,
                           config.surroundaudioinfo,
                           launch_query_params=session.get_launch_query_params())  # fmt: skip
     session.start(address="127.0.0.1", app_version="7.1.431.-1", gfe_version="3.23.0.74",
