@@ -27,6 +27,7 @@ from cryptography.hazmat.primitives import padding
 from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 
 from compat import fec
+from media.audio import layouts
 
 PT_AUDIO = 97
 PT_FEC = 127
@@ -147,6 +148,7 @@ class OpusSilence:
             # heavy (numpy, ctypes libopus), like PyAV above
             from media.audio.multistream import MultistreamEncoder
 
+            layout = layout or layouts.layout(self.channels).normal
             self._ms = MultistreamEncoder(
                 layout.channels, layout.streams, layout.coupled, layout.mapping,
                 bitrate=bitrate, frame_samples=self.samples, fec=False,

@@ -563,8 +563,12 @@ class StreamSession:
         if source is not None:
             self._send_captured(source, packetizer, audio)
             return
-        silence = OpusSilence(packet_ms=params.audio_packet_ms, bitrate=bitrate, layout=layout)
-        opus = silence.next_packet()  # silence is constant: encode once
+        try:
+            silence = OpusSilence(params.audio_packet_ms, bitrate, layout=layout)
+            opus = silence.next_packet()  # silence is constant: encode once
+        except Exception:  # no libopus for this layout: the picture goes on without sound
+            log.exception("no Opus encoder for %d-channel silence", layout.channels)
+            return
         interval = params.audio_packet_ms / 1000
         next_at = time.monotonic()
         while not self._stop.is_set():
