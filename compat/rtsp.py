@@ -169,15 +169,14 @@ def describe_sdp(
     feature_flags: int = 0,
     offer: Offer = H264_ONLY,
 ) -> bytes:
-    """The host's stream offer: the codec markers of `offer` (compat.codecs), no RFI, and the
-    5.1/7.1 Opus configs (`media.audio.layouts`). The encryption bits come from the launch's
-    policy (:mod:`compat.engine.encryption`)."""
+    """The host's stream offer: the codec markers of `offer` (compat.codecs), no RFI. The
+    encryption bits come from the launch's policy (:mod:`compat.engine.encryption`)."""
     return (
         f"a=x-ss-general.featureFlags:{feature_flags}\n"
         f"a=x-ss-general.encryptionSupported:{encryption_supported}\n"
         f"a=x-ss-general.encryptionRequested:{encryption_requested}\n"
         f"{offer.describe_lines()}"
-        f"{layouts.describe_lines()}"
+        f"{layouts.describe_lines()}"  # the 5.1/7.1 Opus configs, normal then high quality
     ).encode("ascii")
 
 
