@@ -16,7 +16,7 @@ from compat import rtsp
 from media.audio import layouts
 from media.audio.chain import Chain
 from media.audio.layouts import LayoutError
-from media.audio.multistream import MultistreamDecoder
+from media.audio.multistream import MultistreamDecoder, OpusLibraryError
 from media.audio.opus import OpusEncoder, OpusSettings
 from media.audiofeed import SessionSound
 from tests.media.signals import blocks
@@ -193,3 +193,26 @@ def test_the_feed_converts_the_sinks_layout_to_the_streams(sink, stream, heard):
     levels = channel_db(np.concatenate([dec.decode(p) for p in packets])[4800:])
     assert all(levels[c] > -30 for c in heard), levels
     assert (np.delete(levels, heard) < -80).all(), levels
+
+
+def test_the_host_opus_settings_reach_the_multistream_encoder():
+    config = layouts.layout(6).normal
+    x = np.zeros((24000, 6), np.float32)
+    x[:, 2] = 0.3 * np.sin(2 * np.pi * 12_000 * np.arange(24000) / RATE)  # 12 kHz on C
+
+    def run(settings, frame_ms=5):
+        enc = OpusEncoder(settings, frame_ms=frame_ms, bitrate=config.bitrate, layout=config)
+        dec = MultistreamDecoder(6, config.streams, config.coupled, config.mapping)
+        packets = [p for b in blocks(x, 10) for p in enc.encode(b)]
+        return packets, channel_db(np.concatenate([dec.decode(p) for p in packets])[4800:])
+
+    packets, full = run(OpusSettings())
+    assert {len(p) for p in packets} == {config.bitrate * 5 // 1000 // 8}
+    assert full[2] > -14.0
+    _, wide = run(OpusSettings(bandwidth_extension=False))  # wideband: an 8 kHz cutoff
+    assert wide[2] < -40.0
+    x[:12000, 2] = 0.0  # half silence: VBR spends less on it
+    vbr, _ = run(OpusSettings(vbr=2), frame_ms=20)
+    assert len({len(p) for p in vbr}) > 3
+    with pytest.raises(OpusLibraryError):  # libopus refuses complexity 11: said, not ignored
+        OpusEncoder(OpusSettings(complexity=11), bitrate=config.bitrate, layout=config)
