@@ -5,6 +5,8 @@ Prints, from one run:
   duration (the baseline: 10 ms of audio must take far less than 10 ms to process);
 * the chain with every stage off (the bit-exact passthrough a fresh host runs);
 * Opus encode cost per 5/10/20 ms frame at the default settings, against the frame duration;
+* Opus encode cost per 5 ms packet for each GameStream layout and quality (stereo, 5.1, 7.1,
+  normal and high quality, at their bitrates), against stereo normal quality;
 * with --latency (needs pulseaudio): tone onset played into a session sink until it comes
   out of capture -> chain -> Opus -> decode, the host's share of capture-to-client latency.
 * with --client N (needs pulseaudio, Xvfb): the end-to-end tone test N times on a host of its
@@ -28,6 +30,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from hostconfig.schema import AUDIO_KEYS
+from media.audio import layouts
 from media.audio.chain import Chain
 from media.audio.opus import OpusDecoder, OpusEncoder
 
@@ -92,6 +95,27 @@ def bench_opus(seconds: float) -> None:
             f"opus encode, {frame_ms:2d} ms frame: {med * 1e6:8.1f} us median, {p99 * 1e6:8.1f} us"
             f" p99 = {med / (frame_ms / 1000) * 100:.2f} % of the frame's {frame_ms * 1000} us"
         )
+
+
+def bench_layouts(seconds: float) -> None:
+    """Per 5 ms packet, the stream's own shape: the program on every channel of the layout."""
+    x = program(seconds)
+    n = RATE * 5 // 1000
+    base = None
+    for channels in (2, 6, 8):
+        pcm = np.tile(x[:, :1], (1, channels)) * np.linspace(1.0, 0.6, channels, dtype=np.float32)
+        frames = [pcm[i : i + n] for i in range(0, len(pcm) - n + 1, n)]
+        for high in (False, True):
+            config = layouts.layout(channels).config(high)
+            enc = OpusEncoder(frame_ms=5, bitrate=config.bitrate, layout=config)
+            med, p99 = per_block(enc.encode, frames, repeat=1)
+            base = base or med
+            name = f"{layouts.NAMES[channels]} {'high' if high else 'normal'}"
+            print(
+                f"opus encode, 5 ms packet, {name:11s} ({config.bitrate // 1000:4d} kb/s): "
+                f"{med * 1e6:7.1f} us median, {p99 * 1e6:7.1f} us p99 = {med / base:.2f}x stereo,"
+                f" {med / 0.005 * 100:.2f} % of a core"
+            )
 
 
 def bench_latency(trials: int) -> None:
@@ -209,6 +233,7 @@ def main() -> None:
     print("baseline: one block is 10 ms = 10 000 us of audio; Opus frames 5/10/20 ms")
     bench_chain(args.seconds)
     bench_opus(args.seconds)
+    bench_layouts(args.seconds)
     if args.latency:
         bench_latency(args.trials)
     if args.client:

@@ -27,6 +27,7 @@ from cryptography.hazmat.primitives import padding
 from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 
 from compat import fec
+from media.audio import layouts
 
 PT_AUDIO = 97
 PT_FEC = 127
@@ -130,26 +131,42 @@ class AudioPacketizer:
 
 
 class OpusSilence:
-    """CBR Opus packets of silence (48 kHz stereo) at the client's packet duration."""
+    """CBR Opus packets of silence at the client's packet duration, in the stream's layout:
+    mono or stereo through PyAV, 5.1 and 7.1 with the multistream config the client was told
+    (`layout`, a `media.audio.layouts.OpusConfig`), so its decoder reads them as it reads sound.
+    """
 
-    def __init__(self, packet_ms: int = 5, bitrate: int = 96000, channels: int = 2):
+    def __init__(self, packet_ms: int = 5, bitrate: int = 96000, channels: int = 2, layout=None):
         import av  # PyAV: imported here so the protocol package loads without it
 
         self.samples = 48 * packet_ms
-        self.channels = channels
+        self.channels = layout.channels if layout is not None else channels
+        self._ms = None
+        self._av = av
+        self._pts = 0
+        if self.channels > 2:
+            # heavy (numpy, ctypes libopus), like PyAV above
+            from media.audio.multistream import MultistreamEncoder
+
+            layout = layout or layouts.layout(self.channels).normal
+            self._ms = MultistreamEncoder(
+                layout.channels, layout.streams, layout.coupled, layout.mapping,
+                bitrate=bitrate, frame_samples=self.samples, fec=False,
+            )  # fmt: skip
+            return
         ctx = av.CodecContext.create("libopus", "w")
         ctx.sample_rate = 48000
-        ctx.layout = "stereo" if channels == 2 else "mono"
+        ctx.layout = "stereo" if self.channels == 2 else "mono"
         ctx.format = "s16"
         ctx.bit_rate = bitrate
         ctx.options = {"frame_duration": str(packet_ms), "vbr": "off", "application": "lowdelay"}
         ctx.open()
         self._ctx = ctx
-        self._av = av
-        self._pts = 0
 
     def next_packet(self) -> bytes:
         """Encode one silent frame; returns one Opus packet (libopus emits one per frame)."""
+        if self._ms is not None:
+            return self._ms.encode(np.zeros((self.samples, self.channels), np.int16))
         while True:
             frame = self._av.AudioFrame.from_ndarray(
                 np.zeros((1, self.samples * self.channels), np.int16),

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from compat.codecs import BITSTREAM_FORMATS, H264_ONLY, CodecRefused, Offer
+from media.audio import layouts
 
 MAX_REQUEST_BYTES = 64 * 1024
 SESSION_ID = "DEADBEEFCAFE"
@@ -175,6 +176,7 @@ def describe_sdp(
         f"a=x-ss-general.encryptionSupported:{encryption_supported}\n"
         f"a=x-ss-general.encryptionRequested:{encryption_requested}\n"
         f"{offer.describe_lines()}"
+        f"{layouts.describe_lines()}"  # the 5.1/7.1 Opus configs, normal then high quality
     ).encode("ascii")
 
 
@@ -289,6 +291,9 @@ def parse_announce(body: bytes) -> StreamParams:
         values[name] = value
     if values["packet_size"] % 16:
         raise RtspError(400, "packetSize must be a multiple of 16")
+    if values["audio_channels"] not in layouts.LAYOUTS:
+        raise RtspError(400, f"x-nv-audio.surround.numChannels={values['audio_channels']}: "
+                        "only 2, 6 or 8 channels are streamed")  # fmt: skip
     if values["width"] * values["height"] > 8192 * 4320:
         raise RtspError(400, "resolution too large")
     # Like Sunshine: a refresh rate not within 1 % of maxFPS is discarded, not an error.

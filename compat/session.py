@@ -44,6 +44,12 @@ TICK_S = 0.1
 MAP_TIMEOUT_S = session_display.map_timeout()
 
 
+def launch_channels(spec: dict) -> int:
+    """The channel count /launch asked for (checked there): 2, 6 or 8; stereo when absent."""
+    info = int((spec.get("options") or {}).get("surroundAudioInfo") or 2)
+    return info & 0xFFFF
+
+
 class CompatSession:
     """One compat session: the StreamSession(s) of a /launch and its /resumes, on a
     SessionCore. The compat state record (`streaming.services`) is the core's registry
@@ -134,7 +140,10 @@ class CompatSession:
         self.limits = session_play.launch_limits(self.client["name"], self.app)
         self.core.extra.update(profile=self.limits["profile"],
                                encoder_preset=self.limits["encoder_preset"])  # fmt: skip
-        self.sound = sound.open_sound(self.id)
+        try:  # the sink in the launch's layout (surroundAudioInfo's channel count)
+            self.sound = sound.open_sound(self.id, launch_channels(self.spec))
+        except sound.SoundRefused as exc:
+            raise LaunchFailed(503, f"No surround sound: {exc}") from None
         capture = self.sound.capture if self.sound is not None else None
         self.core.extra.update(sound.record_fields(capture))
         env = capture.app_env() if capture is not None else {}

@@ -34,6 +34,7 @@ from compat import launchconfig
 from compat.engine import encryption
 from compat.nvhttp.dispatch import NvRequest, NvResponse, xml
 from library import catalog
+from media.audio import layouts
 from streaming import services, session_play
 from streaming.sessions import admission, registry, runtime
 
@@ -83,7 +84,8 @@ def parse_keys(q: dict[str, str]) -> dict:
 
 
 def parse_options(q: dict[str, str]) -> dict:
-    """Audio and HDR options: checked, then recorded (the stream is stereo SDR H.264)."""
+    """Audio and HDR options: checked, then recorded (the session's sink takes the
+    surroundAudioInfo layout; the stream is SDR)."""
     out = {}
     for name, allowed in (("localAudioPlayMode", {0, 1}), ("hdrMode", {0, 1}), ("sops", {0, 1})):
         if name in q and q[name] != "":
@@ -102,6 +104,10 @@ def parse_options(q: dict[str, str]) -> dict:
             raise BadLaunch(400, "surroundAudioInfo must be an integer") from None
         if info < 0 or (info & 0xFFFF) not in (2, 6, 8):
             raise BadLaunch(400, "surroundAudioInfo must name 2, 6 or 8 channels")
+        try:  # the mask must be the layout's (stereo 0x3, 5.1 0x3F, 7.1 0x63F)
+            layouts.from_surround_info(info)
+        except layouts.LayoutError as exc:
+            raise BadLaunch(400, f"surroundAudioInfo: {exc}") from None
         out["surroundAudioInfo"] = info
     # GAP: hdrMode=1 is accepted but streamed as 8-bit SDR (every capture source is 8-bit SDR;
     # no Main10 / AV1 10-bit mode is advertised, see compat.codecs).

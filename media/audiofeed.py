@@ -11,6 +11,10 @@ Clock: a null sink renders on the system clock, so the capture itself paces the 
 pace, so the client's audio timeline never stops. Captured sound older than
 `MAX_BACKLOG_MS` (a client that connects late, a stall) is dropped: late sound is worse
 than a gap in a game.
+
+Channels: the sink has the layout the launch asked for (`media.audio.layouts`); a stream whose
+ANNOUNCE asks for another channel count gets the sound converted (`media.audio.remix`: a
+standard downmix, or an upmix onto the matching channels), after the chain.
 """
 
 from __future__ import annotations
@@ -24,14 +28,15 @@ import time
 
 import numpy as np
 
+from media.audio.layouts import OpusConfig
 from media.audio.opus import OpusEncoder
+from media.audio.remix import Remix
 
 log = logging.getLogger("media.audio")
 
 RATE = 48_000
 BLOCK = 480  # 10 ms: the chain's block
 BLOCK_S = BLOCK / RATE
-BYTES_PER_FRAME = 4  # s16le stereo
 MAX_BACKLOG_MS = 60
 READ_TIMEOUT_S = 0.03
 
@@ -47,9 +52,15 @@ class SessionSound:
         self.silent_blocks = 0  # blocks of silence sent for a stalled capture
         self.dropped_ms = 0.0  # backlog dropped to keep latency down
 
-    def stream(self, packet_ms: int, bitrate: int) -> AudioStream:
-        """The engine's audio source for one stream (called by StreamSession's audio thread)."""
-        return AudioStream(self, packet_ms, bitrate)
+    @property
+    def channels(self) -> int:
+        """The sink's channel count (its capture's; 2 for a capture that does not say)."""
+        return int(getattr(self.capture, "channels", 2))
+
+    def stream(self, packet_ms: int, bitrate: int, layout: OpusConfig | None = None) -> AudioStream:
+        """The engine's audio source for one stream (called by StreamSession's audio thread);
+        `layout` is the stream's Opus config (None: stereo)."""
+        return AudioStream(self, packet_ms, bitrate, layout)
 
     def backlog_frames(self) -> int:
         """Frames captured but not read yet: parec's pipe plus the reader's buffer."""
@@ -62,7 +73,7 @@ class SessionSound:
             fcntl.ioctl(proc.stdout.fileno(), termios.FIONREAD, n)
         except OSError:
             return 0
-        return (n[0] + len(cap._buf)) // BYTES_PER_FRAME
+        return (n[0] + len(cap._buf)) // (2 * self.channels)  # s16le
 
     def trim(self, keep_ms: float = 10.0) -> None:
         """Drop captured sound beyond `keep_ms` so what is sent next is current."""
@@ -86,12 +97,23 @@ class SessionSound:
 class AudioStream:
     """Opus packets of the session's sound at one stream's packet duration and bitrate."""
 
-    def __init__(self, sound: SessionSound, packet_ms: int, bitrate: int):
+    def __init__(
+        self, sound: SessionSound, packet_ms: int, bitrate: int, layout: OpusConfig | None = None
+    ):
         self.sound = sound
-        self.encoder = OpusEncoder(sound.opus_settings, frame_ms=packet_ms, bitrate=bitrate)
+        self.encoder = OpusEncoder(
+            sound.opus_settings, frame_ms=packet_ms, bitrate=bitrate, layout=layout
+        )
+        self.remix = Remix(sound.channels, self.encoder.channels)
+        if not self.remix.identity:
+            log.info(
+                "the session's %d-channel sound goes out as %d channels (%s)",
+                self.remix.src, self.remix.dst, "downmix" if self.remix.src > self.remix.dst
+                else "upmix",
+            )  # fmt: skip
         sound.trim()  # sound captured before the client listened is stale
         self._last = time.monotonic()
-        self._silence = np.zeros((BLOCK, 2), dtype=np.int16)
+        self._silence = np.zeros((BLOCK, sound.channels), dtype=np.int16)
 
     def next_packets(self) -> list[bytes]:
         """The packets for the next captured block (blocks up to ~30 ms), or for the silence
@@ -101,7 +123,7 @@ class AudioStream:
         if block is not None:
             self._last = now
             self.sound.blocks += 1
-            return self.encoder.encode(self.sound.chain.process(block))
+            return self.encoder.encode(self.remix(self.sound.chain.process(block)))
         owed = int((now - self._last) / BLOCK_S)
         if owed == 0:  # parec is gone (EOF at once): pace ourselves
             time.sleep(BLOCK_S)
@@ -113,5 +135,5 @@ class AudioStream:
         self.sound.silent_blocks += owed
         packets: list[bytes] = []
         for _ in range(owed):
-            packets += self.encoder.encode(self.sound.chain.process(self._silence))
+            packets += self.encoder.encode(self.remix(self.sound.chain.process(self._silence)))
         return packets

@@ -43,6 +43,7 @@ from compat.engine import adaptive, encryption
 from compat.engine.launch import InputSink, Launch, SessionStats, rikeyid_from_iv
 from compat.video import FRAME_TYPE_IDR, FRAME_TYPE_P, VideoPacketizer
 from media import pacing
+from media.audio import layouts
 from media.encoder import EncoderFailed, VideoEncoder
 
 __all__ = ["InputSink", "Launch", "SessionStats", "StreamSession", "rikeyid_from_iv"]
@@ -114,10 +115,11 @@ class StreamSession:
         frame_source: Callable[[int, int], np.ndarray],
         on_event: Callable[..., None] | None = None,
         input_sink: InputSink | None = None,
-        audio_source: Callable[[int, int], object] | None = None,
+        audio_source: Callable[..., object] | None = None,
     ):
         self.launch = launch
-        # audio_source(packet_ms, bitrate) -> object with next_packets() (engine.audiofeed);
+        # audio_source(packet_ms, bitrate, layout) -> object with next_packets()
+        # (media.audiofeed; layout: the stream's media.audio.layouts.OpusConfig);
         # None sends CBR silence.
         self.audio_source = audio_source
         self.frame_source = frame_source
@@ -542,7 +544,11 @@ class StreamSession:
         audio.went_live()
         self._audio_sock.setblocking(False)
         addr = audio.addr
-        bitrate = 512_000 if params.audio_high_quality else 96_000
+        # The ANNOUNCE's channel count (2, 6 or 8, checked there) and quality pick the Opus
+        # config the DESCRIBE named (media.audio.layouts); a sink of another layout is
+        # converted by the feed (media.audiofeed).
+        layout = layouts.layout(params.audio_channels).config(bool(params.audio_high_quality))
+        bitrate = layout.bitrate
         packetizer = AudioPacketizer(
             key=self.launch.rikey if params.audio_encrypted else None,
             rikeyid=self.launch.rikeyid,
@@ -551,14 +557,18 @@ class StreamSession:
         source = None
         if self.audio_source is not None:
             try:
-                source = self.audio_source(params.audio_packet_ms, bitrate)
+                source = self.audio_source(params.audio_packet_ms, bitrate, layout)
             except Exception:  # no sound must not mean no stream
                 log.exception("session audio failed to start; sending silence")
         if source is not None:
             self._send_captured(source, packetizer, audio)
             return
-        silence = OpusSilence(packet_ms=params.audio_packet_ms, bitrate=bitrate)
-        opus = silence.next_packet()  # silence is constant: encode once
+        try:
+            silence = OpusSilence(params.audio_packet_ms, bitrate, layout=layout)
+            opus = silence.next_packet()  # silence is constant: encode once
+        except Exception:  # no libopus for this layout: the picture goes on without sound
+            log.exception("no Opus encoder for %d-channel silence", layout.channels)
+            return
         interval = params.audio_packet_ms / 1000
         next_at = time.monotonic()
         while not self._stop.is_set():

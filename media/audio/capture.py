@@ -12,6 +12,12 @@ running is used as it is and left alone.
 Latency: a null sink renders in 2 s chunks until a client asks for less, so a fresh parec
 would get its first bytes after 2 s. After parec connects we suspend and resume the sink,
 which makes it pick up parec's 20 ms request at once (first bytes in ~0.1 s).
+
+Channels: the sink has the session's layout (`media.audio.layouts`: stereo, 5.1 or 7.1 in the
+client's order, with that PulseAudio channel map), and parec records it with the same count
+and map, so block column i is the client's channel i. A sound server that runs but refuses a
+surround sink raises `SinkRefused` (the launch is refused with its reason); a stereo sink it
+refuses stays `AudioUnavailable` (the session streams silence, as without a server).
 """
 
 from __future__ import annotations
@@ -31,16 +37,21 @@ from typing import Any
 
 import numpy as np
 
+from media.audio import layouts
+
 log = logging.getLogger("media.audio")
 
 RATE = 48_000
-CHANNELS = 2
-BYTES_PER_FRAME = 2 * CHANNELS  # s16le stereo
+CHANNELS = 2  # the default layout: stereo
 _NAME_OK = re.compile(r"[^A-Za-z0-9_.-]")
 
 
 class AudioUnavailable(RuntimeError):
     """No sound server could be reached or started; the session streams without audio."""
+
+
+class SinkRefused(RuntimeError):
+    """The sound server runs but would not make the session's surround sink."""
 
 
 def sink_name(values: Mapping[str, Any], session_id: str | int | None = None) -> str:
@@ -175,20 +186,29 @@ class SoundServer:
 class VirtualSink:
     """A null sink for one session; its `.monitor` source is what the session captures."""
 
-    def __init__(self, server: SoundServer, name: str):
+    def __init__(self, server: SoundServer, name: str, channels: int = CHANNELS):
         self.server = server
         self.name = name
+        self.channels = channels
+        self.channel_map = layouts.layout(channels).pulse_map
         self.module: str | None = None
 
     def load(self) -> VirtualSink:
-        self.module = self.server.pactl(
-            "load-module",
-            "module-null-sink",
-            f"sink_name={self.name}",
-            f"rate={RATE}",
-            f"channels={CHANNELS}",
-            f"sink_properties=device.description={self.name}",
-        )
+        try:
+            self.module = self.server.pactl(
+                "load-module",
+                "module-null-sink",
+                f"sink_name={self.name}",
+                f"rate={RATE}",
+                f"channels={self.channels}",
+                f"channel_map={self.channel_map}",
+                f"sink_properties=device.description={self.name}",
+            )
+        except AudioUnavailable as exc:
+            if self.channels == CHANNELS:
+                raise
+            name = layouts.layout(self.channels).name
+            raise SinkRefused(f"the sound server refused a {name} sink: {exc}") from None
         return self
 
     def unload(self) -> None:
@@ -209,10 +229,11 @@ class VirtualSink:
 
 
 class MonitorCapture:
-    """`parec` on a sink's monitor: int16 (frames, 2) blocks at 48 kHz."""
+    """`parec` on a sink's monitor: int16 (frames, channels) blocks at 48 kHz."""
 
     def __init__(self, sink: VirtualSink, latency_ms: int = 20):
         self.sink = sink
+        self.channels = sink.channels
         self.latency_ms = latency_ms
         self.proc: subprocess.Popen | None = None
         self._buf = bytearray()
@@ -226,7 +247,8 @@ class MonitorCapture:
                 f"--latency-msec={self.latency_ms}",
                 "--raw",
                 f"--rate={RATE}",
-                f"--channels={CHANNELS}",
+                f"--channels={self.channels}",
+                f"--channel-map={self.sink.channel_map}",
                 "--format=s16le",
             ],
             env={**os.environ, **self.sink.server.env},
@@ -252,7 +274,7 @@ class MonitorCapture:
         """Exactly `frames` frames, or None when parec ended or nothing came within `timeout`."""
         if self.proc is None or self.proc.stdout is None:
             return None
-        want = frames * BYTES_PER_FRAME
+        want = frames * 2 * self.channels  # s16le
         fd = self.proc.stdout.fileno()
         deadline = time.monotonic() + timeout
         while len(self._buf) < want:
@@ -268,7 +290,7 @@ class MonitorCapture:
             self._buf += chunk
         data = bytes(self._buf[:want])
         del self._buf[:want]
-        return np.frombuffer(data, dtype="<i2").reshape(-1, CHANNELS)
+        return np.frombuffer(data, dtype="<i2").reshape(-1, self.channels)
 
     def stop(self) -> None:
         if self.proc is not None:
@@ -289,9 +311,11 @@ class SessionAudio:
         session_id: str | int | None = None,
         *,
         server: SoundServer | None = None,
+        channels: int = CHANNELS,
         **server_kw,
     ):
         self.sink_name = sink_name(values, session_id)
+        self.channels = layouts.layout(channels).channels  # LayoutError for a count we lack
         self._own_server = server is None
         self.server = server or SoundServer(**server_kw)
         self.sink: VirtualSink | None = None
@@ -306,7 +330,7 @@ class SessionAudio:
         try:
             if self._own_server:
                 self.server.start()
-            self.sink = VirtualSink(self.server, self.sink_name).load()
+            self.sink = VirtualSink(self.server, self.sink_name, self.channels).load()
             self.capture = MonitorCapture(self.sink).start()
         except BaseException:
             self.close()

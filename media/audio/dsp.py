@@ -7,7 +7,12 @@ changes free of clicks ("zipper noise") without a per-sample Python loop, and a 
 grid is fine for levels that matter to a listener.
 
 Levels are RMS in dBFS against full-scale amplitude 1.0 (a sine of amplitude 0.5 reads
--9.03 dBFS), measured over all channels together so a stereo image is never skewed.
+-9.03 dBFS), measured over all channels together and applied as one gain to all of them, so
+a stereo or surround image is never skewed. Mono and stereo read the mean power of their
+channels; 5.1 and 7.1 read their channels' total power against a stereo pair's (the sum over
+two), so the same sound reads the same level in either layout: dialogue on the centre alone
+reads as that dialogue panned to the middle of a stereo pair. The VAD listens to a mono mix
+(the fronts, centre and surrounds at the BS.775 weights, LFE left out), for the same reason.
 
 Time constants: a stage "reaches" its goal within its attack or release time. For the AGC's
 exponential approach that means 90 % of the way in dB (the time constant is the setting / ln 10);
@@ -26,11 +31,31 @@ _TINY = 1e-12
 
 
 def level_db(block: np.ndarray) -> float:
-    """RMS level of a float block in dBFS (all channels together)."""
+    """RMS level of a float block in dBFS (all channels together, see the module docstring)."""
     if block.size == 0:
         return SILENCE_DB
     power = float(np.mean(np.square(block, dtype=np.float64)))
+    channels = block.shape[1] if block.ndim == 2 else 1
+    if channels > 2:
+        power *= channels / 2.0  # total power over a stereo pair's
     return max(SILENCE_DB, 10.0 * math.log10(power + _TINY))
+
+
+# Mono mix weights per channel (client order FL FR C LFE RL RR SL SR): the fronts' mean, the
+# centre and surrounds at -3 dB of it as in a BS.775 downmix, no LFE.
+_MONO_WEIGHTS = {
+    6: np.array([0.5, 0.5, 0.7071, 0.0, 0.3536, 0.3536], dtype=np.float32),
+    8: np.array([0.5, 0.5, 0.7071, 0.0, 0.3536, 0.3536, 0.3536, 0.3536], dtype=np.float32),
+}
+
+
+def mono(block: np.ndarray) -> np.ndarray:
+    """One channel of a (frames, channels) block: the mean of mono/stereo, a BS.775-weighted
+    mix of 5.1/7.1."""
+    if block.ndim != 2:
+        return block
+    weights = _MONO_WEIGHTS.get(block.shape[1])
+    return block.mean(axis=1) if weights is None else block @ weights
 
 
 def block_ms(block: np.ndarray) -> float:
@@ -191,10 +216,10 @@ class Vad:
         self._window: dict[int, tuple[np.ndarray, np.ndarray]] = {}
 
     def _analyse(self, block: np.ndarray) -> None:
-        mono = block.mean(axis=1) if block.ndim == 2 else block
+        mix = mono(block)
         # Two blocks of history: a 20 ms window resolves a low voice's harmonics (50 Hz bins).
-        frame = mono if self._prev is None else np.concatenate((self._prev, mono))
-        self._prev = mono.copy()
+        frame = mix if self._prev is None else np.concatenate((self._prev, mix))
+        self._prev = mix.copy()
         n = frame.shape[0]
         if n not in self._window:
             freqs = np.fft.rfftfreq(n, 1.0 / RATE)

@@ -1,6 +1,9 @@
-"""Opus encoding of session audio with PyAV's libopus and the `host_opus_*` knobs.
+"""Opus encoding of session audio with libopus and the `host_opus_*` knobs.
 
-48 kHz stereo, one Opus packet per 5, 10 or 20 ms frame (the client's `packetDuration`).
+48 kHz, one Opus packet per 5, 10 or 20 ms frame (the client's `packetDuration`). Stereo goes
+through PyAV's libopus; 5.1 and 7.1 through libopus's multistream encoder with the exact
+streams, coupled streams and mapping the client was told (`media.audio.layouts`,
+`media.audio.multistream`), since PyAV's encoder would pick a mapping of its own.
 The encoder keeps a small sample buffer, so the caller may hand it blocks of any length (the
 capture reads 5 ms at a time, the chain works on 10 ms) and gets back whole packets.
 
@@ -22,6 +25,8 @@ import numpy as np
 from hostconfig import store
 from hostconfig.schema import OPUS_KEYS
 from media.audio.chain import setting
+from media.audio.layouts import STEREO, OpusConfig
+from media.audio.multistream import MultistreamEncoder
 
 log = logging.getLogger("media.audio")
 
@@ -81,14 +86,38 @@ class OpusEncoder:
         *,
         frame_ms: int = 5,
         bitrate: int = 96_000,
+        layout: OpusConfig | None = None,
     ):
+        """`layout`: the multistream config (`media.audio.layouts`); None is stereo."""
         if frame_ms not in FRAME_MS:
             raise ValueError(f"frame_ms must be one of {FRAME_MS}, not {frame_ms!r}")
         self.settings = settings or OpusSettings()
         self.frame_ms = frame_ms
         self.frame_samples = RATE * frame_ms // 1000
+        self.layout = layout or STEREO.normal
+        self.channels = self.layout.channels
         if self.settings.vbr != 0:
             log.warning("Opus VBR is on: packet sizes vary and clients disable audio FEC")
+        self._pending = np.zeros((0, self.channels), dtype=np.int16)
+        self._pts = 0
+        self._ms: MultistreamEncoder | None = None
+        if self.channels != CHANNELS:
+            s = self.settings
+            self._ms = MultistreamEncoder(
+                self.channels,
+                self.layout.streams,
+                self.layout.coupled,
+                self.layout.mapping,
+                bitrate=int(bitrate),
+                frame_samples=self.frame_samples,
+                application=s.application,
+                vbr=s.vbr,
+                complexity=s.complexity,
+                fec=s.fec,
+                expected_loss_pct=s.expected_loss_pct,
+                fullband=s.bandwidth_extension,
+            )
+            return
         ctx = av.CodecContext.create("libopus", "w")
         ctx.sample_rate = RATE
         ctx.layout = "stereo"
@@ -108,19 +137,21 @@ class OpusEncoder:
         # size, format and layout, so they go to the encoder straight, through the method
         # `encode` ends in (PyAV 18, pinned); the same bytes (tests/media/test_opus.py).
         self._send = getattr(ctx, "_send_frame_and_recv", ctx.encode)
-        self._pending = np.zeros((0, CHANNELS), dtype=np.int16)
-        self._pts = 0
 
     def encode(self, block: np.ndarray) -> list[bytes]:
-        """Packets for every whole frame now buffered; float32 [-1, 1] or int16 (frames, 2)."""
+        """Packets for every whole frame now buffered; float32 [-1, 1] or int16, shape
+        (frames, channels) in the layout's channel order."""
         pcm = _to_int16(block)
-        if pcm.ndim != 2 or pcm.shape[1] != CHANNELS:
-            raise ValueError(f"expected (frames, {CHANNELS}) samples, got {pcm.shape}")
+        if pcm.ndim != 2 or pcm.shape[1] != self.channels:
+            raise ValueError(f"expected (frames, {self.channels}) samples, got {pcm.shape}")
         buf = np.concatenate((self._pending, pcm)) if self._pending.size else pcm
         n = self.frame_samples
         whole = buf.shape[0] // n
         packets: list[bytes] = []
         for i in range(whole):
+            if self._ms is not None:
+                packets.append(self._ms.encode(buf[i * n : (i + 1) * n]))
+                continue
             frame = av.AudioFrame.from_ndarray(
                 np.ascontiguousarray(buf[i * n : (i + 1) * n]).reshape(1, -1),
                 format="s16",

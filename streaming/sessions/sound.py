@@ -5,7 +5,10 @@ sink, through `app_env()`) captured by parec, with the `host_audio_*` chain and 
 Each plane only wraps what this opens in its transport: compat's engine sends the
 `SessionSound` as Opus over RTP; the native plane's `native.sound.OpusTrack` hands the same
 capture, chain and settings to aiortc. No sound server, or `stream_audio = false`: None, and
-the client gets silence; a session never fails for sound.
+the client gets silence; a session never fails for sound, with one exception: a compat
+launch that asked for 5.1 or 7.1 from a sound server that runs but will not make that sink is
+refused with the server's reason (`SoundRefused`), rather than streaming a layout the client
+did not ask for.
 """
 
 from __future__ import annotations
@@ -18,18 +21,23 @@ from hostconfig import store
 log = logging.getLogger("streaming.sessions")
 
 
+class SoundRefused(Exception):
+    """The sound server runs but refused the session's surround sink: the launch is refused."""
+
+
 def values() -> dict:
     return store.values()
 
 
-def open_capture(name: str, config: dict):
-    """The session's started `SessionAudio` (its sink named for `name`), or None: audio off,
-    or no sound server (logged)."""
+def open_capture(name: str, config: dict, channels: int = 2):
+    """The session's started `SessionAudio` (its sink named for `name`, with `channels`:
+    2, 6 or 8), or None: audio off, or no sound server (logged). SoundRefused: a server that
+    would not make a surround sink."""
     # heavy: numpy; only a session process opens sound (the web process imports this module)
-    from media.audio.capture import SessionAudio
+    from media.audio.capture import SessionAudio, SinkRefused
 
     try:
-        audio = SessionAudio.from_config(config, name)
+        audio = SessionAudio.from_config(config, name, channels=channels)
     except Exception as exc:  # a session never fails for sound
         log.warning("session %s streams without sound: %s", name, exc)
         return None
@@ -38,21 +46,25 @@ def open_capture(name: str, config: dict):
         return None
     try:
         audio.start()
+    except SinkRefused as exc:
+        log.warning("session %s: %s", name, exc)
+        raise SoundRefused(str(exc)) from None
     except Exception as exc:  # no sound server: AudioUnavailable, OSError, a pactl failure
         log.warning("session %s streams without sound: %s", name, exc)
         return None
     return audio
 
 
-def open_sound(name: str):
-    """The session's `media.audiofeed.SessionSound` (capture, chain, Opus settings), or None."""
+def open_sound(name: str, channels: int = 2):
+    """The session's `media.audiofeed.SessionSound` (capture, chain, Opus settings), or None;
+    its sink has `channels` (the launch's layout)."""
     # heavy, for a session process only (the web process imports this module):
     from media.audio.chain import Chain  # heavy: numpy
     from media.audio.opus import OpusSettings  # heavy: av
     from media.audiofeed import SessionSound  # heavy: av
 
     config = values()
-    audio = open_capture(name, config)
+    audio = open_capture(name, config, channels)
     if audio is None:
         return None
     return SessionSound(audio, Chain.from_config(config), OpusSettings.from_config(config))

@@ -138,6 +138,11 @@ def _span(frames) -> int:
     return frames[-1].receive_time_us - frames[0].receive_time_us if len(frames) > 1 else 0
 
 
+def _opus_config(client) -> list:
+    cfg = client.wait_for_opus_config(0.1)
+    return [cfg.channel_count, cfg.streams, cfg.coupled_streams, list(cfg.mapping)]
+
+
 def main() -> None:
     from moonlight_python.config import StreamConfig
     from moonlight_python.stream import StreamingSession
@@ -158,6 +163,12 @@ def main() -> None:
     )
     events: list[str] = []
     inputs: list[bytes] = []
+    # "surround71": the client asks for 7.1 (MAKE_AUDIO_CONFIGURATION(8, 0x63F)); else stereo
+    audio_configuration = (
+        (0x63F << 16) | (8 << 8) | 0xCA
+        if "surround71" in options
+        else ((0x3 << 16) | (2 << 8) | 0xCA)
+    )
 
     class Sink:
         def handle(self, payload: bytes) -> None:
@@ -182,7 +193,13 @@ def main() -> None:
         gfe_version="3.23.0.74",
         server_codec_mode_support=1,
         rtsp_session_url=f"{'rtspenc' if launch.rtsp_encryption else 'rtsp'}://127.0.0.1:{launch.rtsp_port}",
-        config=StreamConfig(width=width, height=height, fps=fps, bitrate_kbps=8000),
+        config=StreamConfig(
+            width=width,
+            height=height,
+            fps=fps,
+            bitrate_kbps=8000,
+            audio_configuration=audio_configuration,
+        ),  # fmt: skip
         ri_aes_key=key,
         ri_aes_iv=iv,
         capture_audio=True,
@@ -261,6 +278,7 @@ def main() -> None:
         "background_bgr": last[5, 5].tolist() if last is not None else None,
         "audio_packets": len(audio),
         "audio_sizes": sorted({len(a) for a in audio}),
+        "opus_config": _opus_config(client),
         "host_frames_sent": host.stats.frames_sent,
         "host_audio_packets": host.stats.audio_packets,
         "rtt_samples": len(host.stats.rtt_ms),

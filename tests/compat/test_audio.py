@@ -5,10 +5,13 @@ from __future__ import annotations
 import struct
 
 import numpy as np
+import pytest
 from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 
 from compat import audio
 from compat.audio import AudioPacketizer
+from media.audio import layouts
+from media.audio.multistream import MultistreamDecoder
 
 KEY = bytes(range(16))
 
@@ -69,6 +72,17 @@ def test_silence_is_cbr_opus():
     sizes = {len(gen.next_packet()) for _ in range(12)}
     assert len(sizes) == 1  # constant size: audio FEC stays usable
     assert sizes.pop() == 60  # 96 kbps * 5 ms / 8
+
+
+@pytest.mark.parametrize("channels", [6, 8])
+def test_surround_silence_is_cbr_and_decodes_in_the_streams_layout(channels):
+    config = layouts.layout(channels).normal
+    gen = audio.OpusSilence(packet_ms=5, bitrate=config.bitrate, layout=config)
+    packets = [gen.next_packet() for _ in range(12)]
+    assert {len(p) for p in packets} == {config.bitrate * 5 // 1000 // 8}
+    dec = MultistreamDecoder(channels, config.streams, config.coupled, config.mapping)
+    pcm = np.concatenate([dec.decode(p) for p in packets])
+    assert pcm.shape == (12 * 240, channels) and not pcm.any()
 
 
 def test_matrix_is_the_clients_override():

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from compat.session import launch_channels
 from compat.session_routes import DEFAULT_MODE, BadLaunch, parse_keys, parse_mode, parse_options
 
 
@@ -49,6 +50,29 @@ def test_audio_and_hdr_options():
                 {"surroundAudioInfo": "-1"}):  # fmt: skip
         with pytest.raises(BadLaunch):
             parse_options(bad)
+
+
+@pytest.mark.parametrize("info", [(0x3F << 16) | 6, (0x63F << 16) | 8])
+def test_surround_launches_are_accepted_and_the_session_takes_their_channels(info):
+    options = parse_options({"surroundAudioInfo": str(info)})
+    assert options == {"surroundAudioInfo": info}
+    assert launch_channels({"options": options}) == info & 0xFFFF
+    assert launch_channels({"options": {}}) == 2
+
+
+@pytest.mark.parametrize(
+    "info,says",
+    [
+        ((0xFFF << 16) | 12, "2, 6 or 8 channels"),
+        ((0x3F << 16) | 2, "channel mask 0x3f is not stereo's (0x3)"),
+        ((0x3 << 16) | 6, "channel mask 0x3 is not 5.1's (0x3f)"),
+        (8, "channel mask 0x0 is not 7.1's (0x63f)"),
+    ],
+)
+def test_unknown_channel_counts_and_masks_are_400_with_the_reason(info, says):
+    with pytest.raises(BadLaunch) as exc:
+        parse_options({"surroundAudioInfo": str(info)})
+    assert exc.value.status == 400 and says in exc.value.message
 
 
 def test_resume_hands_the_resuming_clients_address_to_the_engine(monkeypatch):

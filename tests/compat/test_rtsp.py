@@ -123,6 +123,26 @@ def test_absurd_announce_values_are_400(attr, value):
     assert _status(replies[6]) == 455  # PLAY without an accepted ANNOUNCE
 
 
+@pytest.mark.parametrize("channels,status", [(2, 200), (6, 200), (8, 200), (1, 400), (4, 400)])
+def test_announced_channel_counts_are_the_layouts(channels, status):
+    """2, 6 or 8 (stereo, 5.1, 7.1); any other count the host has no Opus config for."""
+    body = ANNOUNCE.replace(b"numChannels:2 ", f"numChannels:{channels} ".encode())
+    s = _session()
+    replies = _handshake(s, body)
+    assert _status(replies[5]) == status
+    if status == 400:
+        assert b"only 2, 6 or 8 channels" in replies[5]
+    else:
+        assert s.params.audio_channels == channels
+
+
+def test_describe_offers_the_surround_configs():
+    s = _session()
+    describe = _handshake(s)[1]
+    assert b"a=fmtp:97 surround-params=642014235\n" in describe
+    assert describe.index(b"surround-params=6420") < describe.index(b"surround-params=6600")
+
+
 def test_missing_required_attribute_is_400():
     body = ANNOUNCE.replace(b"a=x-nv-video[0].maxFPS:60 \r\n", b"")
     with pytest.raises(RtspError) as e:

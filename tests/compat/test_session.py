@@ -55,6 +55,21 @@ def test_real_client_streams_decodes_and_terminates_gracefully(mcc_lib, encrypte
     assert r["stop_reason"] == "host"
 
 
+def test_a_71_client_without_a_sound_source_gets_cbr_silence_in_71(mcc_lib):
+    """No sound (no server, `stream_audio = false`): silence, in the layout the ANNOUNCE
+    agreed, with the multistream config the client read from the DESCRIBE."""
+    out = subprocess.run(
+        [sys.executable, str(ROOT / "tests/compat/e2e_client.py"), "640", "360", "30", "1.5",
+         "surround71"],
+        capture_output=True, text=True, timeout=90, cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr[-3000:]
+    r = json.loads(out.stdout.strip().splitlines()[-1])
+    assert r["opus_config"] == [8, 5, 3, [0, 1, 6, 7, 2, 3, 4, 5]]
+    assert r["audio_packets"] > 50 and r["audio_sizes"] == [450_000 * 5 // 1000 // 8]
+
+
 def _rtsp(port: int, data: bytes) -> bytes:
     with socket.create_connection(("127.0.0.1", port), timeout=3) as c:
         c.sendall(data)

@@ -11,13 +11,18 @@ import time
 import numpy as np
 import pytest
 
+from media.audio import layouts
 from media.audio.capture import (
     AudioUnavailable,
     SessionAudio,
+    SinkRefused,
+    VirtualSink,
     audio_enabled,
     availability,
     sink_name,
 )
+from media.audio.layouts import LayoutError
+from streaming.sessions import sound
 from tests.media.signals import peak_hz_and_db, silence, tone
 
 pytestmark = pytest.mark.skipif(
@@ -26,7 +31,9 @@ pytestmark = pytest.mark.skipif(
 )
 
 
-def play(env: dict, signal: np.ndarray, buffer_ms: int = 200) -> subprocess.Popen:
+def play(
+    env: dict, signal: np.ndarray, buffer_ms: int = 200, channel_map: str = ""
+) -> subprocess.Popen:
     """The session's app: plays `signal` to its default sink, as a game would.
 
     A 200 ms playback buffer by default: on a loaded machine a 20 ms one underruns and puts
@@ -39,7 +46,8 @@ def play(env: dict, signal: np.ndarray, buffer_ms: int = 200) -> subprocess.Pope
             f"--latency-msec={buffer_ms}",
             "--raw",
             "--rate=48000",
-            "--channels=2",
+            f"--channels={signal.shape[1]}",
+            *([f"--channel-map={channel_map}"] if channel_map else []),
             "--format=s16le",
         ],
         stdin=subprocess.PIPE,
@@ -101,6 +109,46 @@ def test_a_second_session_does_not_hear_the_first(session):
     assert "game_sink_1_s1" in sinks and "game_sink_1_s2" not in sinks
 
 
+@pytest.mark.parametrize("channels", [6, 8])
+def test_a_surround_sink_keeps_each_channel_in_its_column(channels):
+    """The app plays a tone on the rear-left speaker only: the capture has it in column 4
+    (the client's order: FL FR C LFE RL RR SL SR) and nothing elsewhere."""
+    audio = SessionAudio({}, f"surround{channels}", reuse=False, channels=channels).start()
+    try:
+        assert audio.sink.channel_map == layouts.layout(channels).pulse_map
+        x = np.zeros((int(0.8 * 48000), channels), np.float32)
+        x[:, 4] = tone(0.8, -12.0)[:, 0]
+        player = play(audio.app_env(), x, channel_map=audio.sink.channel_map)
+        got = []
+        for _ in range(60):
+            b = audio.read(480, timeout=1.0)
+            assert b is not None and b.shape == (480, channels)
+            got.append(b)
+        player.wait(5)
+        y = np.concatenate(got).astype(np.float32) / 32768
+        assert peak_hz_and_db(y[:, 4:5])[1] > -20
+        assert max(peak_hz_and_db(np.delete(y, 4, axis=1))[1], -200) < -90
+    finally:
+        audio.close()
+
+
+def test_a_sound_server_that_refuses_a_surround_sink_says_so():
+    audio = SessionAudio({}, "refused", reuse=False, channels=6).start()
+    try:
+        sink = VirtualSink(audio.server, "bad", channels=6)
+        sink.channel_map = "front-left,nonsense"  # what an old or odd server would refuse
+        with pytest.raises(SinkRefused, match="refused a 5.1 sink"):
+            sink.load()
+        stereo = VirtualSink(audio.server, "bad2")
+        stereo.channel_map = "nonsense"
+        with pytest.raises(AudioUnavailable):  # stereo keeps the silence policy
+            stereo.load()
+    finally:
+        audio.close()
+    with pytest.raises(LayoutError):
+        SessionAudio({}, "x", channels=12)
+
+
 def test_close_stops_the_server_it_started():
     audio = SessionAudio({}, 3, reuse=False).start()
     pid = audio.server.proc.pid
@@ -160,3 +208,18 @@ def test_agc_lifts_a_quiet_tone_through_capture_chain_and_opus(session):
     assert not off, (off, levels[onset : onset + 70].round(1).tolist())
     hz, _ = peak_hz_and_db(y[(onset + 30) * 480 : (onset + 60) * 480])
     assert abs(hz - 1000) <= 4
+
+
+def test_a_surround_launch_is_refused_only_when_a_running_server_refuses_its_sink(monkeypatch):
+    """Sound server up, surround sink refused: the launch is refused with the reason. No
+    sound server at all: silence, as for stereo (the engine sends it in the agreed layout)."""
+
+    def refuse(sink):
+        raise SinkRefused("the sound server refused a 5.1 sink: pactl said no")
+
+    with monkeypatch.context() as m:
+        m.setattr(VirtualSink, "load", refuse)
+        with pytest.raises(sound.SoundRefused, match="refused a 5.1 sink: pactl said no"):
+            sound.open_capture("refusing", {}, 6)
+    monkeypatch.setenv("PATH", "/nonexistent")
+    assert sound.open_capture("serverless", {}, 6) is None

@@ -7,7 +7,7 @@ import pytest
 
 from hostconfig.schema import AUDIO_KEYS, key
 from media.audio.chain import Chain, setting
-from media.audio.dsp import Agc, Ducker, NoiseGate, Vad
+from media.audio.dsp import Agc, Ducker, NoiseGate, Vad, level_db
 from tests.media.signals import blocks, db, noise, silence, speechlike, tone
 
 
@@ -233,3 +233,46 @@ def test_every_stage_at_the_edges_of_every_range(edge):
     pcm = (x * 32767).astype(np.int16)
     out = chain.process(pcm[:960])
     assert out.dtype == np.int16 and out.shape == (960, 2)
+
+
+# --- surround ---------------------------------------------------------------------------------
+
+
+def surround(signal: np.ndarray, channels: int, channel: int) -> np.ndarray:
+    """`signal`'s left channel on one channel of a (frames, channels) block, the rest silent."""
+    out = np.zeros((signal.shape[0], channels), np.float32)
+    out[:, channel] = signal[:, 0]
+    return out
+
+
+def test_surround_levels_read_as_the_same_sound_in_stereo():
+    """Centre dialogue in 5.1 reads as that dialogue panned to the middle of a stereo pair."""
+    x = tone(0.1, -20.0)
+    assert abs(level_db(surround(x, 6, 2)) - level_db(x * np.float32(0.70710677))) < 0.01
+    assert abs(level_db(x) - -20.0) < 0.01  # stereo: the mean of its two channels, as before
+    assert abs(level_db(np.tile(x[:, :1], (1, 8))) - (-20.0 + 10 * np.log10(4))) < 0.01
+
+
+@pytest.mark.parametrize("channels", [6, 8])
+def test_the_chain_works_on_surround_blocks_with_one_gain_for_all_channels(channels):
+    chain = Chain.from_config(
+        {"host_audio_agc": True, "host_audio_agc_target_db": -20, "host_audio_noise_gate": True}
+    )
+    x = np.concatenate([surround(tone(1.0, -30.0), channels, 4), np.zeros((4800, channels))])
+    x[:, 0] = 0.5 * x[:, 4]  # FL a little quieter: the image must keep that ratio
+    x = x.astype(np.float32)
+    out = np.concatenate([chain.process(b) for b in blocks(x)])
+    assert out.shape == x.shape
+    steady = out[24000:48000]
+    assert abs(level_db(steady) - -20.0) < 1.0  # the AGC brought the mix to its target
+    ratio = np.sqrt(np.mean(steady[:, 0] ** 2) / np.mean(steady[:, 4] ** 2))
+    assert abs(ratio - 0.5) < 0.01
+    assert not out[:, [1, 2, 3, 5]].any()
+    assert db(out[-2400:]) < -100  # the gate closed in the silence
+
+
+def test_the_vad_hears_centre_dialogue_in_51():
+    vad = Vad(threshold_db=-40.0)
+    for b in blocks(surround(speechlike(0.5, -30.0), 6, 2)):
+        vad.process(b)
+    assert vad.speech

@@ -67,11 +67,11 @@ def player(play_host, tmp_path_factory):
     return cfg, pair(play_host, cfg, pin="4321", name="Player")
 
 
-def play(host, cfg, app: str, seconds: float, action: str) -> dict:
+def play(host, cfg, app: str, seconds: float, action: str, env: dict | None = None) -> dict:
     args = [sys.executable, CLIENT, str(host.base_port), str(cfg), app, str(seconds), action,
             str(host.marks), host.url, host.mgmt_token, str(host.cert_path)]  # fmt: skip
     proc = subprocess.run(args, cwd=ROOT, capture_output=True, text=True, timeout=120,
-                          env={**os.environ, "PYTHONPATH": str(ROOT)})  # fmt: skip
+                          env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})})  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
@@ -125,6 +125,45 @@ def test_a_1khz_tone_reaches_the_client_at_its_frequency_and_level(tone_host):
     assert 0 < latency_ms < 250, latency_ms
     # The client profile's ceiling applied at launch: the client asked for 10000 kbps.
     assert r["status"]["stream"]["bitrate_kbps"] == 3000, r["status"]
+
+
+@pytest.mark.parametrize(
+    "channels,channel,kbps,opus_config",
+    [
+        (6, 4, 10000, [6, 4, 2, [0, 1, 4, 5, 2, 3]]),
+        (8, 6, 10000, [8, 5, 3, [0, 1, 6, 7, 2, 3, 4, 5]]),
+        (6, 3, 20000, [6, 6, 0, [0, 1, 2, 3, 4, 5]]),  # high quality: the DESCRIBE's 2nd line
+    ],
+    ids=["5.1-RL", "7.1-SL", "5.1-LFE-high"],
+)
+def test_a_surround_client_hears_a_tone_on_one_channel_on_that_channel(
+    tone_host, channels, channel, kbps, opus_config
+):
+    """A 5.1 (7.1) launch: the session's sink has that layout, the app plays a tone on one
+    speaker alone, and the client decodes every channel with the tone on that speaker only
+    (at normal quality, and at high quality from 15 Mb/s)."""
+    host = tone_host
+    (host.marks / "channels").write_text(str(channels))  # the tone app's stream layout
+    spec = {"freq": 1000, "amp": 0.25, "seconds": 1.5, "channel": channel}
+    (host.marks / "tone-spec.json").write_text(json.dumps(spec))
+    (host.marks / "received.npz").unlink(missing_ok=True)
+    try:
+        env = {"PLAY_AUDIO_CHANNELS": str(channels), "PLAY_BITRATE_KBPS": str(kbps)}
+        r = play(host, host.cfg, "Tone", 3.0, "tone", env)
+    finally:
+        (host.marks / "channels").unlink()
+    # What the client derived from the DESCRIBE is what the host encodes with (layouts).
+    assert r["opus_config"] == opus_config, r
+    assert r["audio_loss"] == {"lost": 0, "dropped": 0, "callback_errors": 0}, r
+    pcm = np.load(host.marks / "received.npz")["pcm"]
+    assert pcm.ndim == 2 and pcm.shape[1] == channels
+    onset = int(np.argmax(np.abs(pcm[:, channel]) > 0.2 * spec["amp"]))
+    assert onset > 0
+    steady = pcm[onset + RATE // 5 : onset + RATE // 5 + RATE]
+    levels = [round(float(db(steady[:, c])), 1) for c in range(channels)]
+    print(f"{channels}-channel tone on channel {channel}: levels {levels} dBFS")
+    assert abs(levels[channel] - -15.05) < 1.0, levels  # amplitude 0.25: -15.05 dBFS RMS
+    assert max(levels[:channel] + levels[channel + 1 :]) < -60, levels
 
 
 def test_agc_lifts_a_quiet_tone_to_its_target_within_the_attack_time(tone_host):

@@ -7,6 +7,12 @@
   then quits and decodes the Opus packets the client library delivered with the library's
   own decoder. Writes `MARKS/received.npz` (PCM, the receive time of each packet's first
   sample); prints the stream's bitrate as the host reported it.
+  With `PLAY_AUDIO_CHANNELS=6` (or 8) in its environment the client asks for 5.1 (7.1), and
+  the surround packets are decoded with libopus's multistream decoder and the config the
+  client library derived, as Moonlight's own clients decode (moonlight-python's FFmpeg
+  decoder reorders surround to FFmpeg's channel order, and crashes on 8 channels); the
+  result then carries that `opus_config`. `PLAY_BITRATE_KBPS=20000` makes the client ask for
+  high-quality surround (moonlight-common-c does from 15 Mb/s).
 * `input`: streams Desktop and drives its display through the control stream (keys, mouse
   absolute and relative, scroll, a flood, absurd coordinates, a key held at disconnect),
   reading each effect back from the X display (XQueryKeymap, the pointer, a tiny window
@@ -30,7 +36,15 @@ from pathlib import Path
 import httpx
 import numpy as np
 
+from media.audio.multistream import MultistreamDecoder
+
 KEY_DOWN, KEY_UP = 0x03, 0x04
+# moonlight-common-c's MAKE_AUDIO_CONFIGURATION(channels, mask) (Limelight.h)
+AUDIO_CONFIGURATIONS = {
+    2: (0x3 << 16) | (2 << 8) | 0xCA,
+    6: (0x3F << 16) | (6 << 8) | 0xCA,
+    8: (0x63F << 16) | (8 << 8) | 0xCA,
+}
 BUTTON_PRESS, BUTTON_RELEASE = 0x07, 0x08
 
 
@@ -157,8 +171,11 @@ def main() -> None:
     app = next(a for a in http.get_app_list() if a.name == app_name)
     key, iv = secrets.token_bytes(16), secrets.token_bytes(16)
     session = StreamingSession()
-    config = StreamConfig(width=width, height=height, fps=fps, bitrate_kbps=10000)
-    url = http.launch_app(app.id, width, height, fps, 10000, 1, key, iv,
+    channels = int(os.environ.get("PLAY_AUDIO_CHANNELS", "2"))
+    kbps = int(os.environ.get("PLAY_BITRATE_KBPS", "10000"))  # >= 15000: high-quality surround
+    config = StreamConfig(width=width, height=height, fps=fps, bitrate_kbps=kbps,
+                          audio_configuration=AUDIO_CONFIGURATIONS[channels])  # fmt: skip
+    url = http.launch_app(app.id, width, height, fps, kbps, 1, key, iv,
                           config.surroundaudioinfo,
                           launch_query_params=session.get_launch_query_params())  # fmt: skip
     session.start(address="127.0.0.1", app_version="7.1.431.-1", gfe_version="3.23.0.74",
@@ -209,12 +226,22 @@ def main() -> None:
     result["audio_loss"] = session.audio_loss_stats
     if packets:
         cfg = session.wait_for_opus_config(0.1)
-        dec = AudioDecoder(cfg.sample_rate, cfg.channel_count, cfg.streams,
-                           cfg.coupled_streams, cfg.mapping)  # fmt: skip
+        if cfg.channel_count > 2:
+            ms = MultistreamDecoder(cfg.channel_count, cfg.streams, cfg.coupled_streams,
+                                    cfg.mapping)  # fmt: skip
+            result["opus_config"] = [cfg.channel_count, cfg.streams, cfg.coupled_streams,
+                                     list(cfg.mapping)]  # fmt: skip
+
+            def decode(data: bytes) -> list:
+                return [ms.decode(data).astype(np.float32) / 32768]
+        else:
+            dec = AudioDecoder(cfg.sample_rate, cfg.channel_count, cfg.streams,
+                               cfg.coupled_streams, cfg.mapping)  # fmt: skip
+            decode = dec.decode
         pcm, starts = [], []
         n = 0
         for pkt in packets:
-            for block in dec.decode(pkt.opus_data):
+            for block in decode(pkt.opus_data):
                 starts.append((n, pkt.receive_time_us))
                 pcm.append(block)
                 n += block.shape[0]

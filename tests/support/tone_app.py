@@ -2,9 +2,13 @@
 
 Started by the session like any title (its env carries PULSE_SINK / PULSE_SERVER). It writes
 silence through `pacat` in real time, 10 ms at a time, until the test drops `play` (JSON
-`{"freq", "amp", "seconds"}`) into the marks folder; then it plays that sine and writes
+`{"freq", "amp", "seconds"}`, optionally `"channel"`) into the marks folder; then it plays
+that sine (on every channel, or on `channel` alone) and writes
 `tone.json` with `t_on`, the monotonic time its first tone block was written (the same clock
 as the client's `receive_time_us`, so the test can measure capture-to-client latency).
+
+Its channels: 2, or what the marks folder's `channels` file says when the app starts (6 or 8,
+in the client's order FL FR C LFE RL RR SL SR, with that PulseAudio channel map).
 
     tone_app.py MARKS_DIR
 """
@@ -20,23 +24,32 @@ from pathlib import Path
 import numpy as np
 
 RATE, BLOCK = 48_000, 480
+MAPS = {
+    2: "front-left,front-right",
+    6: "front-left,front-right,front-center,lfe,rear-left,rear-right",
+    8: "front-left,front-right,front-center,lfe,rear-left,rear-right,side-left,side-right",
+}
 
 
 def main() -> None:
     marks = Path(sys.argv[1])
+    wanted = marks / "channels"
+    channels = int(wanted.read_text()) if wanted.exists() else 2
     pacat = subprocess.Popen(
         [
             "pacat",
             "--playback",
             "--raw",
             f"--rate={RATE}",
-            "--channels=2",
+            f"--channels={channels}",
+            f"--channel-map={MAPS[channels]}",
             "--format=s16le",
             "--latency-msec=10",
         ],
         stdin=subprocess.PIPE,
     )
-    silence = np.zeros((BLOCK, 2), np.int16).tobytes()
+    frame_bytes = 2 * channels
+    silence = np.zeros((BLOCK, channels), np.int16).tobytes()
     tone: bytes | None = None
     pos = 0
     next_at = time.monotonic()
@@ -46,12 +59,15 @@ def main() -> None:
             (marks / "play").unlink()
             t = np.arange(int(spec["seconds"] * RATE)) / RATE
             x = spec["amp"] * np.sin(2 * np.pi * spec["freq"] * t)
-            tone = (np.stack([x, x], 1) * 32767).round().astype(np.int16).tobytes()
+            pcm = np.zeros((x.shape[0], channels))
+            for channel in [spec["channel"]] if "channel" in spec else range(channels):
+                pcm[:, channel] = x
+            tone = (pcm * 32767).round().astype(np.int16).tobytes()
             pos = 0
             (marks / "tone.json").write_text(json.dumps({"t_on": time.monotonic(), **spec}))
         if tone is not None and pos < len(tone):
-            chunk, pos = tone[pos : pos + BLOCK * 4], pos + BLOCK * 4
-            chunk += silence[: BLOCK * 4 - len(chunk)]
+            chunk, pos = tone[pos : pos + BLOCK * frame_bytes], pos + BLOCK * frame_bytes
+            chunk += silence[: BLOCK * frame_bytes - len(chunk)]
         else:
             chunk = silence
         pacat.stdin.write(chunk)
