@@ -102,10 +102,11 @@ def layout(channels: int) -> Layout:
 
 
 def from_surround_info(info: int) -> Layout:
-    """The layout of a launch's ``surroundAudioInfo`` (``mask << 16 | channels``)."""
+    """The layout of a launch's ``surroundAudioInfo`` (``mask << 16 | channels``); a mask of
+    0 (a client that sends only the count) means the count's own layout."""
     channels, mask = info & 0xFFFF, info >> 16
     found = layout(channels)
-    if mask != found.mask:
+    if mask not in (0, found.mask):
         raise LayoutError(
             f"channel mask {mask:#x} is not {found.name}'s ({found.mask:#x}) "
             f"for {channels} channels"

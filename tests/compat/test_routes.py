@@ -66,7 +66,7 @@ def test_surround_launches_are_accepted_and_the_session_takes_their_channels(inf
         ((0xFFF << 16) | 12, "2, 6 or 8 channels"),
         ((0x3F << 16) | 2, "channel mask 0x3f is not stereo's (0x3)"),
         ((0x3 << 16) | 6, "channel mask 0x3 is not 5.1's (0x3f)"),
-        (8, "channel mask 0x0 is not 7.1's (0x63f)"),
+        ((0xFF << 16) | 8, "channel mask 0xff is not 7.1's (0x63f)"),
     ],
 )
 def test_unknown_channel_counts_and_masks_are_400_with_the_reason(info, says):

@@ -148,7 +148,7 @@ def test_the_encoder_buffers_any_block_length_and_checks_the_shape():
         ((0x63F << 16) | 8, True),
         ((0x3F << 16) | 2, False),  # a 5.1 mask on two channels
         ((0xFF << 16) | 6, False),
-        (6, False),  # no mask
+        (6, True),  # no mask: the count's own layout
         ((0x3F << 16) | 12, False),
     ],
 )
