@@ -234,7 +234,7 @@ class CompatSession:
             if stream is not None and not stream.running:
                 if stream.stop_reason != "client":
                     self.reason = stream.stop_reason or "client"
-                    if stream.rtsp.refused:  # encryption required: session.ended says why
+                    if stream.rtsp.refused:  # the ANNOUNCE was refused: session.ended says why
                         self.core.error = stream.rtsp.refused
                     return
                 self.stop_stream("client")
