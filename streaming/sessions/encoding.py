@@ -9,7 +9,7 @@ browser the host picks (`pick`), from the offer and what the browser's WebCodecs
 Main (8-bit); 3 also Main10; 0 (auto) offers it when a GPU encoder for it opened. Auto counts GPU
 encoders only: software HEVC/AV1 (libx265, SVT-AV1) holds neither 1080p60 nor H.264's latency on
 a desktop CPU (bench/codecs.py); modes 2 and 3 offer them in software too. Every capture source
-is 8-bit SDR, so Main10 is never encoded (GAP in docs/gaps.md: no HDR / Main10 path).
+is 8-bit SDR, so Main10 is never encoded (a GameStream client asking for HDR is refused).
 """
 
 from __future__ import annotations
