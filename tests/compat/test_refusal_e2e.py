@@ -94,3 +94,19 @@ def test_a_codec_not_offered_ends_the_session_with_the_reason_and_sends_no_video
     assert record["session_id"] == ended[-1]["session"]["id"], (record, ended[-1])
     assert record["error"] == "HEVC was not offered by this host", record
     assert record["avg_bitrate_kbps"] == 0, record
+
+
+def test_a_hand_edited_encoder_that_cannot_open_refuses_the_launch_with_the_reason(
+    stream_host, tmp_path
+):
+    """`encoder = vaapi` written into the file by hand (the config APIs refuse it): /launch
+    answers the reason and nothing streams, rather than encoding in software."""
+    host = stream_host
+    ml = pair(host, tmp_path / "ml", pin="8531", name="Hand-edited encoder")
+    with host_config(host, {"encoder": "vaapi"}):
+        xml = ml.https("launch", f"appid={app_id(ml, 'Desktop')}&mode=640x360x30&{KEYS}")
+        assert status_of(xml) == 503, xml
+        assert "The configured encoder cannot be used: vaapi: this PyAV/FFmpeg build has no " in (
+            xml
+        )
+        assert "<currentgame>0<" in ml.https("serverinfo")  # nothing was started
