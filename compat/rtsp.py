@@ -11,9 +11,9 @@ nothing: a malformed or out-of-order request gets an RTSP error reply (400/404/4
 what keeps the listener alive on bad input. An ANNOUNCE that leaves off an encryption layer the
 host requires (``encryption_required``, mode 2 of :mod:`compat.engine.encryption`) gets 403;
 one asking for a stream the host does not make (a codec it did not offer, HDR, 4:4:4, an odd
-picture size) gets 400. Either sets ``refused`` (why) and ``refused_as`` (the session's end
-reason), which ends the session: the host never streams something other than what was asked.
-No sockets here.
+picture size, a value outside ``_ANNOUNCE_FIELDS``' bounds) gets 400. Either sets ``refused``
+(why) and ``refused_as`` (the session's end reason), which ends the session: the host never
+streams something other than what was asked. No sockets here.
 """
 
 from __future__ import annotations
@@ -390,7 +390,10 @@ class RtspSession:
         if method == "ANNOUNCE":
             if not {"video", "control"} <= self.setup_done or self.playing:
                 raise RtspError(455, "ANNOUNCE before SETUP of video and control")
-            params = parse_announce(req.body)
+            try:
+                params = parse_announce(req.body)
+            except RtspError as e:  # a size, rate or value outside the host's limits
+                self._refuse(e.status, "refused", e.reason)
             missing = params.missing_encryption(self.encryption_required)
             if missing:
                 why = f"encryption required; the client left {', '.join(missing)} in clear"

@@ -42,7 +42,7 @@ END_REASONS = frozenset({
     "no_video_ping",  # compat: the client never pinged the video port
     "encryption_required",  # compat: the client would not encrypt and the host requires it
     "refused",  # compat: the client asked for a stream the host does not make (a codec it did
-    #             not offer, HDR, 4:4:4, a size no encoder takes); `error` says which and why
+    #             not offer, HDR, 4:4:4, a size or rate outside its limits); `error` says why
     "arm_timeout",  # answered, but the client never connected (compat: its control stream;
     #                 native: the DTLS proof) within the plane's connect timeout
     "encoder_failed",  # no encoder opened, or the one open failed with nothing to hand over to

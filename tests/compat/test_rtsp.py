@@ -121,6 +121,7 @@ def test_absurd_announce_values_are_400(attr, value):
     assert _status(replies[5]) == 400
     assert s.params is None
     assert _status(replies[6]) == 455  # PLAY without an accepted ANNOUNCE
+    assert s.refused_as == "refused" and attr.split(".")[-1] in s.refused  # ends, saying why
 
 
 @pytest.mark.parametrize(
