@@ -103,6 +103,12 @@ def test_a_hand_edited_encoder_that_cannot_open_refuses_the_launch_with_the_reas
     answers the reason and nothing streams, rather than encoding in software."""
     host = stream_host
     ml = pair(host, tmp_path / "ml", pin="8531", name="Hand-edited encoder")
+
+    def idle() -> bool:  # an earlier test's session may still be handing its place back
+        with host.mgmt() as c:
+            return c.get("/api/v1/status").json()["session"] is None
+
+    assert wait_for(idle, 15)
     with host_config(host, {"encoder": "vaapi"}):
         xml = ml.https("launch", f"appid={app_id(ml, 'Desktop')}&mode=640x360x30&{KEYS}")
         assert status_of(xml) == 503, xml
