@@ -133,11 +133,10 @@ class Plan:
 
 
 def plan(codecs: tuple[str, ...] | list[str]) -> Plan:
-    """The plan for `codecs`. A backend pinned by the `encoder` key is tried first even where
-    the probe did not see it open for that codec, so its failure is logged before software takes
-    over; one
-    that cannot encode here at all is Refused (`check_pin`). A plan that cannot be made is the
-    software encoders on their defaults."""
+    """The plan for `codecs`. A backend pinned by the `encoder` key is tried first even for a
+    codec the probe did not see it open, so its failure is logged before software takes over;
+    a pinned backend that cannot encode here at all is Refused (`check_pin`). A plan that
+    cannot be made is the software encoders on their defaults."""
     check_pin()
     try:
         key = (store.get("encoder") or "auto").strip().lower()
