@@ -14,7 +14,7 @@ The client then names its pick in ANNOUNCE (``x-nv-vqos[0].bitStreamFormat``: 0 
 Which codecs are offered (the ``hevc_mode`` / ``av1_mode`` keys over the encoder probe) is the
 session's choice for every plane, `streaming.sessions.encoding`; this module is how GameStream
 says it. Moonlight picks HEVC or AV1 whenever it is offered. Every capture source is 8-bit SDR,
-so the 10-bit bits are never set (GAP in docs/gaps.md: no HDR / Main10 path).
+so the 10-bit bits are never set, and a client asking for HDR is refused (`/launch`, ANNOUNCE).
 """
 
 from __future__ import annotations

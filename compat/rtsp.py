@@ -9,8 +9,11 @@ SETUP video, SETUP control, ANNOUNCE (the client's stream parameters as SDP), PL
 :class:`RtspSession` holds one launch's state and answers each request with bytes, raising
 nothing: a malformed or out-of-order request gets an RTSP error reply (400/404/455), which is
 what keeps the listener alive on bad input. An ANNOUNCE that leaves off an encryption layer the
-host requires (``encryption_required``, mode 2 of :mod:`compat.engine.encryption`) gets 403
-and sets ``refused``, which ends the session. No sockets here.
+host requires (``encryption_required``, mode 2 of :mod:`compat.engine.encryption`) gets 403;
+one asking for a stream the host does not make (a codec it did not offer, HDR, 4:4:4, an odd
+picture size, a value outside ``_ANNOUNCE_FIELDS``' bounds) gets 400. Either sets ``refused``
+(why) and ``refused_as`` (the session's end reason), which ends the session: the host never
+streams something other than what was asked. No sockets here.
 """
 
 from __future__ import annotations
@@ -302,6 +305,22 @@ def parse_announce(body: bytes) -> StreamParams:
     return StreamParams(**values)
 
 
+def unservable(params: StreamParams) -> str:
+    """Why the host cannot make the stream an ANNOUNCE asks for, or "" when it can. Every
+    capture source is 8-bit SDR and every encoder here takes 4:2:0 (yuv420p), which needs an
+    even width and height (`media.encoder.VideoEncoder`)."""
+    if params.dynamic_range:
+        return "HDR (dynamicRangeMode=1) was not offered: this host streams 8-bit SDR only"
+    if params.chroma_444:
+        return "YUV 4:4:4 (chromaSamplingType=1) was not offered: this host encodes 4:2:0 only"
+    if params.width % 2 or params.height % 2:
+        return (
+            f"{params.width}x{params.height} cannot be encoded: 4:2:0 video needs an even "
+            "width and height"
+        )
+    return ""
+
+
 # ---- the per-launch state machine ----
 
 STREAMS = {"audio": "audio", "video": "video", "control": "control"}
@@ -319,7 +338,8 @@ class RtspSession:
     encryption_supported: int = ENC_CONTROL_V2 | ENC_AUDIO
     encryption_requested: int = ENC_CONTROL_V2
     encryption_required: int = 0  # layers an ANNOUNCE must enable (else 403 and `refused`)
-    refused: str | None = None  # why the session must end (set with an RTSP 403)
+    refused: str | None = None  # why the session must end (set with an RTSP 403 or 400)
+    refused_as: str = ""  # its end reason: encryption_required or refused
     setup_done: set[str] = field(default_factory=set)
     described: bool = False
     params: StreamParams | None = None
@@ -375,15 +395,21 @@ class RtspSession:
         if method == "ANNOUNCE":
             if not {"video", "control"} <= self.setup_done or self.playing:
                 raise RtspError(455, "ANNOUNCE before SETUP of video and control")
-            params = parse_announce(req.body)
+            try:
+                params = parse_announce(req.body)
+            except RtspError as e:  # a size, rate or value outside the host's limits
+                self._refuse(e.status, "refused", e.reason)
             missing = params.missing_encryption(self.encryption_required)
             if missing:
-                self.refused = f"encryption required; the client left {', '.join(missing)} in clear"
-                raise RtspError(403, self.refused)
+                why = f"encryption required; the client left {', '.join(missing)} in clear"
+                self._refuse(403, "encryption_required", why)
             try:
                 self.offer.accept(params.bitstream_format)
             except CodecRefused as e:
-                raise RtspError(400, str(e)) from None
+                self._refuse(400, "refused", str(e))
+            why = unservable(params)
+            if why:
+                self._refuse(400, "refused", why)
             self.params = params
             return build_response(200, req.cseq)
         if method == "PLAY":
@@ -392,6 +418,11 @@ class RtspSession:
             self.playing = True
             return build_response(200, req.cseq)
         raise RtspError(501, f"method {method} not implemented")
+
+    def _refuse(self, status: int, end_reason: str, why: str) -> None:
+        """Answer the ANNOUNCE with `status` and `why`, and end the session with `end_reason`."""
+        self.refused, self.refused_as = why, end_reason
+        raise RtspError(status, why)
 
     def _setup(self, req: RtspRequest) -> bytes:
         if not self.described or self.playing or self.params is not None:

@@ -124,6 +124,10 @@ class CompatSession:
         self.app = apps.catalog_app(self.spec["app_id"])
         if self.app is None:
             raise LaunchFailed(404, "App not found")
+        try:  # before anything starts: an encoder setting that cannot work refuses the launch
+            encoding.check_pin()
+        except encoding.Refused as exc:
+            raise LaunchFailed(exc.status, str(exc)) from None
         self.core.app_title = self.app.name
         self.publish()
         try:
@@ -192,6 +196,8 @@ class CompatSession:
             )  # fmt: skip
         except OSError as exc:
             raise LaunchFailed(503, f"Stream ports busy: {exc}") from None
+        except encoding.Refused as exc:  # the encoder setting changed since the launch
+            raise LaunchFailed(exc.status, str(exc)) from None
         self.stream.start()
         self.watcher.arm()
         self.figures.armed(self.capture)
@@ -243,7 +249,7 @@ class CompatSession:
             if stream is not None and not stream.running:
                 if stream.stop_reason != "client":
                     self.reason = stream.stop_reason or "client"
-                    if stream.rtsp.refused:  # encryption required: session.ended says why
+                    if stream.rtsp.refused:  # the ANNOUNCE was refused: session.ended says why
                         self.core.error = stream.rtsp.refused
                     return
                 self.stop_stream("client")

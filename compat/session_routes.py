@@ -13,12 +13,13 @@ the caller's own session, found by its certificate fingerprint. A /launch takes 
 port slot k (`streaming.sessions.admission`); the session streams on the stream ports + 20*k,
 and `sessionUrl0` names that slot's RTSP port (the SETUP replies name its media ports).
 
-Errors are the usual XML documents: 400 missing or malformed parameter or the caller's own
-app already running, 403 encryption required (`lan_/wan_encryption_mode` 2 for the client's
-network) and the client sent no `corever >= 1`, 404 unknown app id, 503 no place left ("The
-host is already streaming to N clients (max_sessions = M)"), no running app of the caller's
-(/resume) or the engine could not start. `sessionUrl0` is `rtspenc://` when the policy
-encrypts RTSP.
+Errors are the usual XML documents: 400 missing or malformed parameter, a stream the host does
+not make (`hdrMode=1`: it streams 8-bit SDR only; an odd `mode` size, which no 4:2:0 encoder
+takes) or the caller's own app already running, 403 encryption required
+(`lan_/wan_encryption_mode` 2 for the client's network) and the client sent no `corever >= 1`,
+404 unknown app id, 503 no place left ("The host is already streaming to N clients
+(max_sessions = M)"), no running app of the caller's (/resume) or the engine could not start.
+`sessionUrl0` is `rtspenc://` when the policy encrypts RTSP.
 """
 
 from __future__ import annotations
@@ -65,6 +66,8 @@ def parse_mode(raw: str | None) -> tuple[int, int, int]:
         raise BadLaunch(
             400, f"mode must be {MIN_W}-{MAX_W} x {MIN_H}-{MAX_H} x {MIN_FPS}-{MAX_FPS}"
         )
+    if w % 2 or h % 2:  # every encoder here takes 4:2:0 video (media.encoder)
+        raise BadLaunch(400, f"mode {w}x{h} cannot be encoded: 4:2:0 video needs an even size")
     return w, h, fps
 
 
@@ -83,9 +86,13 @@ def parse_keys(q: dict[str, str]) -> dict:
     return {"rikey": rikey.lower(), "rikeyid": keyid}
 
 
+HDR_REFUSED = "HDR is not available: this host streams 8-bit SDR only"
+
+
 def parse_options(q: dict[str, str]) -> dict:
     """Audio and HDR options: checked, then recorded (the session's sink takes the
-    surroundAudioInfo layout; the stream is SDR)."""
+    surroundAudioInfo layout). HDR is refused: every capture source is 8-bit SDR and no 10-bit
+    mode is offered (compat.codecs), so it is never streamed."""
     out = {}
     for name, allowed in (("localAudioPlayMode", {0, 1}), ("hdrMode", {0, 1}), ("sops", {0, 1})):
         if name in q and q[name] != "":
@@ -109,8 +116,8 @@ def parse_options(q: dict[str, str]) -> dict:
         except layouts.LayoutError as exc:
             raise BadLaunch(400, f"surroundAudioInfo: {exc}") from None
         out["surroundAudioInfo"] = info
-    # GAP: hdrMode=1 is accepted but streamed as 8-bit SDR (every capture source is 8-bit SDR;
-    # no Main10 / AV1 10-bit mode is advertised, see compat.codecs).
+    if out.get("hdrMode") == 1:
+        raise BadLaunch(400, HDR_REFUSED)
     return out
 
 

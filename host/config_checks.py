@@ -1,7 +1,8 @@
 """Write-time checks that need the machine, not just the value: a 400 naming the key when an
 update could only fail at the next start (a base port another program holds, an address no
-interface has, a certificate that does not match its key). Values the machine cannot judge
-now are checked again at start (settings, identity.ensure_tls)."""
+interface has, a certificate that does not match its key, an `encoder` that cannot open here).
+Values the machine cannot judge now are checked again at start (settings, identity.ensure_tls,
+streaming.sessions.encoding.check_pin)."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from access import identity
 from common.ports import PortMap, busy_ports
 from hostconfig import store
 from hostconfig.startup import unusable_log_path
+from media import encoders
 
 
 def at_write(typed: dict[str, Any]) -> dict[str, Any]:
@@ -32,12 +34,20 @@ def at_write(typed: dict[str, Any]) -> dict[str, Any]:
         problem = unusable_log_path(Path(typed["log_path"]))
         if problem:
             errors["log_path"] = problem
+    errors.update(encoder_refusal(typed))
     if typed.get("port") is not None:
         slots = typed.get("max_sessions") or store.get("max_sessions")
         _port(typed["port"], typed.get("bind_address"), errors, slots)
     if errors:
         raise store.ConfigError(errors)
     return typed
+
+
+def encoder_refusal(typed: dict[str, Any]) -> dict[str, str]:
+    """`{"encoder": why}` when the update pins an encoder backend that cannot open on this
+    machine (a session would refuse to stream: streaming.sessions.encoding.check_pin)."""
+    problem = encoders.pin_problem(typed["encoder"]) if typed.get("encoder") else ""
+    return {"encoder": problem} if problem else {}
 
 
 def _tls(typed: dict, errors: dict) -> None:

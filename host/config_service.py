@@ -41,6 +41,9 @@ def v1_replace(body: Any) -> dict:
     """PUT /host/config: the whole file form; omitted fields go back to their defaults."""
     try:
         typed = v1form.parse(body)
+        refused = checks.encoder_refusal(typed)
+        if refused:  # named as the form names it
+            raise store.ConfigError({"encoders.encoder": refused["encoder"]})
     except store.ConfigError as exc:
         raise Invalid("invalid host configuration", fields=exc.fields) from None
     _persist(typed)

@@ -152,6 +152,35 @@ VENDOR_BACKEND = {"nvidia": "nvenc", "amd": "amf", "intel": "qsv"}
 UNAVAILABLE = {"vaapi": "VAAPI encoders are not in PyAV's wheels (FFmpeg built without libva)"}
 
 
+# What a GPU backend needs on the machine, to say which is missing when none of its encoders
+# opened: the device nodes it encodes through, and what else it needs once they are there.
+NEEDS = {
+    "nvenc": ("/dev/nvidia[0-9]*", "NVIDIA GPU device", "the NVIDIA driver's NVENC"),
+    "qsv": ("/dev/dri/renderD*", "GPU render node", "an Intel GPU with the oneVPL runtime"),
+    "amf": ("/dev/dri/renderD*", "GPU render node", "an AMD GPU with AMD's AMF runtime"),
+    "vaapi": ("/dev/dri/renderD*", "GPU render node", "a VA-API driver"),
+}
+
+
+def pin_problem(pin: str | None, table: dict[str, dict[str, bool]] | None = None) -> str:
+    """Why the `encoder` key's backend cannot encode on this machine, naming what is missing
+    (the build's encoders, the device, the driver), or "" when it can (`auto`, `software`, or a
+    backend one of whose encoders opened in the probe)."""
+    pin = (pin or "auto").strip().lower()
+    if pin not in NEEDS:
+        return ""
+    table = available() if table is None else table
+    if any(table.get(pin, {}).values()):
+        return ""
+    names = "/".join(CANDIDATES[pin].values())
+    pattern, device, driver = NEEDS[pin]
+    if pin in UNAVAILABLE:
+        return f"{pin}: this PyAV/FFmpeg build has no {names} encoder (built without libva)"
+    if not glob.glob(pattern):
+        return f"{pin}: no {device} ({pattern}) on this host"
+    return f"{pin}: {names} did not open here (needs {driver})"
+
+
 def backend_of(encoder: str) -> str:
     """nvenc / qsv / amf / vaapi / software for an FFmpeg encoder name."""
     for backend, names in CANDIDATES.items():

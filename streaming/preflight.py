@@ -116,6 +116,11 @@ def redis_and_worker() -> list[dict]:
 
 
 def encoder() -> dict:
+    refused = encoders.pin_problem(store.get("encoder"))
+    if refused:  # sessions refuse to stream rather than encode in software
+        return _check(
+            "encoder", "Video encoder opens", FAIL, refused, "set encoder = auto or software"
+        )
     backend = encoders.resolve_backend(store.get("encoder"))
     if backend is None:
         return _check(

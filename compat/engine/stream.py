@@ -311,9 +311,9 @@ class StreamSession:
             except OSError:
                 return
             finally:
-                if self.rtsp.refused:  # the 403 went out (or could not): the session is over
+                if self.rtsp.refused:  # the refusal went out (or could not): the session is over
                     log.warning("session refused: %s", self.rtsp.refused)
-                    self._end("encryption_required")
+                    self._end(self.rtsp.refused_as or "encryption_required")
 
     # ---- control: ENet + AES-GCM ----
 

@@ -9,7 +9,7 @@ browser the host picks (`pick`), from the offer and what the browser's WebCodecs
 Main (8-bit); 3 also Main10; 0 (auto) offers it when a GPU encoder for it opened. Auto counts GPU
 encoders only: software HEVC/AV1 (libx265, SVT-AV1) holds neither 1080p60 nor H.264's latency on
 a desktop CPU (bench/codecs.py); modes 2 and 3 offer them in software too. Every capture source
-is 8-bit SDR, so Main10 is never encoded (GAP in docs/gaps.md: no HDR / Main10 path).
+is 8-bit SDR, so Main10 is never encoded (a GameStream client asking for HDR is refused).
 """
 
 from __future__ import annotations
@@ -99,6 +99,25 @@ def pick(offer: tuple[str, ...], decodes: tuple[str, ...] | list[str]) -> str:
     return next((c for c in BROWSER_PREFERENCE if c in offer and c in decodes), "h264")
 
 
+class Refused(Exception):
+    """The `encoder` key names a backend that cannot encode here: the session refuses to stream
+    rather than encode in software (the offer's `status` and the /launch answer say why)."""
+
+    status = 503
+
+
+def check_pin() -> None:
+    """Refused when the configured `encoder` cannot encode on this machine (set through a config
+    API that is refused at write; hand-edited into the file, or the GPU or driver went away)."""
+    try:
+        why = encoders.pin_problem(store.get("encoder"))
+    except Exception:  # a broken probe or config: `plan` streams in software, as before
+        log.exception("encoder setting not checked")
+        return
+    if why:
+        raise Refused(f"The configured encoder cannot be used: {why}")
+
+
 @dataclass(frozen=True)
 class Plan:
     """Per codec, the encoders a stream tries in order (`media.encoders.choose`: the `encoder`
@@ -114,9 +133,11 @@ class Plan:
 
 
 def plan(codecs: tuple[str, ...] | list[str]) -> Plan:
-    """The plan for `codecs`. A backend pinned by the `encoder` key is tried first even where
-    the probe did not see it open, so its failure is logged before software takes over. A plan
-    that cannot be made is the software encoders on their defaults."""
+    """The plan for `codecs`. A backend pinned by the `encoder` key is tried first even for a
+    codec the probe did not see it open, so its failure is logged before software takes over;
+    a pinned backend that cannot encode here at all is Refused (`check_pin`). A plan that
+    cannot be made is the software encoders on their defaults."""
+    check_pin()
     try:
         key = (store.get("encoder") or "auto").strip().lower()
         vendor = gpus.preferred_vendor()

@@ -372,6 +372,17 @@ class SessionCore:
             log.exception("session %s: history record not written", self.id)
         stream_webhooks.notify(stream_webhooks.END, record)
 
+    def _record_refusal(self) -> None:
+        """A session refused before it streamed (the client asked for a stream the host does
+        not make) still leaves a history record: no frames, and `error` saying what and why."""
+        fields = {k: v for k, v in self.record_fields().items() if k not in ("t_start", "t_end")}
+        try:
+            history.record_session(t_start=self.t_start, t_end=datetime.now(UTC), samples=[],
+                                   plane=self.plane, client_fingerprint=self.fingerprint,
+                                   **fields)  # fmt: skip
+        except Exception:
+            log.exception("session %s: history record not written", self.id)
+
     def _counts(self) -> tuple:
         """The plane's totals so far: frames, bytes, (count, sum) of encode and RTT samples."""
         return self.totals()
@@ -482,6 +493,8 @@ class SessionCore:
             return
         self.finished = True
         self.stream_ended()
+        if reason == "refused" and self.stream_t0 is None:
+            self._record_refusal()
         self._stats(stats.reset, self.id)
         deliberate = deliberate or reason not in CLIENT_REASONS
         title_deliberate = deliberate or user_stop

@@ -41,6 +41,8 @@ END_REASONS = frozenset({
     "protocol_error",  # compat: the client broke the control protocol
     "no_video_ping",  # compat: the client never pinged the video port
     "encryption_required",  # compat: the client would not encrypt and the host requires it
+    "refused",  # compat: the client asked for a stream the host does not make (a codec it did
+    #             not offer, HDR, 4:4:4, a size or rate outside its limits); `error` says why
     "arm_timeout",  # answered, but the client never connected (compat: its control stream;
     #                 native: the DTLS proof) within the plane's connect timeout
     "encoder_failed",  # no encoder opened, or the one open failed with nothing to hand over to
@@ -78,7 +80,7 @@ CLOSE_REASONS = frozenset({"cancel", "api", "app_closed", "unpaired", "host_shut
 # `error` itself for a peer connection that went silent or failed.
 DISCONNECTED = {"timeout": "timeout", "arm_timeout": "timeout", "protocol_error": "error",
                 "no_video_ping": "error", "encoder_failed": "error", "display_lost": "error",
-                "launch_failed": "error", "error": "error"}  # fmt: skip
+                "launch_failed": "error", "refused": "error", "error": "error"}  # fmt: skip
 
 # What a Redis outage raises (redis-py's errors; a socket error where one escapes them).
 REDIS_DOWN = (redis.RedisError, OSError)

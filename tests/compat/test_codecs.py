@@ -71,6 +71,8 @@ def test_announce_of_a_codec_not_offered_is_400_naming_it(fmt, name):
     assert _status(replies[5]) == 400
     assert replies[5].endswith(name + b" was not offered by this host")
     assert s.params is None and _status(replies[6]) == 455  # no PLAY without an ANNOUNCE
+    # The refusal ends the session (compat.engine.stream), with the reason session.ended carries.
+    assert (s.refused_as, s.refused) == ("refused", f"{name.decode()} was not offered by this host")
 
 
 @pytest.mark.parametrize("fmt,codec", [(0, "h264"), (1, "hevc"), (2, "av1")])

@@ -41,8 +41,8 @@ def test_keys():
 
 
 def test_audio_and_hdr_options():
-    assert parse_options({"hdrMode": "1", "surroundAudioInfo": "196610"}) == {
-        "hdrMode": 1,
+    assert parse_options({"hdrMode": "0", "surroundAudioInfo": "196610"}) == {
+        "hdrMode": 0,
         "surroundAudioInfo": 196610,
     }
     assert parse_options({"localAudioPlayMode": "0", "sops": ""}) == {"localAudioPlayMode": 0}
@@ -73,6 +73,25 @@ def test_unknown_channel_counts_and_masks_are_400_with_the_reason(info, says):
     with pytest.raises(BadLaunch) as exc:
         parse_options({"surroundAudioInfo": str(info)})
     assert exc.value.status == 400 and says in exc.value.message
+
+
+def test_hdr_is_refused_not_streamed_as_sdr():
+    """The host offers no 10-bit mode: a launch asking for HDR is told so (a 400 the client
+    shows), never streamed 8-bit SDR."""
+    with pytest.raises(BadLaunch) as exc:
+        parse_options({"hdrMode": "1", "localAudioPlayMode": "0"})
+    assert exc.value.status == 400
+    assert exc.value.message == "HDR is not available: this host streams 8-bit SDR only"
+
+
+@pytest.mark.parametrize("raw", ["1281x720x60", "1280x721x60", "1365x767x30"])
+def test_odd_sizes_are_refused_naming_the_limit(raw):
+    """Every encoder here takes 4:2:0 video (media.encoder refuses an odd size): refused at
+    /launch instead of a session that ends when its encoder will not open."""
+    with pytest.raises(BadLaunch) as exc:
+        parse_mode(raw)
+    assert exc.value.status == 400
+    assert "4:2:0 video needs an even size" in exc.value.message
 
 
 def test_resume_hands_the_resuming_clients_address_to_the_engine(monkeypatch):

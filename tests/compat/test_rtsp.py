@@ -121,6 +121,43 @@ def test_absurd_announce_values_are_400(attr, value):
     assert _status(replies[5]) == 400
     assert s.params is None
     assert _status(replies[6]) == 455  # PLAY without an accepted ANNOUNCE
+    assert s.refused_as == "refused" and attr.split(".")[-1] in s.refused  # ends, saying why
+
+
+@pytest.mark.parametrize(
+    "attr,value,why",
+    [
+        ("x-nv-video[0].dynamicRangeMode", "1", "HDR (dynamicRangeMode=1) was not offered"),
+        ("x-ss-video[0].chromaSamplingType", "1", "YUV 4:4:4 (chromaSamplingType=1) was not"),
+        ("x-nv-video[0].clientViewportWd", "1281", "1281x720 cannot be encoded: 4:2:0 video"),
+        ("x-nv-video[0].clientViewportHt", "721", "1280x721 cannot be encoded: 4:2:0 video"),
+    ],
+)
+def test_a_stream_the_host_does_not_make_is_refused_naming_it(attr, value, why):
+    """HDR, 4:4:4 and odd sizes were never offered: 400 with the reason, and the session ends
+    (`refused`) instead of streaming SDR, 4:2:0 or a stream whose encoder never opens."""
+    body = ANNOUNCE.replace(b"t=0 0", f"a={attr}:{value} \r\nt=0 0".encode())
+    if b"Viewport" in attr.encode():
+        body = ANNOUNCE.replace(
+            f"a={attr}:".encode(), f"a={attr}:{value} \r\na=old-{attr}:".encode()
+        )
+    s = _session()
+    replies = _handshake(s, body)
+    assert _status(replies[5]) == 400 and replies[5].split(b"\r\n\r\n", 1)[1].startswith(
+        why.encode()
+    )
+    assert s.refused.startswith(why) and s.refused_as == "refused"
+    assert s.params is None and _status(replies[6]) == 455
+
+
+def test_sdr_420_even_sizes_are_accepted_and_not_refused():
+    body = ANNOUNCE.replace(
+        b"t=0 0",
+        b"a=x-nv-video[0].dynamicRangeMode:0 \r\na=x-ss-video[0].chromaSamplingType:0 \r\nt=0 0",
+    )
+    s = _session()
+    assert [_status(r) for r in _handshake(s, body)] == [200] * 7
+    assert s.refused is None and s.refused_as == ""
 
 
 @pytest.mark.parametrize("channels,status", [(2, 200), (6, 200), (8, 200), (1, 400), (4, 400)])

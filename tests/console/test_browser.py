@@ -288,3 +288,25 @@ def test_the_dashboard_says_what_capture_a_session_gets_and_what_to_fix(host, tm
         page.click("#config-form button[type=submit]")
     page.goto("/")
     assert page.locator("#capture-status").inner_text().startswith("using ")
+
+
+def test_config_refuses_an_encoder_this_machine_cannot_open_with_the_reason(host, tmp_path):
+    """`encoder = vaapi`: this PyAV build has no VA-API encoder, so the form says so beside the
+    field and writes nothing (a session would refuse to stream rather than encode in software)."""
+    page = signed_in(host)
+    page.goto("/config")
+    page.locator("#cfg-encoder").select_option("vaapi")
+    page.click("#config-form button[type=submit]")
+    error = page.locator(".config-row[data-key=encoder] .field-error")
+    assert "vaapi: this PyAV/FFmpeg build has no h264_vaapi/hevc_vaapi/av1_vaapi encoder" in (
+        error.inner_text()
+    )
+    conf = host.state_dir / "host.conf"
+    assert not conf.exists() or "encoder" not in conf.read_text(errors="replace")
+    page.locator(".config-row[data-key=encoder]").scroll_into_view_if_needed()
+    shot = Path(os.environ.get("TEST_ARTIFACTS", tmp_path)) / "config-encoder-refused.png"
+    page.screenshot(path=str(shot), full_page=False)
+    page.locator("#cfg-encoder").select_option("software")
+    page.click("#config-form button[type=submit]")
+    assert "Saved 1 value" in page.inner_text("[role=status].success")
+    assert "encoder = software" in conf.read_text()

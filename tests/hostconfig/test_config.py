@@ -112,7 +112,7 @@ def test_v1_put_round_trip_and_defaults(v1, state):
             "compositor": "KDE",
             "audio_gain": None,
         },
-        "encoders": {"encoder": " NVENC "},
+        "encoders": {"encoder": " SOFTWARE "},
         "network": {"fec_pct": 20, "compat": False},
         "clipboard": "off",
     }
@@ -124,7 +124,7 @@ def test_v1_put_round_trip_and_defaults(v1, state):
     s = state_["settings"]
     assert s["general"]["host_name"] == "den-pc"
     assert s["audio_video"]["max_fps"] == 120 and s["audio_video"]["compositor"] == "kwin"
-    assert s["encoders"]["encoder"] == "nvenc" and s["network"]["fec_pct"] == 20
+    assert s["encoders"]["encoder"] == "software" and s["network"]["fec_pct"] == 20
     assert s["network"]["compat"] is True  # the broadcast switch is not written here
     assert s["clipboard"] == "off" and s["input"]["pen"] is True
     assert store.get("sunshine_name") == "den-pc"

@@ -66,12 +66,35 @@ def test_the_encoder_key_pins_and_the_encoder_keys_ride_along(machine):
     plan = encoding.plan(["h264", "hevc"])
     assert plan.encoders == {"h264": ["libx264"], "hevc": ["libx265"]}
     assert {k: plan.config[k] for k in ("qp", "sw_preset")} == {"qp": 30, "sw_preset": "veryfast"}
-    # A pinned backend the probe did not see open is still tried first (its failure is logged).
-    _write(encoder="amf")
-    assert encoding.plan(["h264"]).encoders["h264"] == ["h264_amf", "libx264"]
+    # A pinned backend is tried first even for a codec the probe did not see it open for.
+    _write(encoder="qsv")
+    assert encoding.plan(["av1"]).encoders["av1"] == ["av1_qsv", "libsvtav1"]
     # And a pinned backend narrows the offer to the codecs it opened for.
     _write(encoder="qsv", hevc_mode=0, av1_mode=0)
     assert encoding.offered() == ("h264", "hevc")
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    "pin,why",
+    [
+        ("amf", "amf: no GPU render node (/dev/dri/renderD*) on this host"),
+        ("vaapi", "vaapi: this PyAV/FFmpeg build has no h264_vaapi/hevc_vaapi/av1_vaapi encoder"),
+    ],
+)
+def test_a_pinned_encoder_that_cannot_open_here_refuses_rather_than_encode_in_software(
+    machine, monkeypatch, pin, why
+):
+    """A value hand-edited into the file (the config APIs refuse it): no plan, the reason."""
+    monkeypatch.setattr(encoders.glob, "glob", lambda pattern: [])  # no GPU device nodes
+    _write(encoder=pin)
+    with pytest.raises(encoding.Refused) as exc:
+        encoding.plan(["h264"])
+    assert exc.value.status == 503
+    assert str(exc.value).startswith("The configured encoder cannot be used: " + why)
+    for ok in ("auto", "software", "nvenc"):  # nvenc opened in the probe
+        _write(encoder=ok)
+        assert encoding.plan(["h264"]).encoders["h264"][-1] == "libx264"
 
 
 @pytest.mark.django_db
