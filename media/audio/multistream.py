@@ -2,7 +2,7 @@
 
 PyAV's libopus encoder picks its own surround mapping (``opus_multistream_surround_encoder
 _create``), and a GameStream client decodes with the streams, coupled streams and mapping the
-host's DESCRIBE named (:mod:`compat.surround`), so the host must encode with exactly those:
+host's DESCRIBE named (:mod:`media.audio.layouts`), so the host must encode with exactly those:
 ``opus_multistream_encoder_create`` takes them as they are. The library is the libopus PyAV's
 wheel bundles (``av.libs/libopus-*.so*``), else the system's.
 """
