@@ -23,6 +23,8 @@ import logging
 import threading
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from common.samples import Samples
 
 log = logging.getLogger("compat.engine")
@@ -32,6 +34,19 @@ log = logging.getLogger("compat.engine")
 MIN_WINDOW_FRAMES = 2
 
 VERDICTS = ("idr", "coalesced", "past", "future", "inverted")
+
+# How often two datagrams of one frame go out swapped. moonlight-common-c predicts a frame lost
+# from the shards missing so far ("speculative" loss) only until it sees a datagram out of
+# order, and again after 300 s of in-order video (RtpVideoQueue.c); in strict IDR mode (a
+# client without RFI) a prediction that a late datagram then proves wrong leaves it dropping
+# frames until its 120-frame limit. A swap in every frame of the stream's first second (the
+# link may drop a swapped datagram, and its own first reordering must not come first), then
+# one a second, keeps it out of that mode: it then reports a loss only once the frame is really
+# unrecoverable, and asks for an IDR at the next whole frame. Same datagrams, same bytes; any
+# client takes reordering.
+REORDER_START_S = 1.0
+REORDER_EVERY_S = 1.0
+REORDER_MIN_ROWS = 6  # datagrams 1 and 2 are data shards whatever the FEC share (<= 100 %)
 
 
 @dataclass
@@ -54,6 +69,8 @@ class Recovery:
         self._heard_at: float | None = None  # the first request of the pending IDR
         self._asked = False  # the encoder was told to make that IDR
         self._logged: set[str] = set()
+        self._first_swap_at: float | None = None
+        self._swapped_at = 0.0
 
     def window_s(self, rtt_ms: float | None) -> float:
         """One round trip plus a frame, and never under MIN_WINDOW_FRAMES frames."""
@@ -110,3 +127,17 @@ class Recovery:
             if self._heard_at is not None:
                 self.stats.answer_ms.append((now - self._heard_at) * 1000)
             self._heard_at, self._asked = None, False
+
+    def reorder(self, rows: np.ndarray, now: float) -> np.ndarray:
+        """`rows`, with datagrams 1 and 2 swapped when a swap is due (REORDER_EVERY_S)."""
+        if rows.shape[0] < REORDER_MIN_ROWS:
+            return rows
+        if self._first_swap_at is None:
+            self._first_swap_at = now
+        elif (
+            now - self._first_swap_at >= REORDER_START_S
+            and now - self._swapped_at < REORDER_EVERY_S
+        ):
+            return rows
+        self._swapped_at = now
+        return rows[[0, 2, 1, *range(3, rows.shape[0])]]

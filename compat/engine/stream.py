@@ -502,6 +502,7 @@ class StreamSession:
                         ts,
                         latency_01ms=int(frame.encode_ms * 10),
                     )
+                    rows = self.recovery.reorder(rows, time.monotonic())
                     self._send_video(rows, video.addr)
                     self.recovery.sent(index, frame.keyframe, time.monotonic())
                     self.loss.sent_datagrams(rows.shape[0])

@@ -92,6 +92,11 @@ def main() -> None:
         return verdict
 
     host.recovery.request = request
+    fec_reports: list[tuple[float, object]] = []  # the client's 0x5502 per-frame FEC status
+    fec_status = host.loss.fec_status
+    host.loss.fec_status = lambda st: (fec_reports.append((time.monotonic(), st)), fec_status(st))[
+        1
+    ]
     host.start()
     if os.environ.get("NETEM_MCC_LOG"):  # the client library's own lines, to read a freeze
         from tests.support.mcc_log import LoggingSession
@@ -179,6 +184,12 @@ def main() -> None:
         "rfi_decoded_ms": decoded_ms,
         "bytes_sent": host.stats.bytes_sent,
         "kbps_sent": round(host.stats.bytes_sent * 8 / 1000 / max(end - t0, 0.1)),
+        # (s, frame, missing before highest, data, parity, data received, parity received)
+        "fec_reports": [
+            (round(t - start, 2), st.frame_index, st.missing_before_highest, st.total_data,
+             st.total_parity, st.received_data, st.received_parity)
+            for t, st in fec_reports
+        ],
         "mcc_log": [(round(t - start, 2), m) for t, m in getattr(client, "log", [])],
     }))  # fmt: skip
 

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import logging
 
-from compat.engine.recovery import Recovery
+import numpy as np
+
+from compat.engine.recovery import REORDER_MIN_ROWS, Recovery
 
 FPS = 30
 FRAME = 1 / FPS
@@ -85,3 +87,20 @@ def test_a_request_inside_the_window_is_answered_when_it_ends():
     assert r.request(29, 30, last_idr_at + 0.01) == "idr"
     assert not r.due(last_idr_at + window - 0.001)
     assert r.due(last_idr_at + window + 1e-6)
+
+
+def test_two_datagrams_go_out_swapped_every_frame_of_the_first_second_then_once_a_second():
+    r = Recovery(fps=FPS)
+    rows = np.arange(10, dtype=np.uint8).reshape(10, 1)
+    small = rows[: REORDER_MIN_ROWS - 1]
+    swapped = [0, 2, 1, 3, 4, 5, 6, 7, 8, 9]
+    assert r.reorder(small, 5.0) is small  # too few datagrams to be sure 1 and 2 are data
+    sent = {}
+    for i in range(90):  # three seconds at 30 fps
+        t = 5.0 + i * FRAME
+        out = r.reorder(rows, t)
+        assert sorted(out[:, 0].tolist()) == list(range(10))  # the same datagrams, all of them
+        sent[i] = out[:, 0].tolist() == swapped
+    assert all(sent[i] for i in range(30))  # the first second: every frame
+    later = [i for i in range(30, 90) if sent[i]]
+    assert len(later) == 2 and later[1] - later[0] >= 29, later  # then one a second
