@@ -46,7 +46,6 @@ VERDICTS = ("idr", "coalesced", "past", "future", "inverted")
 # client takes reordering.
 REORDER_START_S = 1.0
 REORDER_EVERY_S = 1.0
-REORDER_MIN_ROWS = 6  # datagrams 1 and 2 are data shards whatever the FEC share (<= 100 %)
 
 
 @dataclass
@@ -128,9 +127,12 @@ class Recovery:
                 self.stats.answer_ms.append((now - self._heard_at) * 1000)
             self._heard_at, self._asked = None, False
 
-    def reorder(self, rows: np.ndarray, now: float) -> np.ndarray:
-        """`rows`, with datagrams 1 and 2 swapped when a swap is due (REORDER_EVERY_S)."""
-        if rows.shape[0] < REORDER_MIN_ROWS:
+    def reorder(self, rows: np.ndarray, data_shards: int, now: float) -> np.ndarray:
+        """`rows`, its first two datagrams swapped when a swap is due (REORDER_EVERY_S).
+
+        Both must be data shards (`data_shards`: how many of the first rows are): a frame of
+        one data shard is whole at its first datagram, and the client never sees the other."""
+        if data_shards < 2:
             return rows
         if self._first_swap_at is None:
             self._first_swap_at = now
@@ -140,4 +142,4 @@ class Recovery:
         ):
             return rows
         self._swapped_at = now
-        return rows[[0, 2, 1, *range(3, rows.shape[0])]]
+        return rows[[1, 0, *range(2, rows.shape[0])]]

@@ -351,11 +351,6 @@ class StreamSession:
                     log.warning("control stream: %s", e)
                     self._end("protocol_error")
                     break
-                # GAP: no key frame for a client stuck without asking (moonlight-common-c
-                # without reference-frame invalidation: a packet held back by reordering
-                # makes it predict the frame lost and wait for an IDR, and when the frame
-                # then completes it sees no gap, so it asks only after 120 frames; the host
-                # hears nothing meanwhile. docs/gaps.md).
                 if actions.idr_requested:
                     self._idr.set()
                     if self.stats.frames_sent:  # after the start message: a frame was lost
@@ -502,7 +497,9 @@ class StreamSession:
                         ts,
                         latency_01ms=int(frame.encode_ms * 10),
                     )
-                    rows = self.recovery.reorder(rows, time.monotonic())
+                    rows = self.recovery.reorder(
+                        rows, packetizer.first_block_data, time.monotonic()
+                    )
                     self._send_video(rows, video.addr)
                     self.recovery.sent(index, frame.keyframe, time.monotonic())
                     self.loss.sent_datagrams(rows.shape[0])

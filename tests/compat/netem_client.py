@@ -14,9 +14,13 @@ the host and the host's datagrams back through the impairment. What the test rea
 * with `--rfi` the client's decoder declares reference-frame invalidation (moonlight-python
   declares none), so the client asks with 0x0301 the moment it loses a frame: `rfi_verdicts`
   (the host's judgement of each request), `rfi_answer_ms` (request heard -> IDR sent) and
-  `rfi_decoded_ms` (request heard -> the next key frame the client decoded).
+  `rfi_decoded_ms` (request heard -> the next key frame the client decoded);
+* `--no-reorder`: the host sends every datagram in order (no swapped pair, see
+  compat.engine.recovery), to measure what the swap is for;
+* `frame_gaps_ms`: each wall-clock gap between two decoded frames after the warm-up.
 
-Usage: netem_client.py [--rfi] SECONDS LOSS_PCT [JITTER_MS REORDER_PCT SEED WIDTH HEIGHT FPS]
+Usage: netem_client.py [--rfi] [--no-reorder] SECONDS LOSS_PCT
+       [JITTER_MS REORDER_PCT SEED WIDTH HEIGHT FPS]
 Prints one JSON line.
 """
 
@@ -69,8 +73,9 @@ def main() -> None:
 
     from compat.engine.stream import StreamSession
 
-    argv = [a for a in sys.argv[1:] if a != "--rfi"]
-    rfi = len(argv) < len(sys.argv) - 1
+    flags = {a for a in sys.argv[1:] if a.startswith("--")}
+    argv = [a for a in sys.argv[1:] if not a.startswith("--")]
+    rfi, in_order = "--rfi" in flags, "--no-reorder" in flags
     seconds, loss = float(argv[0]), float(argv[1])
     rest = [float(v) for v in argv[2:]]
     jitter, reorder, seed, w, h, fps = rest + [20, 5, 21, 640, 360, 30][len(rest) :]
@@ -92,6 +97,8 @@ def main() -> None:
         return verdict
 
     host.recovery.request = request
+    if in_order:
+        host.recovery.reorder = lambda rows, data_shards, now: rows
     fec_reports: list[tuple[float, object]] = []  # the client's 0x5502 per-frame FEC status
     fec_status = host.loss.fec_status
     host.loss.fec_status = lambda st: (fec_reports.append((time.monotonic(), st)), fec_status(st))[
@@ -155,6 +162,8 @@ def main() -> None:
         round((k - t) * 1000, 1) for t, k in zip(answered, next_key, strict=True) if k is not None
     ]
     recovery = host.stats.recovery
+    after_warm = [t for t in decoded_at if t >= start]
+    gaps_ms = [round((b - a) * 1000, 1) for a, b in zip(after_warm, after_warm[1:], strict=False)]
     print(json.dumps({
         "loss_pct": loss, "jitter_ms": jitter, "reorder_pct": reorder,
         "seconds": seconds, "mode": f"{w}x{h}x{fps}",
@@ -179,6 +188,8 @@ def main() -> None:
         "frames_last_2s": len([t for t in decoded_at if t > end - 2]),
         "stop_reason": host.stop_reason,
         "rfi": rfi,
+        "reorder": not in_order,
+        "frame_gaps_ms": gaps_ms,
         "rfi_verdicts": recovery.verdicts,
         "rfi_answer_ms": [round(v, 1) for v in recovery.answer_ms.values()],
         "rfi_decoded_ms": decoded_ms,

@@ -6,7 +6,7 @@ import logging
 
 import numpy as np
 
-from compat.engine.recovery import REORDER_MIN_ROWS, Recovery
+from compat.engine.recovery import Recovery
 
 FPS = 30
 FRAME = 1 / FPS
@@ -92,13 +92,13 @@ def test_a_request_inside_the_window_is_answered_when_it_ends():
 def test_two_datagrams_go_out_swapped_every_frame_of_the_first_second_then_once_a_second():
     r = Recovery(fps=FPS)
     rows = np.arange(10, dtype=np.uint8).reshape(10, 1)
-    small = rows[: REORDER_MIN_ROWS - 1]
-    swapped = [0, 2, 1, 3, 4, 5, 6, 7, 8, 9]
-    assert r.reorder(small, 5.0) is small  # too few datagrams to be sure 1 and 2 are data
+    one = rows[:3]  # one data shard and two parity: whole at its first datagram
+    assert r.reorder(one, 1, 5.0) is one
+    swapped = [1, 0, 2, 3, 4, 5, 6, 7, 8, 9]
     sent = {}
     for i in range(90):  # three seconds at 30 fps
         t = 5.0 + i * FRAME
-        out = r.reorder(rows, t)
+        out = r.reorder(rows, 2, t)
         assert sorted(out[:, 0].tolist()) == list(range(10))  # the same datagrams, all of them
         sent[i] = out[:, 0].tolist() == swapped
     assert all(sent[i] for i in range(30))  # the first second: every frame
