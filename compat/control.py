@@ -185,24 +185,24 @@ class ControlEvents:
     """What one incoming message asks of the engine (the session loop acts on it)."""
 
     idr_requested: bool = False
+    invalidation: RefInvalidation | None = None  # 0x0301, judged by compat.engine.recovery
     ping: bool = False
     input_data: bytes | None = None
     fec_status: FrameFecStatus | None = None
     ignored: bool = False
 
 
-def interpret(msg_type: int, payload: bytes, rfi_supported: bool = False) -> ControlEvents:
+def interpret(msg_type: int, payload: bytes) -> ControlEvents:
     """Map a decrypted client message to engine actions.
 
-    Without reference-frame invalidation support an RFI request is answered with an IDR,
-    which is always a correct (if larger) recovery.
+    An RFI request is not an IDR request: the engine checks its range against what it sent
+    (:mod:`compat.engine.recovery`) before it answers with an IDR.
     """
     ev = ControlEvents()
     if msg_type == IDR_REQUEST:
         ev.idr_requested = True
     elif msg_type == INVALIDATE_REF_FRAMES:
-        parse_rfi(payload)  # validate
-        ev.idr_requested = not rfi_supported
+        ev.invalidation = parse_rfi(payload)
     elif msg_type == PERIODIC_PING:
         ev.ping = True
     elif msg_type == INPUT_DATA:

@@ -166,18 +166,25 @@ def unseal(key: bytes, message: bytes, direction: bytes = b"C") -> tuple[int, by
 # ---- SDP: what the host offers (DESCRIBE) and what the client asks for (ANNOUNCE) ----
 
 
+# moonlight-common-c enables RFI when this attribute is anywhere in the reply (RtspConnection.c)
+# and its decoder declares the capability for the negotiated codec.
+REF_PIC_INVALIDATION = "a=x-nv-video[0].refPicInvalidation:1"
+
+
 def describe_sdp(
     encryption_supported: int = ENC_CONTROL_V2 | ENC_AUDIO,
     encryption_requested: int = ENC_CONTROL_V2,
     feature_flags: int = 0,
     offer: Offer = H264_ONLY,
 ) -> bytes:
-    """The host's stream offer: the codec markers of `offer` (compat.codecs), no RFI. The
+    """The host's stream offer: the codec markers of `offer` (compat.codecs) and reference-frame
+    invalidation for all of them (answered with an IDR: :mod:`compat.engine.recovery`). The
     encryption bits come from the launch's policy (:mod:`compat.engine.encryption`)."""
     return (
         f"a=x-ss-general.featureFlags:{feature_flags}\n"
         f"a=x-ss-general.encryptionSupported:{encryption_supported}\n"
         f"a=x-ss-general.encryptionRequested:{encryption_requested}\n"
+        f"{REF_PIC_INVALIDATION}\n"
         f"{offer.describe_lines()}"
         f"{layouts.describe_lines()}"  # the 5.1/7.1 Opus configs, normal then high quality
     ).encode("ascii")

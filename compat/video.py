@@ -115,6 +115,7 @@ class VideoPacketizer:
         self.chunk_size = self.packet_size - NV_HEADER_SIZE
         self.sequence = 0  # unwrapped; the wire carries the low 16 bits
         self.frame_index = 1  # the client starts counting at 1
+        self.first_block_data = 0
         self._aead = AESGCM(self.encryption_key) if self.encryption_key else None
         self._iv_counter = 0
 
@@ -133,6 +134,7 @@ class VideoPacketizer:
         payload_len = FRAME_HEADER_SIZE + len(bitstream)
         n_data = -(-payload_len // self.chunk_size)
         layout = fec_layout(n_data, self.fec_percentage, self.min_required_fec_packets)
+        self.first_block_data = layout[0][0]  # rows 0.. of the last frame that are data shards
 
         flat = np.zeros(n_data * self.chunk_size, dtype=np.uint8)
         flat[:FRAME_HEADER_SIZE] = np.frombuffer(header, dtype=np.uint8)

@@ -13,6 +13,7 @@ from typing import Protocol
 
 from common.samples import Samples
 from compat.codecs import H264_ONLY, Offer
+from compat.engine.recovery import RecoveryStats
 
 CONTROL_TIMEOUT_S = 10.0  # no ENet traffic for this long: the client is gone
 
@@ -103,6 +104,8 @@ class SessionStats:
     codec: str = ""  # h264 / hevc / av1, as negotiated at ANNOUNCE
     encoder: str = ""  # the FFmpeg encoder open now (changes when one hands over)
     encoder_options: dict = field(default_factory=dict)  # what that encoder was given
+    # Reference-frame invalidation requests: verdicts and request-heard -> IDR-sent delays.
+    recovery: RecoveryStats = field(default_factory=RecoveryStats)
 
 
 def rikeyid_from_iv(iv: bytes) -> int:

@@ -39,7 +39,7 @@ import numpy as np
 from compat import control, endpoint, rtsp
 from compat.audio import AudioPacketizer, OpusSilence
 from compat.enet_transport import EnetHost
-from compat.engine import adaptive, encryption
+from compat.engine import adaptive, encryption, recovery
 from compat.engine.launch import InputSink, Launch, SessionStats, rikeyid_from_iv
 from compat.video import FRAME_TYPE_IDR, FRAME_TYPE_P, VideoPacketizer
 from media import pacing
@@ -144,6 +144,8 @@ class StreamSession:
         self.stats = SessionStats()
         # Datagrams sent and reported lost (0x5502): loss_pct, and the adaptive bitrate's input.
         self.loss = adaptive.LossMeter()
+        # Reference-frame invalidation requests, judged and answered with an IDR.
+        self.recovery = recovery.Recovery(self.stats.recovery)
         # The only peer served (compat.endpoint); media endpoints appear at ANNOUNCE.
         self.client = endpoint.SessionClient(launch.client_ip)
         self.endpoints: dict[str, endpoint.MediaEndpoint] = {}
@@ -351,14 +353,13 @@ class StreamSession:
                     log.warning("control stream: %s", e)
                     self._end("protocol_error")
                     break
-                # GAP: no key frame for a client stuck without asking (moonlight-common-c
-                # without reference-frame invalidation: a packet held back by reordering
-                # makes it predict the frame lost and wait for an IDR, and when the frame
-                # then completes it sees no gap, so it asks only after 120 frames; the host
-                # hears nothing meanwhile. docs/gaps.md).
                 if actions.idr_requested:
                     self._idr.set()
                     if self.stats.frames_sent:  # after the start message: a frame was lost
+                        self.loss.frame_lost()
+                if actions.invalidation is not None:
+                    rfi = actions.invalidation
+                    if self.recovery.request(rfi.first_frame, rfi.last_frame, now) == "idr":
                         self.loss.frame_lost()
                 if actions.fec_status is not None:
                     self.loss.fec_status(actions.fec_status)
@@ -470,12 +471,14 @@ class StreamSession:
             video.addr[0], self.launch.max_send_mbps, self.launch.rate_cap_pct
         )
         self._video_sock.setblocking(False)
-        interval = 1.0 / params.fps
+        interval = self.recovery.frame_s = 1.0 / params.fps
         epoch = time.monotonic()
         next_at = epoch
         try:
             while not self._stop.is_set():
-                if self._idr.is_set():
+                if self._idr.is_set() or self.recovery.due(
+                    time.monotonic(), self.stats.rtt_ms.last
+                ):
                     self._idr.clear()
                     encoder.request_idr()
                 try:
@@ -489,13 +492,18 @@ class StreamSession:
                 self._drain(self._video_sock, video)  # the port may still move, until now
                 if frame is not None:
                     ts = int((time.monotonic() - epoch) * 90000)
+                    index = packetizer.frame_index
                     rows = packetizer.packetize(
                         frame.data,
                         FRAME_TYPE_IDR if frame.keyframe else FRAME_TYPE_P,
                         ts,
                         latency_01ms=int(frame.encode_ms * 10),
                     )
+                    rows = self.recovery.reorder(
+                        rows, packetizer.first_block_data, time.monotonic()
+                    )
                     self._send_video(rows, video.addr)
+                    self.recovery.sent(index, frame.keyframe, time.monotonic())
                     self.loss.sent_datagrams(rows.shape[0])
                     video.went_live()  # from here on the destination never changes
                     self.stats.frames_sent += 1

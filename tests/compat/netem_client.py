@@ -10,9 +10,17 @@ the host and the host's datagrams back through the impairment. What the test rea
 * `fec_recovered`: frames delivered whole although the relay dropped one of their datagrams
   (the client rebuilt them from the FEC shards; the frame index is in each datagram's header);
 * `idr_frames` / `lost_frames`: frames the FEC could not rebuild, which the client reported
-  (IDR request or reference-frame invalidation) and the host answered with a key frame.
+  (IDR request or reference-frame invalidation) and the host answered with a key frame;
+* with `--rfi` the client's decoder declares reference-frame invalidation (moonlight-python
+  declares none), so the client asks with 0x0301 the moment it loses a frame: `rfi_verdicts`
+  (the host's judgement of each request), `rfi_answer_ms` (request heard -> IDR sent) and
+  `rfi_decoded_ms` (request heard -> the next key frame the client decoded);
+* `--no-reorder`: the host sends every datagram in order (no swapped pair, see
+  compat.engine.recovery), to measure what the swap is for;
+* `frame_gaps_ms`: each wall-clock gap between two decoded frames after the warm-up.
 
-Usage: netem_client.py SECONDS LOSS_PCT [JITTER_MS REORDER_PCT SEED WIDTH HEIGHT FPS]
+Usage: netem_client.py [--rfi] [--no-reorder] SECONDS LOSS_PCT
+       [JITTER_MS REORDER_PCT SEED WIDTH HEIGHT FPS]
 Prints one JSON line.
 """
 
@@ -29,6 +37,21 @@ from tests.compat.e2e_client import loopback_launch, pattern
 from tests.support.netem_relay import Impairment, UdpRelay
 
 WARM_S = 1.0  # the first IDR and the decoder's start are not a freeze
+# moonlight-common-c's Limelight.h: the decoder can take reference-frame invalidation.
+RFI_CAPABILITIES = 0x02 | 0x04 | 0x40  # AVC, HEVC, AV1
+
+
+def announcing_rfi(session_class: type) -> type:
+    """`session_class` whose video callbacks declare RFI for every codec (a test double of a
+    decoder that has it: the pull renderer hands over whatever the client submits)."""
+
+    class RfiSession(session_class):
+        def _make_video_callbacks(self):
+            dr = super()._make_video_callbacks()
+            dr.capabilities |= RFI_CAPABILITIES
+            return dr
+
+    return RfiSession
 
 
 def frame_index(head: bytes) -> int | None:
@@ -50,8 +73,11 @@ def main() -> None:
 
     from compat.engine.stream import StreamSession
 
-    seconds, loss = float(sys.argv[1]), float(sys.argv[2])
-    rest = [float(v) for v in sys.argv[3:]]
+    flags = {a for a in sys.argv[1:] if a.startswith("--")}
+    argv = [a for a in sys.argv[1:] if not a.startswith("--")]
+    rfi, in_order = "--rfi" in flags, "--no-reorder" in flags
+    seconds, loss = float(argv[0]), float(argv[1])
+    rest = [float(v) for v in argv[2:]]
     jitter, reorder, seed, w, h, fps = rest + [20, 5, 21, 640, 360, 30][len(rest) :]
     w, h, fps, seed = int(w), int(h), int(fps), int(seed)
     launch, key, iv = loopback_launch()  # a real launch's defaults: 20 % FEC, fixed rate
@@ -62,13 +88,29 @@ def main() -> None:
     asked: list[float] = []  # when the host heard the client report a lost frame
     frame_lost = host.loss.frame_lost
     host.loss.frame_lost = lambda: (asked.append(time.monotonic()), frame_lost())[1]
+    rfi_heard: list[tuple[float, str]] = []  # (when, verdict) of each invalidation request
+    judge = host.recovery.request
+
+    def request(first: int, last: int, now: float) -> str:
+        verdict = judge(first, last, now)
+        rfi_heard.append((now, verdict))
+        return verdict
+
+    host.recovery.request = request
+    if in_order:
+        host.recovery.reorder = lambda rows, data_shards, now: rows
+    fec_reports: list[tuple[float, object]] = []  # the client's 0x5502 per-frame FEC status
+    fec_status = host.loss.fec_status
+    host.loss.fec_status = lambda st: (fec_reports.append((time.monotonic(), st)), fec_status(st))[
+        1
+    ]
     host.start()
     if os.environ.get("NETEM_MCC_LOG"):  # the client library's own lines, to read a freeze
         from tests.support.mcc_log import LoggingSession
 
-        client = LoggingSession()
+        client = (announcing_rfi(LoggingSession) if rfi else LoggingSession)()
     else:
-        client = StreamingSession()
+        client = (announcing_rfi(StreamingSession) if rfi else StreamingSession)()
     client.start(
         address="127.0.0.1",
         app_version="7.1.431.-1",
@@ -97,12 +139,14 @@ def main() -> None:
     puller.join(2)
     relay.close()
     decoder = av.CodecContext.create("h264", "r")
-    decoded_at, numbers = [], []
-    for at, number, _, data in frames:
+    decoded_at, numbers, keys_at = [], [], []
+    for at, number, kind, data in frames:
         try:
             if decoder.decode(av.Packet(data)):
                 decoded_at.append(at)
                 numbers.append(number)
+                if kind == 1:
+                    keys_at.append(at)
         except av.AVError:
             pass
     hit = {i for i in map(frame_index, relay.dropped_heads) if i is not None}
@@ -111,6 +155,15 @@ def main() -> None:
     _, _, lost_frames = host.loss.snapshot()
     freeze, freeze_at = longest_freeze(decoded_at, start, end)
     after = next((i for i, t in enumerate(decoded_at) if t > start + freeze_at), None)
+    answered = [t for t, verdict in rfi_heard if verdict == "idr"]
+    # request heard -> the next key frame the client decoded (each request answered with one)
+    next_key = [next((k for k in keys_at if k > t), None) for t in answered]
+    decoded_ms = [
+        round((k - t) * 1000, 1) for t, k in zip(answered, next_key, strict=True) if k is not None
+    ]
+    recovery = host.stats.recovery
+    after_warm = [t for t in decoded_at if t >= start]
+    gaps_ms = [round((b - a) * 1000, 1) for a, b in zip(after_warm, after_warm[1:], strict=False)]
     print(json.dumps({
         "loss_pct": loss, "jitter_ms": jitter, "reorder_pct": reorder,
         "seconds": seconds, "mode": f"{w}x{h}x{fps}",
@@ -134,6 +187,20 @@ def main() -> None:
         "relay_reordered": relay.reordered,
         "frames_last_2s": len([t for t in decoded_at if t > end - 2]),
         "stop_reason": host.stop_reason,
+        "rfi": rfi,
+        "reorder": not in_order,
+        "frame_gaps_ms": gaps_ms,
+        "rfi_verdicts": recovery.verdicts,
+        "rfi_answer_ms": [round(v, 1) for v in recovery.answer_ms.values()],
+        "rfi_decoded_ms": decoded_ms,
+        "bytes_sent": host.stats.bytes_sent,
+        "kbps_sent": round(host.stats.bytes_sent * 8 / 1000 / max(end - t0, 0.1)),
+        # (s, frame, missing before highest, data, parity, data received, parity received)
+        "fec_reports": [
+            (round(t - start, 2), st.frame_index, st.missing_before_highest, st.total_data,
+             st.total_parity, st.received_data, st.received_parity)
+            for t, st in fec_reports
+        ],
         "mcc_log": [(round(t - start, 2), m) for t, m in getattr(client, "log", [])],
     }))  # fmt: skip
 

@@ -73,7 +73,11 @@ def test_interpret_maps_messages_to_engine_actions():
     assert control.interpret(control.IDR_REQUEST, b"\0\0").idr_requested
     rfi = struct.pack("<IIII", 10, 0, 12, 0) + bytes(8)
     assert control.parse_rfi(rfi) == control.RefInvalidation(10, 12)
-    assert control.interpret(control.INVALIDATE_REF_FRAMES, rfi).idr_requested
+    asked = control.interpret(control.INVALIDATE_REF_FRAMES, rfi)
+    # Not an IDR request as such: the engine first checks the range (compat.engine.recovery).
+    assert asked.invalidation == control.RefInvalidation(10, 12) and not asked.idr_requested
+    with pytest.raises(ControlError):
+        control.interpret(control.INVALIDATE_REF_FRAMES, rfi[:11])
     assert control.interpret(control.PERIODIC_PING, bytes(8)).ping
     assert control.interpret(control.START_B, b"\0").ignored
     fec = struct.pack(">IHHHHHHHBBB", 42, 100, 90, 3, 20, 4, 18, 2, 20, 0, 1)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from compat import rtsp
+from compat import codecs, rtsp
 from compat.rtsp import RtspError, RtspSession
 
 URL = "rtsp://192.168.1.5:48010"
@@ -240,3 +240,12 @@ def test_an_rtspenc_session_seals_replies_and_refuses_plaintext():
     assert seq == 2
     assert _status(s.handle(request)) == 400  # plaintext on an encrypted session
     assert _status(s.handle(rtsp.seal(bytes(16), 3, request, b"C"))) == 400  # wrong key
+
+
+@pytest.mark.parametrize("offer", [codecs.H264_ONLY, codecs.Offer(("h264", "hevc", "av1"))])
+def test_describe_offers_reference_frame_invalidation_for_every_codec(offer):
+    body = rtsp.describe_sdp(offer=offer)
+    # moonlight-common-c looks for this name anywhere in the reply (RtspConnection.c).
+    assert body.count(b"x-nv-video[0].refPicInvalidation") == 1
+    attrs = rtsp.parse_sdp_attributes(body)
+    assert attrs["x-nv-video[0].refPicInvalidation"] == "1"
