@@ -61,6 +61,9 @@ class RecoveryStats:
 class Recovery:
     def __init__(self, stats: RecoveryStats | None = None, fps: int = 60):
         self.frame_s = 1.0 / max(fps, 1)  # the video loop sets the negotiated rate
+        # Whether `reorder` swaps: the video loop clears it for a client whose ANNOUNCE says its
+        # decoder takes invalidation (moonlight-common-c sends maxNumReferenceFrames 0 then).
+        self.swap = True
         self.stats = stats if stats is not None else RecoveryStats()
         self._lock = threading.Lock()
         self._last_sent: int | None = None  # frame index of the last frame sent
@@ -132,8 +135,10 @@ class Recovery:
         """`rows`, its first two datagrams swapped when a swap is due (REORDER_EVERY_S).
 
         Both must be data shards (`data_shards`: how many of the first rows are): a frame of
-        one data shard is whole at its first datagram, and the client never sees the other."""
-        if data_shards < 2:
+        one data shard is whole at its first datagram, and the client never sees the other.
+        Only for a client in strict IDR mode (`swap`): one whose decoder takes invalidation
+        keeps its early loss prediction, which then only costs an IDR when it is wrong."""
+        if not self.swap or data_shards < 2:
             return rows
         if self._first_swap_at is None:
             self._first_swap_at = now

@@ -472,6 +472,7 @@ class StreamSession:
         )
         self._video_sock.setblocking(False)
         interval = self.recovery.frame_s = 1.0 / params.fps
+        self.recovery.swap = params.max_ref_frames != 0  # 0: the client's decoder takes RFI
         epoch = time.monotonic()
         next_at = epoch
         try:

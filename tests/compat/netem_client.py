@@ -188,7 +188,7 @@ def main() -> None:
         "frames_last_2s": len([t for t in decoded_at if t > end - 2]),
         "stop_reason": host.stop_reason,
         "rfi": rfi,
-        "reorder": not in_order,
+        "reorder": not in_order and host.recovery.swap,  # off for an RFI client (its ANNOUNCE)
         "frame_gaps_ms": gaps_ms,
         "rfi_verdicts": recovery.verdicts,
         "rfi_answer_ms": [round(v, 1) for v in recovery.answer_ms.values()],

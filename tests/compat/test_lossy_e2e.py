@@ -66,6 +66,7 @@ def test_five_percent_loss_never_freezes_the_picture_over_one_second(five_pct):
     prediction that froze it (compat.engine.recovery); so no freeze reads the client's own
     "Waiting for IDR frame" until its 120-frame limit."""
     r = five_pct
+    assert r["reorder"], brief(r)  # its ANNOUNCE says no RFI: the host swaps
     start, end = r["freeze_at_s"], r["freeze_at_s"] + r["freeze_max_s"]
     stuck = [t for t, line in r["mcc_log"] if "Reached consecutive drop limit" in line]
     assert not [t for t in stuck if start <= t <= end + 0.1], brief(r)
@@ -84,6 +85,7 @@ def test_a_client_with_rfi_never_sees_the_picture_stand_still_over_one_second(rf
     for r in rfi_runs:
         assert r["relay_dropped"] > 10 and r["relay_reordered"] > 10, brief(r)
         assert r["rfi"] and r["decoded"] == r["frames"] and r["decoded"] >= 40, brief(r)
+        assert not r["reorder"], brief(r)  # its ANNOUNCE says RFI: its datagrams go in order
         assert r["stop_reason"] == "host", brief(r)
     assert max(freezes) <= 1.0, [brief(r) for r in rfi_runs if r["freeze_max_s"] > 1.0]
 

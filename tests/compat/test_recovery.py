@@ -104,3 +104,11 @@ def test_two_datagrams_go_out_swapped_every_frame_of_the_first_second_then_once_
     assert all(sent[i] for i in range(30))  # the first second: every frame
     later = [i for i in range(30, 90) if sent[i]]
     assert len(later) == 2 and later[1] - later[0] >= 29, later  # then one a second
+
+
+def test_a_client_whose_decoder_takes_invalidation_gets_its_datagrams_in_order():
+    """Its early loss prediction only costs an IDR when it is wrong: no swap for it."""
+    r = Recovery(fps=FPS)
+    r.swap = False
+    rows = np.arange(10, dtype=np.uint8).reshape(10, 1)
+    assert all(r.reorder(rows, 2, 5.0 + i * FRAME) is rows for i in range(40))
