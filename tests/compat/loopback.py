@@ -15,6 +15,16 @@ def free_port(kind: int) -> int:
         return s.getsockname()[1]
 
 
+def rtsp_request(port: int, data: bytes, timeout: float = 5) -> bytes:
+    """One RTSP request on its own connection, the reply read to EOF (as the client does)."""
+    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as c:
+        c.sendall(data)
+        reply = b""
+        while chunk := c.recv(4096):
+            reply += chunk
+    return reply
+
+
 def loopback_launch(**kw) -> Launch:
     """The client is 127.0.0.1, as /launch would have recorded it (override with client_ip)."""
     kw.setdefault("client_ip", "127.0.0.1")

@@ -7,7 +7,6 @@ layout the client implements fails here.
 
 from __future__ import annotations
 
-import socket
 import struct
 import time
 
@@ -20,7 +19,7 @@ from compat.audio import AudioPacketizer
 from compat.engine import encryption
 from compat.engine.stream import StreamSession
 from compat.video import FRAME_TYPE_IDR, VideoPacketizer
-from tests.compat.loopback import black, loopback_launch
+from tests.compat.loopback import black, loopback_launch, rtsp_request
 from tests.compat.test_rtsp import ANNOUNCE, URL, _handshake, _req, _status
 from tests.support.state_api import state  # noqa: F401 - fixture
 
@@ -90,12 +89,7 @@ def test_a_refused_announce_ends_the_session_with_the_reason():
     try:
 
         def one(data: bytes) -> bytes:
-            with socket.create_connection(("127.0.0.1", port), timeout=3) as c:
-                c.sendall(data)
-                reply = b""
-                while chunk := c.recv(4096):
-                    reply += chunk
-            return reply
+            return rtsp_request(port, data, timeout=3)
 
         one(_req("OPTIONS", URL, 1))
         describe = one(_req("DESCRIBE", URL, 2))

@@ -16,6 +16,7 @@ import time
 
 import pytest
 
+from tests.compat.loopback import rtsp_request
 from tests.compat.test_launch_control import KEYS, app_id, status_of
 from tests.compat.test_rtsp import ANNOUNCE, _req, _status
 from tests.streaming.conftest import events, pair, wait_for
@@ -25,16 +26,6 @@ from tests.support.moonlight import host_config
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 HEVC_ANNOUNCE = ANNOUNCE.replace(b"t=0 0", b"a=x-nv-vqos[0].bitStreamFormat:1 \r\nt=0 0")
-
-
-def _one(port: int, data: bytes) -> bytes:
-    """One RTSP request on its own connection, the reply read to EOF (as the client does)."""
-    with socket.create_connection(("127.0.0.1", port), timeout=5) as c:
-        c.sendall(data)
-        reply = b""
-        while chunk := c.recv(4096):
-            reply += chunk
-    return reply
 
 
 def test_a_codec_not_offered_ends_the_session_with_the_reason_and_sends_no_video(
@@ -51,11 +42,11 @@ def test_a_codec_not_offered_ends_the_session_with_the_reason_and_sends_no_video
         xml = ml.https("launch", f"appid={desktop}&mode=640x360x30&{KEYS}")
         assert status_of(xml) == 200 and f"rtsp://127.0.0.1:{port}<" in xml, xml
         replies = [
-            _one(port, _req("OPTIONS", "rtsp://127.0.0.1", 1)),
-            _one(port, _req("DESCRIBE", "rtsp://127.0.0.1", 2)),
-            _one(port, _req("SETUP", "streamid=audio/0/0", 3)),
-            _one(port, _req("SETUP", "streamid=video/0/0", 4)),
-            _one(port, _req("SETUP", "streamid=control/13/0", 5)),
+            rtsp_request(port, _req("OPTIONS", "rtsp://127.0.0.1", 1)),
+            rtsp_request(port, _req("DESCRIBE", "rtsp://127.0.0.1", 2)),
+            rtsp_request(port, _req("SETUP", "streamid=audio/0/0", 3)),
+            rtsp_request(port, _req("SETUP", "streamid=video/0/0", 4)),
+            rtsp_request(port, _req("SETUP", "streamid=control/13/0", 5)),
         ]
         assert [_status(r) for r in replies] == [200] * 5, replies
         assert b"sprop-parameter-sets" not in replies[1]  # no HEVC offered
@@ -68,7 +59,7 @@ def test_a_codec_not_offered_ends_the_session_with_the_reason_and_sends_no_video
         video.settimeout(0.2)
         try:
             announce = _req("ANNOUNCE", "streamid=control/13/0", 6, body=HEVC_ANNOUNCE)
-            reply = _one(port, announce)
+            reply = rtsp_request(port, announce)
             assert reply.startswith(b"RTSP/1.0 400 Bad Request\r\nCSeq: 6\r\n"), reply
             assert reply.endswith(b"HEVC was not offered by this host"), reply
             received = []
