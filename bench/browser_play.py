@@ -14,13 +14,14 @@ WebCodecs; the page is a secure context: HTTPS on 127.0.0.1). For each:
 4. The encoder process's CPU share (psutil, % of one core) while playing.
 Browser and host share this machine's cores.
 
-`--starve S` (WebRTC only): the session's peer process is pinned to one core and, S seconds
-into a run of back-to-back glass-to-glass paints, busy processes pinned to that core take most
-of it for S seconds (bench/starve.py). Prints the latency p50/p99 before, during and after the
-hog, how long after the hog stopped the latency stayed under 2x its before-p50 for good, and per
-phase the floors measured in the same run: the frame interval, the encoder alone on the same
-frames (its capture and encode ms per frame, from the session's live points), and the browser's
-receive side (frames received and decoded per second, dropped, jitter buffer ms per frame).
+`--starve S` (WebRTC only): the session's peer process is pinned to one core (its encoder to the
+others) and, S seconds into a run of back-to-back glass-to-glass paints, busy processes pinned
+to that core take most of it for S seconds (bench/starve.py). Prints the latency p50/p99 before,
+during and after the hog, how long after the hog stopped the latency stayed under 2x its
+before-p50 for good, and per phase the floors measured in the same run: the frame interval, the
+encoder alone on the same frames (its capture and encode ms per frame, from the session's live
+points), and the browser's receive side (frames received and decoded per second, dropped, jitter
+buffer ms per frame).
 """
 
 from __future__ import annotations
@@ -191,7 +192,8 @@ def starve(page, api, seconds: float, hogs: int, fps: int) -> None:
     encoder = encoder_process()
     peer = encoder.parent()
     cpu = max(os.sched_getaffinity(0))
-    threads = pin(peer.pid, cpu)
+    threads = pin(peer.pid, {cpu})
+    pin(encoder.pid, (os.sched_getaffinity(0) - {cpu}) or {cpu})  # the frames keep coming
     painter = Painter(x_display(api))
     hog = Hog(cpu, hogs)
     after_s = max(seconds, 4.0)

@@ -2,8 +2,8 @@
 
 The peer process (aiortc: the RTP sender, SRTP, the data channel) has all its threads pinned to
 one core; for a few seconds in the middle of a run, busy processes pinned to the same core take
-most of it. The encoder child keeps its own affinity (the other cores), so the frames keep
-coming and queue up in front of the starved sender (native/media.py, `MAX_BEHIND`).
+most of it. The encoder child is pinned to the other cores, so the frames keep coming on time
+and queue up in front of the starved sender (native/media.py, `MAX_BEHIND`).
 """
 
 from __future__ import annotations
@@ -16,13 +16,13 @@ import threading
 HOG = "import os, sys\nos.sched_setaffinity(0, {int(sys.argv[1])})\nwhile True:\n    pass\n"
 
 
-def pin(pid: int, cpu: int) -> int:
-    """Pin every thread of `pid` to `cpu` (sched_setaffinity on a pid moves one thread only;
+def pin(pid: int, cpus: set[int]) -> int:
+    """Pin every thread of `pid` to `cpus` (sched_setaffinity on a pid moves one thread only;
     threads made later inherit their creator's mask). Returns the threads pinned."""
     tids = os.listdir(f"/proc/{pid}/task")
     for tid in tids:
         try:
-            os.sched_setaffinity(int(tid), {cpu})
+            os.sched_setaffinity(int(tid), cpus)
         except ProcessLookupError:  # a worker thread that just ended
             pass
     return len(tids)
