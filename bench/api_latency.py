@@ -1,16 +1,19 @@
 """API request latency and throughput over TLS, against a bare ASGI baseline in the same run.
 
-Run by hand:  .venv/bin/python bench/api_latency.py [--seconds 8]
+Run by hand: .venv/bin/python bench/api_latency.py [--seconds 8] [--processes N]
 
-Starts a real host (runhost: supervisor, Redis, Celery, daphne, the planes) and, beside it, a
-daphne on the host's own certificate serving the host's ASGI app plus /hello (raw ASGI, no
-Django) against the host's state and Redis. A separate client process opens N keep-alive TLS
-connections (default 10) and measures GET /hello and each read route with the bearer token;
-admin routes (`/api/...` outside `/api/v1`) go with HTTP Basic, so each request also pays the
-login throttle's check in Redis. Prints requests/s, p50 and p99 per route, the server daphne's
-CPU per request and its share of a core, the client's CPU per request (which of the two ran
-out of CPU), the ratio to the bare app, whether the goal (>= 0.3x bare, p99 <= 20 ms) is met,
-and the load average at the start and the end.
+Starts a real host (runhost: supervisor, Redis, Celery, daphne, the planes) and, beside it, N
+daphnes (default 1) on one TLS port (SO_REUSEPORT, bench/bare_daphne.py) on the host's own
+certificate, serving the host's ASGI app plus /hello (raw ASGI, no Django) against the host's
+state and Redis: the bare app and the host's routes on the same server, in the same run, with
+the same number of processes (to compare with a host that runs N web processes). A separate
+client process opens C keep-alive TLS connections (default 10) and measures GET /hello and each
+read route with the bearer token; admin routes (`/api/...` outside `/api/v1`) go with HTTP
+Basic, so each request also pays the login throttle's check in Redis. Prints requests/s, p50
+and p99 per route, the server daphne's CPU per request and its share of a core (all N processes
+together), the client's CPU per request (which of the two ran out of CPU), the ratios host/bare
+of req/s, p50 and p99, whether the goal (>= 0.3x bare, p99 <= 20 ms) is met, and the load
+average at the start and the end.
 """
 
 from __future__ import annotations
@@ -22,7 +25,6 @@ import multiprocessing as mp
 import os
 import ssl
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -31,6 +33,8 @@ import psutil
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+
+from bench import bare_daphne  # noqa: E402
 
 
 async def _worker(host, port, ctx, request: bytes, deadline: float, latencies: list[float]):
@@ -79,23 +83,27 @@ def client_process(args, queue):
     queue.put(asyncio.run(_run(*args)))
 
 
-def measure(host, port, cafile, path, token, conns, seconds, server):
+def measure(host, port, cafile, path, token, conns, seconds, servers):
     """(req/s, p50 ms, p99 ms, the server's CPU ms per request, its % of a core, the client's
     CPU ms per request): the CPU columns say whether the server or the client ran out."""
     queue = mp.get_context("spawn").Queue()
     proc = mp.get_context("spawn").Process(
         target=client_process, args=((host, port, cafile, path, token, conns, seconds), queue)
     )
-    before = sum(server.cpu_times()[:2])
+    before = server_cpu_s(servers)
     proc.start()
     rps, latencies, client_cpu, elapsed = queue.get()
-    server_cpu = sum(server.cpu_times()[:2]) - before  # includes the 0.5 s warm-up
+    server_cpu = server_cpu_s(servers) - before  # includes the 0.5 s warm-up
     proc.join()
     latencies.sort()
     p50 = statistics.median(latencies) * 1000
     p99 = latencies[int(len(latencies) * 0.99) - 1] * 1000
     n = max(len(latencies), 1)
     return rps, p50, p99, server_cpu / n * 1000, server_cpu / elapsed * 100, client_cpu / n * 1000
+
+
+def server_cpu_s(servers) -> float:
+    return sum(sum(s.cpu_times()[:2]) for s in servers)
 
 
 ROUTES = (
@@ -117,63 +125,35 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=5.0)
     parser.add_argument("--connections", default="10")
     parser.add_argument("--routes", default=",".join(ROUTES))
+    parser.add_argument(
+        "--processes", type=int, default=1, help="daphnes serving both apps on one port"
+    )
     opts = parser.parse_args()
-    from tests.support.livehost import free_base_port, start_host
+    from tests.support.livehost import start_host
 
     # The running host (supervisor, Redis, Celery, its own daphne and planes) owns the state;
-    # a second daphne on the same certificate serves the host's ASGI app plus the bare /hello
+    # N more daphnes on the same certificate serve the host's ASGI app plus the bare /hello
     # against that state and Redis, so both are measured on one server in one run.
     host = start_host()
     host.set_first_admin(*ADMIN)
-    env = {k: v for k, v in os.environ.items() if not k.startswith("HOST_")}
-    env.update(
-        HOST_STATE_DIR=str(host.state_dir),
-        HOST_PORT=str(host.base_port),
-        REDIS_URL=f"unix://{host.state_dir / 'redis.sock'}",
-        DJANGO_SETTINGS_MODULE="hostmgmt.settings",
-        HOST_LOG_LEVEL="WARNING",
-        PYTHONPATH=str(ROOT),
-    )
-    port = free_base_port() + 1
-    cert, key = host.state_dir / "tls-cert.pem", host.state_dir / "tls-key.pem"
-    endpoint = f"ssl:{port}:interface=127.0.0.1:privateKey={key}:certKey={cert}"
-    daphne = subprocess.Popen(
-        # Through the host's own daphne entry point (its body limits and GIL interval), so
-        # the figures are the host's server, not stock daphne's.
-        [
-            sys.executable,
-            "-m",
-            "hostmgmt.daphne_main",
-            "-v",  # as the supervisor starts it: no access log (one line per request)
-            "0",
-            "-e",
-            endpoint,
-            "bench.asgi_with_hello:application",
-        ],
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+    # Through the host's own daphne entry point (its body limits and GIL interval), so the
+    # figures are the host's server, not stock daphne's.
+    port, daphnes = bare_daphne.start(host, "bench.asgi_with_hello:application", opts.processes)
+    cert = host.state_dir / "tls-cert.pem"
     token = host.mgmt_token
     try:
-        import socket
-
-        for _ in range(600):
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-                break
-            except OSError:
-                time.sleep(0.1)
         load = os.getloadavg()
         print(
-            f"daphne over TLS on 127.0.0.1:{port} beside the running host, "
+            f"{opts.processes} daphne(s) over TLS on 127.0.0.1:{port} beside the running host, "
             f"{opts.seconds:.0f} s per point, {os.cpu_count()} cores, "
             f"load average {load[0]:.1f} {load[1]:.1f} {load[2]:.1f}"
         )
-        server = psutil.Process(daphne.pid)
+        server = [psutil.Process(d.pid) for d in daphnes]
         head = ("conns", "route", "req/s", "p50 ms", "p99 ms", "srv ms", "srv %", "cli ms")
-        print("{:>5} {:<22} {:>8} {:>8} {:>8} {:>7} {:>6} {:>7}  x bare  goal".format(*head))
+        print(
+            "{:>5} {:<22} {:>8} {:>8} {:>8} {:>7} {:>6} {:>7}".format(*head)
+            + "  host/bare: req/s   p50   p99  goal"
+        )
 
         def row(conns, name, rps, p50, p99, srv_ms, srv_pct, cli_ms):
             return (
@@ -192,12 +172,14 @@ def main() -> None:
                 )
                 ratio = point[0] / hello[0]
                 met = "met" if ratio >= GOAL_RATIO and point[2] <= GOAL_P99_MS else "not met"
-                print(f"{row(conns, route, *point)}  {ratio:>6.2f}  {met}")
+                print(
+                    f"{row(conns, route, *point)}  {' ' * 10}{ratio:>5.2f} "
+                    f"{point[1] / hello[1]:>5.1f} {point[2] / hello[2]:>5.1f}  {met}"
+                )
         load = os.getloadavg()
         print(f"load average at the end {load[0]:.1f} {load[1]:.1f} {load[2]:.1f}")
     finally:
-        daphne.terminate()
-        daphne.wait()
+        bare_daphne.stop(daphnes)
         host.stop()
 
 

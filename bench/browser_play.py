@@ -13,11 +13,21 @@ WebCodecs; the page is a secure context: HTTPS on 127.0.0.1). For each:
 3. Input echo: a data-channel ping answered by the host's peer process, p50.
 4. The encoder process's CPU share (psutil, % of one core) while playing.
 Browser and host share this machine's cores.
+
+`--starve S` (WebRTC only): the session's peer process is pinned to one core (its encoder to the
+others) and, S seconds into a run of back-to-back glass-to-glass paints, busy processes pinned
+to that core take most of it for S seconds (bench/starve.py). Prints the latency p50/p99 before,
+during and after the hog, how long after the hog stopped the latency stayed under 2x its
+before-p50 for good, and per phase the floors measured in the same run: the frame interval, the
+encoder alone on the same frames (its capture and encode ms per frame, from the session's live
+points), and the browser's receive side (frames received and decoded per second, dropped, jitter
+buffer ms per frame).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import sys
 import time
@@ -29,6 +39,7 @@ sys.path.insert(0, str(ROOT))
 import psutil  # noqa: E402
 from playwright.sync_api import sync_playwright  # noqa: E402
 
+from bench.starve import Hog, pin  # noqa: E402
 from tests.native.browserkit import (  # noqa: E402
     ARGS,
     CANVAS_PIXEL_JS,
@@ -61,6 +72,31 @@ def pct(values: list[float], q: float) -> float:
     return values[min(len(values) - 1, int(q * len(values)))]
 
 
+def x_display(api) -> str:
+    displays = api.get("/api/v1/display/state").json()["displays"]
+    return next(d["x_display"] for d in displays if d.get("state", "active") == "active")
+
+
+def encoder_process():
+    """The newest native session's encoder process (its parent is the session's peer)."""
+    managers = [  # the session manager forks one process per session
+        p
+        for p in psutil.process_iter(["cmdline"])
+        if "streaming.sessions.manager" in " ".join(p.info["cmdline"] or [])
+    ]
+    # The newest session's encoder (a spawned child of its peer process): a replaced
+    # session's process may still be on its way out, and a peer has other children too.
+    return wait_for(
+        lambda: max(
+            (c for m in managers for c in m.children(recursive=True)
+             if "spawn_main" in " ".join(c.cmdline())),
+            key=lambda c: c.create_time(),
+            default=None,
+        ),
+        what="the encoder process",
+    )  # fmt: skip
+
+
 def measure(page, api, width: int, samples: int, webcodecs: bool) -> tuple:
     """(fps, g2g ms list, echo ms list, encoder cpu %, kbps) for the session now playing."""
     surface = "canvas').width" if webcodecs else "video').videoWidth"
@@ -70,24 +106,8 @@ def measure(page, api, width: int, samples: int, webcodecs: bool) -> tuple:
         f"document.getElementById('{surface} === {width}",
         30,
     )
-    displays = api.get("/api/v1/display/state").json()["displays"]
-    x_name = next(d["x_display"] for d in displays if d.get("state", "active") == "active")
-    managers = [  # the session manager forks one process per session
-        p
-        for p in psutil.process_iter(["cmdline"])
-        if "streaming.sessions.manager" in " ".join(p.info["cmdline"] or [])
-    ]
-    # The newest session's encoder (a spawned child of its peer process): a replaced
-    # session's process may still be on its way out, and a peer has other children too.
-    encoder = wait_for(
-        lambda: max(
-            (c for m in managers for c in m.children(recursive=True)
-             if "spawn_main" in " ".join(c.cmdline())),
-            key=lambda c: c.create_time(),
-            default=None,
-        ),
-        what="the encoder process",
-    )  # fmt: skip
+    x_name = x_display(api)
+    encoder = encoder_process()
     painter = Painter(x_name)
     time.sleep(2)
     encoder.cpu_percent()
@@ -114,11 +134,136 @@ def measure(page, api, width: int, samples: int, webcodecs: bool) -> tuple:
     return fps, g2g, echo, cpu, stats.get("kbps", 0)
 
 
+def rtp_rates(before: dict, after: dict) -> str:
+    dt = max((after["t"] - before["t"]) / 1000, 1e-3)
+    emitted = max(1, after["jbn"] - before["jbn"])
+    return (
+        f"recv {(after['received'] - before['received']) / dt:5.1f} fps, "
+        f"decoded {(after['decoded'] - before['decoded']) / dt:5.1f} fps, "
+        f"dropped {after['dropped'] - before['dropped']}, lost {after['lost'] - before['lost']}, "
+        f"jitter buffer {(after['jb'] - before['jb']) / emitted * 1000:5.1f} ms"
+    )
+
+
+def encoder_floor(api, t0_wall: float, t1_wall: float) -> str:
+    """The encoder alone on the same frames: its per-second live points (fps it encoded,
+    capture and encode ms per frame) in [t0_wall, t1_wall)."""
+    points = [
+        p
+        for sess in api.get("/api/v1/streams").json().get("sessions", [])
+        for p in sess.get("live") or []
+        if t0_wall * 1000 <= p.get("ts_ms", 0) < t1_wall * 1000
+    ]
+    if not points:
+        return "no live points"
+
+    def med(key):
+        vals = [p[key] for p in points if isinstance(p.get(key), int | float)]
+        return statistics.median(vals) if vals else float("nan")
+
+    return (
+        f"encoded {med('fps'):5.1f} fps, capture {med('capture_ms'):5.2f} ms, "
+        f"encode {med('encode_ms'):5.2f} ms (median of {len(points)} s)"
+    )
+
+
+def cpu_s(proc) -> float:
+    times = proc.cpu_times()
+    return times.user + times.system
+
+
+RECOVERY_RUN = 5
+
+
+def recovered_after(samples: list[tuple[float, float]], off: float, bound_ms: float) -> float:
+    """Seconds from `off` (the hog stopped) to the end of the first paint that finished after
+    it and began a run of RECOVERY_RUN paints whose median is under `bound_ms` (one slow poll
+    on a loaded machine is not a relapse); the whole "after" phase when none did."""
+    late = [(t + ms / 1000, ms) for t, ms in samples if t + ms / 1000 > off]
+    for i in range(len(late) - RECOVERY_RUN + 1):
+        if statistics.median(ms for _, ms in late[i : i + RECOVERY_RUN]) < bound_ms:
+            return max(0.0, late[i][0] - off)
+    return late[-1][0] - off if late else float("nan")
+
+
+def starve(page, api, seconds: float, hogs: int, fps: int) -> None:
+    """Back-to-back paints for `seconds` before, during and after a CPU hog on the peer's core;
+    prints the phases and the recovery (see the module docstring)."""
+    encoder = encoder_process()
+    peer = encoder.parent()
+    cpu = max(os.sched_getaffinity(0))
+    threads = pin(peer.pid, {cpu})
+    pin(encoder.pid, (os.sched_getaffinity(0) - {cpu}) or {cpu})  # the frames keep coming
+    painter = Painter(x_display(api))
+    hog = Hog(cpu, hogs)
+    after_s = max(seconds, 4.0)
+    samples: list[tuple[float, float]] = []  # (paint time, latency ms), time.monotonic
+    marks = {}  # phase -> (monotonic, wall, RTP counters) at its first sample
+    time.sleep(1)
+    t0 = time.monotonic()
+    hog.begin(time.monotonic, seconds, seconds)
+    try:
+        i = 0
+        while time.monotonic() - t0 < 2 * seconds + after_s:
+            phase = (
+                "before" if hog.started_at is None else "hog" if hog.stopped_at is None else "after"
+            )
+            if phase not in marks:
+                marks[phase] = (time.monotonic(), time.time(), page.evaluate(RTP_JS), cpu_s(peer))
+            start = time.monotonic()
+            samples += [(start, ms) for ms in paint_to_page_ms(
+                page, painter, PIXEL_JS, [COLOURS[i % len(COLOURS)]], interval=0.001
+            )]  # fmt: skip
+            i += 1
+        marks["end"] = (time.monotonic(), time.time(), page.evaluate(RTP_JS), cpu_s(peer))
+    finally:
+        hog.stop()
+        painter.close()
+    on, off = hog.started_at, hog.stopped_at
+    phases = {
+        "before": [ms for t, ms in samples if t < on],
+        "hog": [ms for t, ms in samples if on <= t < off],
+        "after": [ms for t, ms in samples if t >= off],
+    }
+    base = statistics.median(phases["before"])
+    recovery = recovered_after(samples, off, 2 * base)
+    load = os.getloadavg()
+    print(
+        f"starved peer: pid {peer.pid} ({threads} threads) pinned to CPU {cpu}, {hogs} busy "
+        f"processes there for {off - on:.1f} s, load average {load[0]:.1f} {load[1]:.1f} "
+        f"{load[2]:.1f}; floor = frame interval {1000 / fps:.1f} ms"
+    )
+    print("phase    paints  g2g_p50_ms  g2g_p99_ms  g2g_max_ms")
+    for name, values in phases.items():
+        print(
+            f"{name:7}  {len(values):6}  {statistics.median(values):10.1f}  "
+            f"{pct(values, 0.99):10.1f}  {max(values):10.1f}"
+        )
+    order = [k for k in ("before", "hog", "after", "end") if k in marks]
+    for a, b in zip(order, order[1:], strict=False):
+        span = marks[b][0] - marks[a][0]
+        peer_pct = (marks[b][3] - marks[a][3]) / span * 100
+        print(f"{a:7}  peer process: {peer_pct:4.1f} % of a core")
+        print(f"{'':7}  browser: {rtp_rates(marks[a][2], marks[b][2])}")
+        print(f"{'':7}  encoder: {encoder_floor(api, marks[a][1], marks[b][1])}")
+    hog_p99 = pct(phases["hog"], 0.99)
+    print(
+        f"recovery: under 2x before-p50 ({2 * base:.1f} ms) for good {recovery:.2f} s after the "
+        f"hog stopped; goal p99 <= 100 ms during the hog: "
+        f"{'met' if hog_p99 <= 100 else 'not met'} ({hog_p99:.1f} ms), recovery <= 1 s: "
+        f"{'met' if recovery <= 1.0 else 'not met'}"
+    )
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--mode", default="1280x720")
     ap.add_argument("--fps", type=int, default=60)
     ap.add_argument("--samples", type=int, default=40)
+    ap.add_argument(
+        "--starve", type=float, default=0.0, help="seconds of CPU hog on the peer (WebRTC only)"
+    )
+    ap.add_argument("--hogs", type=int, default=8, help="busy processes on the peer's core")
     args = ap.parse_args()
     host = start_host()
     pw = sync_playwright().start()
@@ -136,11 +281,14 @@ def main() -> int:
         api.post(f"/api/v1/native/pending/{entry['id']}/approve", json={})
         width = int(args.mode.split("x")[0])
         rows.append(("webrtc", *measure(page, api, width, args.samples, False)))
-        page.click("#stop")
-        page.check("#lowlat")
-        page.click("#start")
-        time.sleep(1)  # the new session replaces the old one (its display is released)
-        rows.append(("webcodecs", *measure(page, api, width, args.samples, True)))
+        if args.starve:
+            starve(page, api, args.starve, args.hogs, args.fps)
+        else:
+            page.click("#stop")
+            page.check("#lowlat")
+            page.click("#start")
+            time.sleep(1)  # the new session replaces the old one (its display is released)
+            rows.append(("webcodecs", *measure(page, api, width, args.samples, True)))
         print(f"mode {args.mode}@{args.fps}, floor = frame interval {1000 / args.fps:.1f} ms")
         print("plane      fps_decoded  g2g_p50_ms  g2g_p99_ms  echo_p50_ms  encoder_cpu_%  kbps")
         for name, fps, g2g, echo, cpu, kbps in rows:

@@ -3,8 +3,11 @@
 Run by hand: `.venv/bin/python bench/events.py [--events 200] [--subscribers 1,10,100,500]`.
 Starts its own host (runhost: daphne over TLS, Redis, Celery), emits from a separate process
 (as a Celery worker would), reads the streams from client processes (100 streams each at
-most, none in the host), and prints the figures next to the floor measured in the same run:
-a bare Redis publish→subscribe round trip on the host's own Redis socket.
+most, none in the host), and prints the figures next to two floors measured in the same run:
+a bare Redis publish→subscribe round trip on the host's own Redis socket, and a bare ASGI app
+(bench/asgi_sse_floor.py, no Django) that fans the same frames from the same Redis channel out
+over the same daphne and TLS to the same client processes; the host's p50/p99 are printed as
+ratios to that app's.
 """
 
 from __future__ import annotations
@@ -22,8 +25,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+import psutil  # noqa: E402
 import redis  # noqa: E402
 
+from bench import bare_daphne  # noqa: E402
 from bench.soak import host_processes  # noqa: E402
 from tests.support.livehost import start_host  # noqa: E402
 
@@ -171,16 +176,18 @@ def cpu_s(proc) -> tuple[float, float]:
     return times.user, times.system
 
 
-async def run_subscribers(host, n_subs: int, emit, n_events: int, interval_ms: float):
+async def run_subscribers(host, n_subs: int, emit, n_events: int, interval_ms: float, floor=None):
     """`n_subs` streams spread over client processes (at most PER_PROCESS each), none in the
     host's processes; returns every stream's (seq, latency ms), the delivery time, and the CPU
-    seconds daphne and the clients spent from the first emit to the last frame read."""
+    seconds daphne and the clients spent from the first emit to the last frame read.
+    `floor`: (port, daphne process) of the bare ASGI app, read instead of the host."""
     import multiprocessing as mp
 
     spawn = mp.get_context("spawn")
     ready_q, out_q = spawn.Queue(), spawn.Queue()
     start = (await asyncio.to_thread(_current_seq, host)) or 0
-    url = f"{host.url}/api/v1/events?kinds=library.*&since={start}"
+    base = host.url if floor is None else f"https://127.0.0.1:{floor[0]}"
+    url = f"{base}/api/v1/events?kinds=library.*&since={start}"
     shares = [PER_PROCESS] * (n_subs // PER_PROCESS) + (
         [n_subs % PER_PROCESS] if n_subs % PER_PROCESS else []
     )
@@ -197,7 +204,7 @@ async def run_subscribers(host, n_subs: int, emit, n_events: int, interval_ms: f
         for _ in procs:
             await asyncio.to_thread(ready_q.get, True, 300)
         await asyncio.sleep(0.5)
-        daphne = host_processes(host.proc.pid)["daphne"]
+        daphne = host_processes(host.proc.pid)["daphne"] if floor is None else floor[1]
         daphne_cpu = cpu_s(daphne)
         t0 = time.perf_counter()
         await asyncio.to_thread(emit, "library.changed", n_events, interval_ms)
@@ -250,11 +257,19 @@ def main() -> None:
     parser.add_argument("--sustained", type=int, default=3000)
     parser.add_argument("--subscribers", default="1,10,100,500")
     parser.add_argument("--no-hooks", action="store_true", help="skip the hook start figure")
+    parser.add_argument(
+        "--floor-subscribers",
+        default="10,100,500",
+        help="subscriber counts also measured against the bare ASGI app",
+    )
     args = parser.parse_args()
     counts = [int(n) for n in args.subscribers.split(",")]
+    floor_counts = {int(n) for n in args.floor_subscribers.split(",") if n}
     streams = str(max(128, max(counts) + 16))
     host = start_host(env={"HOST_SSE_MAX_STREAMS": streams, "HOST_SSE_QUEUE_DEPTH": "4096"})
     emitter = Emitter(host)
+    port, floor_procs = bare_daphne.start(host, "bench.asgi_sse_floor:application")
+    bare = (port, psutil.Process(floor_procs[0].pid))
     try:
         load = os.getloadavg()
         print(
@@ -271,6 +286,19 @@ def main() -> None:
             lat = [ms for sink in sinks for _, ms in sink]
             print(f"emit→SSE  {n_subs:3d} subscriber(s), 20 ms apart    {fmt(lat)}")
             print(f"          CPU per frame delivered: {per_frame(cpu, len(lat))}")
+            if n_subs not in floor_counts:
+                continue
+            sinks, _, cpu = asyncio.run(
+                run_subscribers(host, n_subs, emitter.emit, args.events, 20.0, bare)
+            )
+            base = [ms for sink in sinks for _, ms in sink]
+            print(f"  floor   bare ASGI app, same daphne+TLS     {fmt(base)}")
+            print(f"          CPU per frame delivered: {per_frame(cpu, len(base))}")
+            if lat and base:
+                print(
+                    f"          host ÷ floor: p50 {pct(lat, 50) / pct(base, 50):.2f}x, "
+                    f"p99 {pct(lat, 99) / pct(base, 99):.2f}x"
+                )
         sinks, elapsed, cpu = asyncio.run(
             run_subscribers(host, 10, emitter.emit, args.sustained, 0)
         )
@@ -292,6 +320,7 @@ def main() -> None:
         print(f"load average at the end {load[0]:.1f} {load[1]:.1f} {load[2]:.1f}")
     finally:
         emitter.close()
+        bare_daphne.stop(floor_procs)
         host.stop()
 
 

@@ -320,6 +320,13 @@ def _put_latest(frames: asyncio.Queue, item) -> None:
 # next keyframe, which is requested at once, as the WebCodecs relay does. Without the bound,
 # latency grew to 400-600 ms at load 30 and never came back.
 MAX_BEHIND = 6
+# The same bound in time, for the backlog the queue cannot count: a starved peer's pump thread
+# leaves frames in the pipe from the encoder, so frames sent with 3-4 in the queue had waited
+# up to 450 ms since their encode (bench/browser_play.py --starve, 32 busy processes on the
+# peer's core: age at send p99 432 ms; with this bound 101 ms). A P-frame that waited longer
+# than this is skipped the same way; a keyframe is sent however late, so a peer starved for
+# good still shows a picture now and then.
+MAX_WAIT_S = 0.1
 
 
 class EncodedVideoTrack(MediaStreamTrack):
@@ -349,7 +356,10 @@ class EncodedVideoTrack(MediaStreamTrack):
                 self.stop()
                 raise MediaStreamError
             keyframe, t_cap, encode_ms = HEADER.unpack_from(raw)
-            behind = self.queue.qsize() >= MAX_BEHIND
+            # t_cap: the wall time before the capture, in the encoder process
+            # (so waited = capture + pipe + queue)
+            waited = time.time() - t_cap - encode_ms / 1000
+            behind = self.queue.qsize() >= MAX_BEHIND or (waited > MAX_WAIT_S and not keyframe)
             if behind or (self._want_key and not keyframe):
                 # Ask once per episode, and again when a keyframe itself had to be skipped.
                 if not self._want_key or keyframe:

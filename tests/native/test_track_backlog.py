@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 
-from native.media import HEADER, MAX_BEHIND, EncodedVideoTrack
+from native.media import HEADER, MAX_BEHIND, MAX_WAIT_S, EncodedVideoTrack
 
 
 class Encoder:
@@ -13,8 +14,9 @@ class Encoder:
         self.keyframe = threading.Event()
 
 
-def frame(key: bool, n: int) -> bytes:
-    return HEADER.pack(key, 100.0 + n / 60, 2.0) + bytes([n % 256]) * 10
+def frame(key: bool, n: int, age_s: float = 0.0) -> bytes:
+    """Frame `n`, captured `age_s` before now (its encode took 2 ms)."""
+    return HEADER.pack(key, time.time() - age_s, 2.0) + bytes([n % 256]) * 10
 
 
 def test_a_backlog_is_skipped_up_to_a_fresh_keyframe():
@@ -51,5 +53,28 @@ def test_a_short_queue_delivers_every_frame_in_order():
             track.queue.put_nowait(frame(n == 0, n))
         got = [bytes(await track.recv())[0] for _ in range(MAX_BEHIND)]
         assert got == list(range(MAX_BEHIND)) and track.skipped == 0
+
+    asyncio.run(run())
+
+
+def test_a_frame_that_waited_too_long_is_skipped_up_to_a_keyframe_in_a_short_queue():
+    """The backlog the queue cannot count (frames still in the pipe from the encoder): a
+    P-frame older than MAX_WAIT_S is skipped although the queue is short; a late keyframe is
+    still sent, so a peer starved for good shows a picture now and then."""
+
+    async def run():
+        enc = Encoder()
+        track = EncodedVideoTrack(enc, feed=False)
+        track.queue.put_nowait(frame(False, 1, age_s=MAX_WAIT_S + 0.2))
+        track.queue.put_nowait(frame(False, 2, age_s=MAX_WAIT_S + 0.2))
+        pending = asyncio.ensure_future(track.recv())
+        await asyncio.sleep(0.05)
+        assert not pending.done() and enc.keyframe.is_set() and track.skipped == 2
+        track.queue.put_nowait(frame(False, 3))  # fresh, but it decodes against skipped ones
+        track.queue.put_nowait(frame(True, 4, age_s=MAX_WAIT_S + 0.2))
+        packet = await asyncio.wait_for(pending, 1)
+        assert bytes(packet) == frame(True, 4)[HEADER.size :] and track.skipped == 3
+        track.queue.put_nowait(frame(False, 5))
+        assert bytes(await track.recv()) == frame(False, 5)[HEADER.size :]
 
     asyncio.run(run())
