@@ -28,7 +28,8 @@ from aiortc.rtcrtpparameters import RTCRtpHeaderExtensionParameters
 from media.encoder import EncoderFailed, VideoEncoder
 from streaming.session_display import open_capture
 
-HEADER = struct.Struct("<?dd")  # keyframe, capture wall time, encode ms
+# keyframe, capture time (CLOCK_MONOTONIC: system-wide, so one clock for every process), encode ms
+HEADER = struct.Struct("<?dd")
 # RTP header extension (webrtc.org experiment) through which a sender tells the browser's
 # receiver how much playout delay it wants: 12-bit min and max in 10 ms units.
 PLAYOUT_DELAY_URI = "http://www.webrtc.org/experiments/rtp-hdrext/playout-delay"
@@ -86,7 +87,7 @@ def encoder_main(
             if now < next_t:
                 time.sleep(next_t - now)
             next_t = max(next_t + interval, time.monotonic() - interval)
-            t_cap = time.time()
+            t_cap = time.monotonic()
             frame = capture(width, height)  # BGRA, at the stream's size
             times = capture.capture_ms
             capture_ms = times.last if times.count != captured else None  # this grab's own
@@ -356,9 +357,10 @@ class EncodedVideoTrack(MediaStreamTrack):
                 self.stop()
                 raise MediaStreamError
             keyframe, t_cap, encode_ms = HEADER.unpack_from(raw)
-            # t_cap: the wall time before the capture, in the encoder process
-            # (so waited = capture + pipe + queue)
-            waited = time.time() - t_cap - encode_ms / 1000
+            # t_cap: the monotonic time before the capture, in the encoder process (Linux's
+            # CLOCK_MONOTONIC is system-wide, and a wall-clock step cannot skip frames), so
+            # waited = capture + pipe + queue
+            waited = time.monotonic() - t_cap - encode_ms / 1000
             behind = self.queue.qsize() >= MAX_BEHIND or (waited > MAX_WAIT_S and not keyframe)
             if behind or (self._want_key and not keyframe):
                 # Ask once per episode, and again when a keyframe itself had to be skipped.

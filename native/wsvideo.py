@@ -9,7 +9,7 @@ paired device, so the token is the device's authority; the relay finds the socke
 in the session registry. Audio and input stay on WebRTC.
 
 Frames on the socket: 4-byte little-endian length, then the encoder header
-(`media.HEADER`: keyframe, capture wall time, encode ms) and the access unit. A consumer that
+(`media.HEADER`: keyframe, capture monotonic time, encode ms) and the access unit. A consumer that
 falls behind (its socket buffer over `BACKLOG_BYTES`) gets no more frames until the next
 keyframe, which is requested at once: the page is never fed a growing delay.
 """

@@ -16,7 +16,7 @@ class Encoder:
 
 def frame(key: bool, n: int, age_s: float = 0.0) -> bytes:
     """Frame `n`, captured `age_s` before now (its encode took 2 ms)."""
-    return HEADER.pack(key, time.time() - age_s, 2.0) + bytes([n % 256]) * 10
+    return HEADER.pack(key, time.monotonic() - age_s, 2.0) + bytes([n % 256]) * 10
 
 
 def test_a_backlog_is_skipped_up_to_a_fresh_keyframe():
