@@ -2,30 +2,43 @@
 
 Browsers writing from an allowed origin pass on Origin/Referer; callers that send neither are
 not browsers and are exempt; everyone else must echo a minted token.
+
+The tokens live in Redis: the host runs several web processes, and the request that mints a
+token and the one that echoes it may land on different ones. Each keeps its wall-clock expiry
+beside it (so an expired token still reads "expired"), and Redis drops it a TTL later.
 """
 
 from __future__ import annotations
 
 import hmac
 import secrets
-import threading
 import time
 
+from access import identity
 from access.origin import allowed_origins, origin_matches
+from common import redis_client
 
 TTL_S = 3600.0
-_tokens: dict[str, tuple[str, float]] = {}
-_lock = threading.Lock()
+MAX_CLIENT_ID = 200  # a key, not a store: a longer id is cut
+
+
+def _key(client_id: str) -> str:
+    return f"hostmgmt:{identity.unique_id()}:csrf:{client_id[:MAX_CLIENT_ID]}"
 
 
 def mint(client_id: str) -> str:
     token = secrets.token_urlsafe(32)
-    now = time.monotonic()
-    with _lock:
-        for key in [k for k, (_, exp) in _tokens.items() if exp <= now]:
-            del _tokens[key]
-        _tokens[client_id] = (token, now + TTL_S)
+    expiry = time.time() + TTL_S
+    redis_client.client().set(_key(client_id), f"{token} {expiry}", ex=int(2 * TTL_S))
     return token
+
+
+def _stored(client_id: str) -> tuple[str, float] | None:
+    raw = redis_client.client().get(_key(client_id))
+    if raw is None:
+        return None
+    token, _, expiry = raw.decode().partition(" ")
+    return token, float(expiry)
 
 
 def check(request, client_id: str) -> str | None:
@@ -42,13 +55,12 @@ def check(request, client_id: str) -> str | None:
     presented = request.headers.get("X-CSRF-Token") or request.GET.get("csrf_token")
     if not presented:
         return "missing CSRF token"
-    with _lock:
-        stored = _tokens.get(client_id)
+    stored = _stored(client_id)
     if stored is None:
         return "invalid CSRF token"
     token, expiry = stored
     if not hmac.compare_digest(token.encode(), presented.encode("utf-8", "replace")):
         return "invalid CSRF token"
-    if expiry <= time.monotonic():
+    if expiry <= time.time():
         return "CSRF token expired"
     return None

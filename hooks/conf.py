@@ -14,7 +14,9 @@ RING_SIZE = 1024
 # seq high-water mark is persisted in blocks of this many: one fsync per block, and after a
 # restart seq resumes above everything that may have been handed out.
 SEQ_BLOCK = 1024
-# Concurrent SSE streams per host; beyond it 503.
+# Concurrent SSE streams per web process (HOST_WEB_PROCESSES of them); beyond it 503. Per
+# process on purpose: the cap bounds the fan-out work of one event loop, and a host-wide count
+# would have to outlive a process killed with its streams open.
 SSE_MAX_STREAMS = env_int("HOST_SSE_MAX_STREAMS", 32)
 # Live events buffered per SSE stream before the consumer counts as too slow and is cut off.
 SSE_QUEUE_DEPTH = env_int("HOST_SSE_QUEUE_DEPTH", 256)

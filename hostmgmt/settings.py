@@ -14,6 +14,7 @@ from common.env import env_bool, env_int, env_str
 from common.ports import DEFAULT_BASE_PORT, PortMap
 from common.statedir import DB_FILE, LOG_DIR, REDIS_SOCKET, ensure_state_dir
 from hostconfig import startup as _startup
+from supervisor import web_listener
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 STATE_DIR = ensure_state_dir()
@@ -180,6 +181,10 @@ CELERY_ACCEPT_CONTENT = ["json"]
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_WORKER_CONCURRENCY = env_int("HOST_WORKER_CONCURRENCY", 4)
+
+# Daphne processes serving the web port together (supervisor/web_listener.py): 1-4, default
+# the number of cores (at most 4). 1 is one daphne binding the port itself.
+WEB_PROCESSES = web_listener.processes_from(os.environ.get("HOST_WEB_PROCESSES", ""))
 
 # ---------------------------------------------------------------------------------------------
 # Django REST framework: both APIs set their own authentication on their base views.

@@ -60,6 +60,8 @@ class Child:
     # nothing of its predecessor's commands.
     sweep_marked: bool = False
     run_mark: str = ""
+    # Descriptors the child inherits (the shared web socket), under the same numbers.
+    pass_fds: tuple[int, ...] = ()
 
     def start(self) -> None:
         """Every child of the supervisor goes through here (a new kind gets the same care):
@@ -69,7 +71,11 @@ class Child:
             self.run_mark = f"{self.name}:{secrets.token_hex(8)}"
             env = {**self.env, CHILD_RUN_ENV: self.run_mark}
         self.proc = subprocess.Popen(
-            self.argv, env=env, start_new_session=True, preexec_fn=procs.die_with_me()
+            self.argv,
+            env=env,
+            start_new_session=True,
+            preexec_fn=procs.die_with_me(),
+            pass_fds=self.pass_fds,
         )
         self.started_at = time.monotonic()
         log.info("started %s (pid %d)", self.name, self.proc.pid)

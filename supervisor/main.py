@@ -20,6 +20,7 @@ import os
 import secrets
 import signal
 import socket
+import ssl
 import sys
 import time
 from pathlib import Path
@@ -33,7 +34,7 @@ from common.ports import PortMap, busy_ports, validate_base_port
 from common.statedir import REDIS_SOCKET, state_dir
 from displays import reaper
 from hooks import worker as hooks_worker
-from supervisor import children, lifecycle, periodic, redis_server, sentinel
+from supervisor import children, lifecycle, periodic, redis_server, sentinel, web_listener
 from supervisor.children import Child
 
 log = logging.getLogger("supervisor")
@@ -52,6 +53,13 @@ class StopRequested(BaseException):  # not an error: the operator stopped the st
 def _escape_endpoint(value: str) -> str:
     """Twisted endpoint strings separate fields with ':'; escape it (and '\\') in values."""
     return value.replace("\\", "\\\\").replace(":", "\\:").replace("=", "\\=")
+
+
+def _tls_handshake(conn: socket.socket, host: str) -> None:
+    context = ssl.create_default_context()
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE  # a readiness probe, not a client: any certificate
+    context.wrap_socket(conn, server_hostname=host).close()
 
 
 def check_ports_free(bind: str, ports: PortMap) -> None:
@@ -77,6 +85,8 @@ class Supervisor:
         self._preparing = False
         self._announced = False
         self.sentinel: sentinel.Sentinel | None = None
+        # The web port's socket, shared by the daphne processes (more than one of them).
+        self.web_socket: socket.socket | None = None
         self.started_at = time.time()
 
     def install_signals(self) -> None:
@@ -118,6 +128,7 @@ class Supervisor:
         identity.ensure_identity()
         identity.ensure_tls()
         check_ports_free(self.bind, self.ports)
+        self.open_web_socket()
 
     def child_env(self) -> dict[str, str]:
         env = dict(os.environ)
@@ -152,7 +163,7 @@ class Supervisor:
             # -v 0: no daphne access log; its request lines carry query strings, and the host
             # logs its own events instead (Django's logging config applies to daphne's loggers).
             # Started through hostmgmt.daphne_main: body limits enforced in Twisted's parser.
-            Child("daphne", [py, "-m", "hostmgmt.daphne_main", *daphne_args], env),
+            *self.web_specs([py, "-m", "hostmgmt.daphne_main", *daphne_args], env),
             Child(
                 "celery",
                 [
@@ -186,6 +197,27 @@ class Supervisor:
         specs.append(Child("plugins", [py, "-m", "plugins.runner"], env, critical=False))
         return specs
 
+    def web_specs(self, argv: list[str], env: dict[str, str]) -> list[Child]:
+        """One `daphne` binding the port itself, or daphne-0..N-1 on the supervisor's socket:
+        each restarted on its own, none of them ever unbinding the port."""
+        if self.web_socket is None:
+            return [Child("daphne", argv, env)]
+        fd = self.web_socket.fileno()
+        fd_env = {**env, web_listener.FD_ENV: str(fd)}
+        return [
+            Child(f"daphne-{i}", argv, fd_env, pass_fds=(fd,))
+            for i in range(settings.WEB_PROCESSES)
+        ]
+
+    def open_web_socket(self) -> None:
+        if settings.WEB_PROCESSES > 1:
+            try:
+                self.web_socket = web_listener.open_listener(self.bind, self.ports.mgmt)
+            except OSError as exc:
+                raise StartupError(
+                    f"cannot listen on {self.bind}:{self.ports.mgmt}: {exc}"
+                ) from None
+
     # -- running ----------------------------------------------------------------------------
     def start_redis(self) -> None:
         if os.environ.get("REDIS_URL"):
@@ -205,7 +237,11 @@ class Supervisor:
         host = self.bind if self.bind not in ("0.0.0.0", "::") else "127.0.0.1"
         while time.monotonic() < deadline and not self._stop:
             try:
-                with socket.create_connection((host, self.ports.mgmt), timeout=0.5):
+                with socket.create_connection((host, self.ports.mgmt), timeout=0.5) as conn:
+                    if self.web_socket is not None:
+                        # The supervisor's own socket accepts into its queue before any daphne
+                        # runs: ready is a daphne finishing a TLS handshake.
+                        _tls_handshake(conn, host)
                     return True
             except OSError:
                 time.sleep(0.1)
@@ -288,6 +324,8 @@ class Supervisor:
         for child in self.children:
             child.wait(deadline)
         children.finish_groups(self.children)
+        if self.web_socket is not None:  # no daphne left to accept on it
+            self.web_socket.close()
         reaper.on_host_stop()  # no virtual display server outlives the host
         if self.redis:
             self.redis.terminate()

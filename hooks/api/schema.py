@@ -23,7 +23,8 @@ def events_operation() -> dict:
         "description": (
             "Replays the events after the cursor from the in-memory ring, then follows live "
             "events. Resume with `Last-Event-ID` (wins over `since`) or `?since=`. At most "
-            f"{conf.SSE_MAX_STREAMS} concurrent streams. The plugin token may read it.\n\n"
+            f"{conf.SSE_MAX_STREAMS} concurrent streams per web process. The plugin token may "
+            "read it.\n\n"
             + frames
         ),
         "tags": ["v1"],

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import time
+from unittest import mock
+
 import pytest
+import redis
 from django.test import Client
 
 from access import api_tokens, credentials, throttle
@@ -149,6 +153,29 @@ class TestCsrf:
         assert r.status_code == 400
         wrong = self.post(admin_user, HTTP_ORIGIN="https://evil.example", HTTP_X_CSRF_TOKEN="x")
         assert wrong.status_code == 403
+
+    def test_a_token_minted_by_one_web_process_passes_on_another(self, redis_db, redis_url):
+        """The web processes share nothing but Redis and the database: the token is kept in
+        Redis, so a fresh client (another process's) finds it; past its hour it is
+        "expired", as it always was."""
+        from access import csrf
+
+        token = csrf.mint("client-a")
+        other = redis.Redis.from_url(redis_url)
+        assert any(token.encode() in other.get(k) for k in other.keys("*:csrf:client-a"))
+
+        class Req:
+            headers = {"Origin": "https://evil.example", "X-CSRF-Token": token}
+            GET = {}
+
+            def get_host(self):
+                return "127.0.0.1"
+
+        assert csrf.check(Req(), "client-a") is None
+        assert csrf.check(Req(), "client-b") == "invalid CSRF token"
+        later = time.time() + csrf.TTL_S + 1
+        with mock.patch.object(csrf.time, "time", return_value=later):
+            assert csrf.check(Req(), "client-a") == "CSRF token expired"
 
     def test_configured_allowed_origin_passes(self, admin_user):
         from hostconfig import store

@@ -11,6 +11,7 @@ import time
 
 import pytest
 
+from supervisor import web_listener
 from tests.hooks.helpers import SSEClient
 
 pytestmark = pytest.mark.e2e
@@ -174,11 +175,14 @@ def _open_retrying(host, path: str, timeout: float = 10) -> SSEClient:
 
 @pytest.mark.slow
 def test_stream_cap_then_slot_freed(hooks_host):
+    """The cap is per web process: the host serves 32 on each (a stream refused by a full one
+    retries on a new connection, which another may take), and none beyond."""
+    cap = 32 * web_listener.default_processes()  # hooks_host leaves HOST_WEB_PROCESSES unset
     streams = []
     try:
-        for _ in range(32):
-            streams.append(_open_retrying(hooks_host, "/api/v1/events?kinds=update.*"))
-        assert [s.status for s in streams] == [200] * 32
+        for _ in range(cap):
+            streams.append(_open_retrying(hooks_host, "/api/v1/events?kinds=update.*", 30))
+        assert [s.status for s in streams] == [200] * cap
         with hooks_host.mgmt() as c:
             r = c.get("/api/v1/events")
         assert r.status_code == 503 and "error" in r.json()

@@ -101,6 +101,18 @@ def parts(host) -> dict[str, psutil.Process]:
     return found
 
 
+def web_pids(host) -> set[int]:
+    """The live daphne processes (HOST_WEB_PROCESSES of them)."""
+    pids = set()
+    for child in psutil.Process(host.proc.pid).children():
+        try:
+            if "hostmgmt.daphne_main" in child.cmdline() and child.status() != "zombie":
+                pids.add(child.pid)
+        except psutil.NoSuchProcess:
+            pass
+    return pids
+
+
 def _environ(p: psutil.Process) -> dict:
     try:
         return p.environ()
@@ -201,9 +213,14 @@ def kill_and_time_back(host, role: str) -> tuple[float, float]:
 
     respawned = []
 
+    daphnes = len(web_pids(host))
+
     def back() -> bool:
         new = parts(host).get(role)
         if new is None or new.pid == old.pid:
+            return False
+        # Several daphne processes: another one is not the killed one's successor.
+        if role == "daphne" and (old.pid in web_pids(host) or len(web_pids(host)) < daphnes):
             return False
         if not respawned:
             respawned.append(time.monotonic() - t0)
