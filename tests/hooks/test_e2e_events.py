@@ -11,7 +11,6 @@ import time
 
 import pytest
 
-from supervisor import web_listener
 from tests.hooks.helpers import SSEClient
 
 pytestmark = pytest.mark.e2e
@@ -177,7 +176,7 @@ def _open_retrying(host, path: str, timeout: float = 10) -> SSEClient:
 def test_stream_cap_then_slot_freed(hooks_host):
     """The cap is per web process: the host serves 32 on each (a stream refused by a full one
     retries on a new connection, which another may take), and none beyond."""
-    cap = 32 * web_listener.default_processes()  # hooks_host leaves HOST_WEB_PROCESSES unset
+    cap = 32 * int(hooks_host.extra_env.get("HOST_WEB_PROCESSES", "1"))  # test hosts run one
     streams = []
     try:
         for _ in range(cap):

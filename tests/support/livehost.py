@@ -180,6 +180,10 @@ def start_host(
             "HOST_PORT": str(base_port),
             "DJANGO_SETTINGS_MODULE": "hostmgmt.settings",
             "HOST_WORKER_CONCURRENCY": "2",
+            # One web process per test host: two cost every live-host test another daphne's
+            # start and CPU on a 2-core CI machine. Several processes on one socket are tested
+            # where they matter (tests/hostmgmt/test_web_processes_e2e.py passes 2).
+            "HOST_WEB_PROCESSES": "1",
         }
     )
     full_env.update(env or {})
