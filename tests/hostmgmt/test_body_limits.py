@@ -5,8 +5,10 @@ test_body_limits_e2e.py."""
 from __future__ import annotations
 
 import json
+import socket
 
 import pytest
+from django.test import override_settings
 from twisted.internet.testing import StringTransport
 from twisted.web import http, resource
 
@@ -115,8 +117,14 @@ def test_the_supervisor_starts_daphne_through_the_limited_entry_point():
     sup = Supervisor.__new__(Supervisor)
     sup.ports = type("Ports", (), {"base": 47000, "mgmt": 47001})()
     sup.bind, sup.started_at, sup.no_mgmt_token = "127.0.0.1", 0, False
+    sup.web_socket = None  # one web process, binding the port itself
     daphne = next(c for c in sup.child_specs() if c.name == "daphne")
     assert daphne.argv[1:3] == ["-m", "hostmgmt.daphne_main"]
+    with socket.socket() as listener, override_settings(WEB_PROCESSES=2):
+        sup.web_socket = listener  # several, on the supervisor's socket: each one limited too
+        web = [c for c in sup.child_specs() if c.name.startswith("daphne")]
+        assert [c.name for c in web] == ["daphne-0", "daphne-1"]
+        assert all(c.argv[1:3] == ["-m", "hostmgmt.daphne_main"] for c in web)
 
 
 def test_nvhttp_refuses_any_body_on_both_listeners():

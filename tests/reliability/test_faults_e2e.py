@@ -124,7 +124,7 @@ def leftovers(host) -> list[str]:
     """Processes of this host's sessions still running (display servers, sound servers, apps,
     session processes): anything carrying the host's state dir that is not the supervisor or
     one of its standing children (and their own workers)."""
-    standing = {host.proc.pid}
+    standing = {host.proc.pid, *web_pids(host)}  # `parts` keeps one daphne of several
     for p in parts(host).values():
         if "streaming.sessions.manager" in " ".join(p.cmdline()):
             standing.add(p.pid)  # its children are session processes: leftovers when idle

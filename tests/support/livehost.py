@@ -183,7 +183,8 @@ def start_host(
             # One web process per test host: two cost every live-host test another daphne's
             # start and CPU on a 2-core CI machine. Several processes on one socket are tested
             # where they matter (tests/hostmgmt/test_web_processes_e2e.py passes 2).
-            "HOST_WEB_PROCESSES": "1",
+            # TEST_HOST_WEB_PROCESSES runs the live-host tests on several.
+            "HOST_WEB_PROCESSES": os.environ.get("TEST_HOST_WEB_PROCESSES", "1"),
         }
     )
     full_env.update(env or {})
