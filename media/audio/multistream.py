@@ -71,6 +71,17 @@ def lib() -> ctypes.CDLL:
             so.opus_multistream_encoder_destroy.restype = None
             so.opus_multistream_encoder_destroy.argtypes = [ctypes.c_void_p]
             so.opus_multistream_encoder_ctl.restype = ctypes.c_int
+            so.opus_multistream_decoder_create.restype = ctypes.c_void_p
+            so.opus_multistream_decoder_create.argtypes = [
+                ctypes.c_int32, ctypes.c_int, ctypes.c_int, ctypes.c_int,
+                ctypes.POINTER(ctypes.c_ubyte), ctypes.POINTER(ctypes.c_int),
+            ]  # fmt: skip
+            so.opus_multistream_decode.restype = ctypes.c_int
+            so.opus_multistream_decode.argtypes = [
+                ctypes.c_void_p, ctypes.c_char_p, ctypes.c_int32, ctypes.c_void_p, ctypes.c_int,
+                ctypes.c_int,
+            ]  # fmt: skip
+            so.opus_multistream_decoder_destroy.argtypes = [ctypes.c_void_p]
             so.opus_strerror.restype = ctypes.c_char_p
             so.opus_strerror.argtypes = [ctypes.c_int]
             _lib = so
@@ -165,17 +176,6 @@ class MultistreamDecoder:
 
     def __init__(self, channels: int, streams: int, coupled: int, mapping) -> None:
         so = lib()
-        so.opus_multistream_decoder_create.restype = ctypes.c_void_p
-        so.opus_multistream_decoder_create.argtypes = [
-            ctypes.c_int32, ctypes.c_int, ctypes.c_int, ctypes.c_int,
-            ctypes.POINTER(ctypes.c_ubyte), ctypes.POINTER(ctypes.c_int),
-        ]  # fmt: skip
-        so.opus_multistream_decode.restype = ctypes.c_int
-        so.opus_multistream_decode.argtypes = [
-            ctypes.c_void_p, ctypes.c_char_p, ctypes.c_int32, ctypes.c_void_p, ctypes.c_int,
-            ctypes.c_int,
-        ]  # fmt: skip
-        so.opus_multistream_decoder_destroy.argtypes = [ctypes.c_void_p]
         self.channels = channels
         err = ctypes.c_int(0)
         table = (ctypes.c_ubyte * channels)(*mapping)
