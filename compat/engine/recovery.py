@@ -84,9 +84,8 @@ class Recovery:
         """Judge one invalidation request; an ``idr`` or ``coalesced`` one will get an IDR."""
         with self._lock:
             verdict = self._judge(first, last)
-            if verdict in ("idr", "coalesced") and self._heard_at is None:
+            if verdict == "idr":  # the first request of a pending IDR (_judge: none pending)
                 self._heard_at = now
-                verdict = "idr"
             self.stats.requests += 1
             self.stats.verdicts[verdict] += 1
         if verdict != "idr" and verdict not in self._logged:

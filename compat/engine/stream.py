@@ -500,11 +500,10 @@ class StreamSession:
                         ts,
                         latency_01ms=int(frame.encode_ms * 10),
                     )
-                    rows = self.recovery.reorder(
-                        rows, packetizer.first_block_data, time.monotonic()
-                    )
+                    now = time.monotonic()
+                    rows = self.recovery.reorder(rows, packetizer.first_block_data, now)
                     self._send_video(rows, video.addr)
-                    self.recovery.sent(index, frame.keyframe, time.monotonic())
+                    self.recovery.sent(index, frame.keyframe, now)
                     self.loss.sent_datagrams(rows.shape[0])
                     video.went_live()  # from here on the destination never changes
                     self.stats.frames_sent += 1
