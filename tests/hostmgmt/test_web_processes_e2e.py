@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
+import ssl
 import time
 
 import httpx
@@ -156,3 +158,64 @@ def test_the_login_throttle_counts_failures_on_every_process(host):
     assert statuses[:10] == [401] * 10 and statuses[10] == 429, statuses
     with host.client(auth=httpx.BasicAuth(*ADMIN)) as c:
         assert c.get("/api/config").status_code == 429  # the address is blocked on both
+
+
+def slow_stream(host) -> ssl.SSLSocket:
+    """An event stream that never reads: a small receive buffer, the request sent, nothing
+    read after it, so the server's writes to it back up."""
+    raw = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    raw.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    raw.connect(("127.0.0.1", host.mgmt_port))
+    ctx = ssl.create_default_context(cafile=str(host.state_dir / "tls-cert.pem"))
+    ctx.check_hostname = False
+    conn = ctx.wrap_socket(raw)
+    conn.sendall(
+        b"GET /api/v1/events HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+        + f"Authorization: Bearer {host.mgmt_token}\r\n\r\n".encode()
+    )
+    return conn
+
+
+def test_a_slow_stream_on_one_process_never_delays_another(host):
+    """Events flood a stream that reads nothing on one process; a stream on the other gets
+    every one, in order, each within moments of its emit."""
+    emitter = Emitter(host)
+    emitter.emit("library.changed", {"warm": True})  # its Django start is not the host's delay
+    slow, opened = [], []
+    try:
+        for _ in range(30):
+            conn = slow_stream(host)
+            slow.append(conn)
+            if owner(host, conn.getsockname()[1]) is not None:
+                break
+        stalled = owner(host, slow[-1].getsockname()[1])
+        assert stalled is not None
+        reader = None
+        for _ in range(30):
+            sse = SSEClient(host, "/api/v1/events?kinds=library.*")
+            opened.append(sse)
+            if owner(host, stream_port(sse)) not in (None, stalled):
+                reader = sse
+                break
+        assert reader is not None, "no stream landed on the other process"
+
+        pad = "x" * 4000  # 400 events of 4 KB: far past what the stalled socket buffers
+        for batch in range(40):
+            emitter.emit("library.changed", {"batch": batch, "t": time.time(), "pad": pad}, 10)
+        late, batches = [], []
+        for _ in range(400):
+            frame = reader.next(timeout=20)
+            while frame.event != "library.changed" or "batch" not in frame.json():
+                frame = reader.next(timeout=20)  # the host's own library events pass by
+            body = frame.json()
+            late.append(time.time() - body["t"])
+            batches.append(body["batch"])
+        assert batches == sorted(batches) and set(batches) == set(range(40))
+        late.sort()
+        assert late[-1] < 2.0, f"slowest event took {late[-1]:.2f} s (median {late[200]:.3f})"
+    finally:
+        for conn in slow:
+            conn.close()
+        for sse in opened:
+            sse.close()
+        emitter.close()
