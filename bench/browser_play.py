@@ -192,8 +192,20 @@ def starve(page, api, seconds: float, hogs: int, fps: int) -> None:
     encoder = encoder_process()
     peer = encoder.parent()
     cpu = max(os.sched_getaffinity(0))
+    others = (os.sched_getaffinity(0) - {cpu}) or {cpu}
+    # Everything the measurement goes through but the peer (the encoder, the display server,
+    # the browser, this bench) on the other cores: only the peer is starved.
+    for proc in [psutil.Process(), *psutil.Process().children(recursive=True)]:
+        if proc.pid != peer.pid:
+            try:
+                pin(proc.pid, others)
+            except (FileNotFoundError, psutil.NoSuchProcess):
+                pass
     threads = pin(peer.pid, {cpu})
-    pin(encoder.pid, (os.sched_getaffinity(0) - {cpu}) or {cpu})  # the frames keep coming
+    realtime = sum(
+        os.sched_getscheduler(int(tid)) & ~os.SCHED_RESET_ON_FORK == os.SCHED_RR
+        for tid in os.listdir(f"/proc/{peer.pid}/task")
+    )
     painter = Painter(x_display(api))
     hog = Hog(cpu, hogs)
     after_s = max(seconds, 4.0)
@@ -229,7 +241,8 @@ def starve(page, api, seconds: float, hogs: int, fps: int) -> None:
     recovery = recovered_after(samples, off, 2 * base)
     load = os.getloadavg()
     print(
-        f"starved peer: pid {peer.pid} ({threads} threads) pinned to CPU {cpu}, {hogs} busy "
+        f"starved peer: pid {peer.pid} ({threads} threads, {realtime} at realtime priority) "
+        f"pinned to CPU {cpu}, {hogs} busy "
         f"processes there for {off - on:.1f} s, load average {load[0]:.1f} {load[1]:.1f} "
         f"{load[2]:.1f}; floor = frame interval {1000 / fps:.1f} ms"
     )

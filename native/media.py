@@ -25,6 +25,7 @@ from aiortc import codecs, rtp
 from aiortc.mediastreams import MediaStreamError, MediaStreamTrack
 from aiortc.rtcrtpparameters import RTCRtpHeaderExtensionParameters
 
+from common import realtime
 from media.encoder import EncoderFailed, VideoEncoder
 from streaming.session_display import open_capture
 
@@ -277,6 +278,7 @@ class EncoderProcess:
 
     def pump(self, loop: asyncio.AbstractEventLoop, frames: asyncio.Queue) -> None:
         def run():
+            realtime.promote("the native encoder pipe")
             while True:
                 try:
                     raw = self._recv.recv_bytes()

@@ -22,6 +22,7 @@ import logging
 import os
 import signal
 
+from common import realtime
 from hostconfig import store
 from media.encoder import EncoderFailed
 from native import channel as page
@@ -353,4 +354,6 @@ def main(offer: dict) -> int:
     """The session process's body (`streaming.sessions.process.run`)."""
     if offer.get("loopback"):
         rtc.allow_loopback_candidates()
+    realtime.prepare()
+    realtime.promote("the native session's event loop (RTP sender)")
     return asyncio.run(run(offer))

@@ -23,6 +23,7 @@ import av
 import numpy as np
 from aiortc.mediastreams import MediaStreamTrack
 
+from common import realtime
 from media.audio.capture import SessionAudio
 from media.audio.chain import Chain
 from media.audio.opus import OpusEncoder, OpusSettings
@@ -83,6 +84,7 @@ class OpusTrack(MediaStreamTrack):
             yield silence
 
     def _run(self) -> None:
+        realtime.promote("the native session's audio")
         try:
             for block in self._blocks():
                 if block.size:

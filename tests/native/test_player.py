@@ -8,9 +8,11 @@ unpairing ends the session and the next start is pending again (not played).
 
 from __future__ import annotations
 
+import os
 import queue
 import time
 
+import psutil
 import pytest
 from playwright.sync_api import sync_playwright
 from Xlib import X, display
@@ -140,6 +142,22 @@ def browser():
     pw.stop()
 
 
+def peer_and_encoder(live_host) -> tuple[psutil.Process, psutil.Process]:
+    """The newest native session's peer process and the encoder child it spawned."""
+    spawned = [
+        c
+        for c in psutil.Process(live_host.proc.pid).children(recursive=True)
+        if "spawn_main" in " ".join(c.cmdline())
+    ]
+    encoder = max(spawned, key=lambda c: c.create_time())
+    return encoder.parent(), encoder
+
+
+def realtime_threads(proc: psutil.Process) -> int:
+    tids = [int(t) for t in os.listdir(f"/proc/{proc.pid}/task")]
+    return sum(os.sched_getscheduler(t) & ~os.SCHED_RESET_ON_FORK == os.SCHED_RR for t in tids)
+
+
 def test_pending_approve_play_unpair(live_host, browser, admin_auth):
     api = live_host.mgmt()
     since = last_seq(live_host)
@@ -213,6 +231,14 @@ def test_pending_approve_play_unpair(live_host, browser, admin_auth):
 
         # 4. A click and a key press in the page arrive in the display.
         click_and_key_arrive(page, painter, "#video")
+
+        # 5. The peer's pacing threads (its event loop, the encoder pipe, the audio) run at
+        # realtime priority here (root may; elsewhere RealtimeKit or a refusal in the log),
+        # and the encoder it spawned does not.
+        if os.geteuid() == 0:
+            peer, encoder = peer_and_encoder(live_host)
+            assert realtime_threads(peer) == 3, realtime_threads(peer)
+            assert realtime_threads(encoder) == 0
     finally:
         painter.close()
 
