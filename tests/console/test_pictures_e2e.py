@@ -1,6 +1,6 @@
 """The pictures of a live session against a real host while a real Moonlight client streams:
-the thumbnail route gives a JPEG of what is painted into the session's display (decoded here,
-its colour checked, again after a repaint), and in headless Chromium the dashboard's Live
+the thumbnail route gives a JPEG of what is painted into the session's display (decoded here:
+red over the whole screen, then red over blue once a second window covers the lower half), and in headless Chromium the dashboard's Live
 sessions row shows that thumbnail beside sparklines of fps, bitrate and latency, and the Now
 streaming card shows the thumbnail. Screenshots: `tests.support.console_live.artifacts()`."""
 
@@ -21,7 +21,7 @@ from tests.support.moonlight import Moonlight, post_pin
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
-RED, BLUE = (230, 20, 20), (20, 40, 230)
+RED, BLUE = (230, 20, 20), (20, 40, 230)  # the upper and lower half of the display
 
 
 def thumbnail(api, session_id: str) -> np.ndarray:
@@ -33,16 +33,27 @@ def thumbnail(api, session_id: str) -> np.ndarray:
     return image
 
 
-def shows(api, session_id: str, rgb: tuple[int, int, int], timeout: float = 10) -> np.ndarray:
-    """The thumbnail once its middle is `rgb` (JPEG: within a small distance), else fail."""
+def colour(image: np.ndarray, top: float, bottom: float) -> tuple[int, int, int]:
+    """The mean (R, G, B) of the middle half of the rows from `top` to `bottom` (fractions)."""
+    h, w = image.shape[:2]
+    part = image[int(h * top) : int(h * bottom), w // 4 : 3 * w // 4]
+    b, g, r = (int(v) for v in part.mean((0, 1)))
+    return r, g, b
+
+
+def near(got: tuple[int, int, int], want: tuple[int, int, int]) -> bool:
+    return max(abs(a - b) for a, b in zip(got, want, strict=True)) <= 24  # JPEG
+
+
+def shows(api, session_id: str, top_rgb, bottom_rgb, timeout: float = 10) -> np.ndarray:
+    """The thumbnail once its upper half is `top_rgb` and its lower half `bottom_rgb`."""
     deadline = time.monotonic() + timeout
     while True:
         image = thumbnail(api, session_id)
-        h, w = image.shape[:2]
-        b, g, r = (int(v) for v in image[h // 4 : 3 * h // 4, w // 4 : 3 * w // 4].mean((0, 1)))
-        if max(abs(r - rgb[0]), abs(g - rgb[1]), abs(b - rgb[2])) <= 24:
+        upper, lower = colour(image, 0.1, 0.4), colour(image, 0.6, 0.9)
+        if near(upper, top_rgb) and near(lower, bottom_rgb):
             return image
-        assert time.monotonic() < deadline, f"thumbnail shows {(r, g, b)}, painted {rgb}"
+        assert time.monotonic() < deadline, f"thumbnail {upper} over {lower}"
         time.sleep(0.5)
 
 
@@ -53,7 +64,7 @@ def test_a_live_session_has_a_thumbnail_of_its_screen_and_sparklines(tmp_path):
         assert post_pin(host, (USER, PASSWORD), "1357", "Deck")["status"] is True
         ml.wait_paired()
         client = stream(host, tmp_path / "moonlight", 90)
-        painter = None
+        painter = lower = None
         try:
             with host.mgmt() as api:
                 deadline = time.monotonic() + 30
@@ -68,11 +79,13 @@ def test_a_live_session_has_a_thumbnail_of_its_screen_and_sparklines(tmp_path):
                 (live,), (x_name,) = sessions, named
                 painter = Painter(x_name)
                 painter.paint(RED)
-                image = shows(api, live["id"], RED)
+                image = shows(api, live["id"], RED, RED)
                 assert image.shape[:2] == (240, 320)  # 640x480 at most 320 wide
                 time.sleep(1.1)  # the next second: a new capture, not the stored one
-                painter.paint(BLUE)
-                shows(api, live["id"], BLUE)
+                lower = Painter(x_name)  # a second window over the lower half
+                lower.win.configure(y=lower.h // 2, height=lower.h // 2)
+                lower.paint(BLUE)
+                shows(api, live["id"], RED, BLUE)
                 r = api.get("/api/v1/streams/ffffffff/thumbnail")
                 assert r.status_code == 404
                 assert r.json() == {"error": "no live session with that id"}
@@ -116,8 +129,9 @@ def test_a_live_session_has_a_thumbnail_of_its_screen_and_sparklines(tmp_path):
             )
             shot(page, "pictures-streaming")
         finally:
-            if painter is not None:
-                painter.close()
+            for window in (painter, lower):
+                if window is not None:
+                    window.close()
             if client.poll() is None:
                 client.kill()
                 client.wait()
