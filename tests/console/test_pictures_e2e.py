@@ -1,8 +1,9 @@
 """The pictures of a live session against a real host while a real Moonlight client streams:
 the thumbnail route gives a JPEG of what is painted into the session's display (decoded here:
-red over the whole screen, then red over blue once a second window covers the lower half), and in headless Chromium the dashboard's Live
-sessions row shows that thumbnail beside sparklines of fps, bitrate and latency, and the Now
-streaming card shows the thumbnail. Screenshots: `tests.support.console_live.artifacts()`."""
+red over the whole screen, then red over blue once a second window covers the lower half),
+and in headless Chromium the dashboard's Live sessions row shows that thumbnail beside
+sparklines of fps, bitrate and latency, and the Now streaming card shows the thumbnail.
+Screenshots: `tests.support.console_live.artifacts()`."""
 
 from __future__ import annotations
 
