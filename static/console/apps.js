@@ -220,11 +220,12 @@
 
   // -- the list ---------------------------------------------------------------------------
   function coverCell(app, index) {
-    if (!app["image-path"]) return el("span", { class: "muted" }, "default art");
-    const img = el("img", { class: "thumb", alt: `Cover of ${app.name}`,
+    // A neutral box where there is no cover: clients get the host's default box art.
+    if (!app["image-path"]) return el("span", { class: "muted cover-none" }, "default art");
+    const img = el("img", { class: "thumb", alt: app.name, loading: "lazy",
       src: `/api/covers/${index}?v=${Date.now()}` });
     // The host serves its default box art when image-path names no valid PNG.
-    img.addEventListener("error", () => img.replaceWith(el("span", { class: "muted",
+    img.addEventListener("error", () => img.replaceWith(el("span", { class: "muted cover-none",
       title: `${app["image-path"]} is not a valid PNG` }, "default art")));
     return img;
   }

@@ -61,6 +61,8 @@
     );
     $("live-sessions").hidden = !sessions.length;
     $("no-sessions").hidden = sessions.length > 0;
+    // pictures.js adds each row's thumbnail and sparklines.
+    document.dispatchEvent(new CustomEvent("console:sessions", { detail: sessions }));
   }
 
   async function endSession(x, button) {

@@ -88,7 +88,7 @@
       (entry.title || "?").slice(0, 1));
     const url = art[kind];
     if (url.startsWith("/")) {
-      const img = el("img", { class: "art", src: url, alt: "", loading: "lazy" });
+      const img = el("img", { class: "art", src: url, alt: entry.title || "", loading: "lazy" });
       img.addEventListener("error", () => img.replaceWith(
         el("div", { class: "art placeholder", "aria-hidden": "true" }, entry.title.slice(0, 1))));
       return img;

@@ -131,6 +131,8 @@
       if (!seen.has(id)) { entry.card.remove(); cards.delete(id); }
     }
     none.hidden = data.sessions.length > 0;
+    // pictures.js adds each card's thumbnail.
+    document.dispatchEvent(new CustomEvent("console:streams", { detail: data.sessions }));
   }
 
   load();

@@ -1,17 +1,20 @@
 """The live sessions for the console's "Now streaming" page and API users: list with the
-per-second figures, stop one."""
+per-second figures, stop one, a thumbnail of one's screen."""
 
 from __future__ import annotations
 
 import logging
 
+from django.http import HttpResponse
+from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema, inline_serializer
 from rest_framework import serializers
 from rest_framework.response import Response
 
 from apikit.base import ConsoleMgmtAPIView
 from apikit.errors import ApiError
-from streaming import live
+from apikit.schema import error
+from streaming import live, thumbnail
 
 log = logging.getLogger(__name__)
 
@@ -99,3 +102,28 @@ class StreamView(ConsoleMgmtAPIView):
         if not live.stop(session_id):
             raise ApiError(404, "no live session with that id")
         return Response(status=204)
+
+
+class StreamThumbnailView(ConsoleMgmtAPIView):
+    needs_redis = True  # the registry and the one-a-second throttle live there
+
+    @extend_schema(
+        responses={
+            (200, "image/jpeg"): OpenApiTypes.BINARY,
+            404: error("No live session with that id"),
+            409: error("No picture can be taken of this session's display now"),
+        },
+        summary="A small picture of one live session's screen",
+        description="A JPEG at most 320 px wide of what the session's display shows, taken "
+        "by the host with the session's capture backend (X displays and wlroots outputs; a "
+        "GNOME, KWin or portal display is 409). At most one capture per session per second: "
+        "requests within the second get the last picture. Never cached (`no-store`). 404 "
+        "no live session with that id; 409 with the reason when no picture can be taken; "
+        "503 as for the list. Not for the plugin token (it shows the screen).",
+    )
+    def get(self, request, session_id: str):
+        try:
+            data = thumbnail.get(session_id)
+        except thumbnail.NoThumbnail as exc:
+            raise ApiError(exc.status, exc.message) from None
+        return HttpResponse(data, content_type="image/jpeg")

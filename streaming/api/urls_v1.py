@@ -12,5 +12,10 @@ urlpatterns = [
     path("session/settings", game_views.SessionSettingsView.as_view(), name="v1-session-settings"),
     path("streams", live_views.StreamsView.as_view(), name="v1-streams"),
     path("streams/<str:session_id>", live_views.StreamView.as_view(), name="v1-stream"),
+    path(
+        "streams/<str:session_id>/thumbnail",
+        live_views.StreamThumbnailView.as_view(),
+        name="v1-stream-thumbnail",
+    ),
     path("game/end", game_views.GameEndView.as_view(), name="v1-game-end"),
 ]
