@@ -4,7 +4,8 @@ Run by hand: .venv/bin/python bench/api_latency.py [--seconds 8] [--processes N]
 
 Starts a real host (runhost: supervisor, Redis, Celery, daphne, the planes) and, beside it, N
 daphnes (default 1) on one TLS port (SO_REUSEPORT, bench/bare_daphne.py) on the host's own
-certificate, serving the host's ASGI app plus /hello (raw ASGI, no Django) against the host's
+certificate, serving the host's ASGI app plus /hello (raw ASGI, no Django; and with one more
+layer of a host route at a time: the hop to a view thread, the WSGI call) against the host's
 state and Redis: the bare app and the host's routes on the same server, in the same run, with
 the same number of processes (to compare with a host that runs N web processes). A separate
 client process opens C keep-alive TLS connections (default 10) and measures GET /hello and each
@@ -116,6 +117,9 @@ ROUTES = (
     "/api/v1/gpus",
     "/api/config",
 )
+# What a host route adds to the bare app, one layer at a time (bench/asgi_with_hello.py); the
+# first route, /api/v1/health, then adds Django, the bearer middleware and DRF (an empty view).
+LAYERS = (("/hello/pool", "+ view-thread hop"), ("/hello/wsgi", "+ WSGI call"))
 ADMIN = ("bench-admin", "bench-admin-password-1")
 GOAL_RATIO, GOAL_P99_MS = 0.3, 20.0
 
@@ -166,6 +170,11 @@ def main() -> None:
                 "127.0.0.1", port, str(cert), "/hello", None, conns, opts.seconds, server
             )
             print(row(conns, "/hello (bare ASGI)", *hello))
+            for layer, name in LAYERS:
+                point = measure(
+                    "127.0.0.1", port, str(cert), layer, None, conns, opts.seconds, server
+                )
+                print(f"{row(conns, name, *point)}  {' ' * 10}{point[0] / hello[0]:>5.2f}")
             for route in opts.routes.split(","):
                 point = measure(
                     "127.0.0.1", port, str(cert), route, token, conns, opts.seconds, server

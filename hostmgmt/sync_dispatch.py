@@ -169,13 +169,14 @@ class SyncViewDispatcher:
                 if not message.get("more_body"):
                     break
             body.seek(0)
-            loop = asyncio.get_running_loop()
             app = self.bearer_app if is_bearer_v1(scope) else self.wsgi_app
-            status, headers, content = await loop.run_in_executor(
-                self.pool, self._run, app, scope, body
-            )
+            status, headers, content = await self.run_in_pool(self._run, app, scope, body)
         await send({"type": "http.response.start", "status": status, "headers": headers})
         await send({"type": "http.response.body", "body": content})
+
+    async def run_in_pool(self, fn, *args):
+        """`fn(*args)` on a view thread."""
+        return await asyncio.get_running_loop().run_in_executor(self.pool, fn, *args)
 
     def _run(self, app, scope, body):
         started: dict = {}
