@@ -36,6 +36,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench import bare_daphne  # noqa: E402
+from supervisor import web_listener  # noqa: E402
 
 
 async def _worker(host, port, ctx, request: bytes, deadline: float, latencies: list[float]):
@@ -130,7 +131,10 @@ def main() -> None:
     parser.add_argument("--connections", default="10")
     parser.add_argument("--routes", default=",".join(ROUTES))
     parser.add_argument(
-        "--processes", type=int, default=1, help="daphnes serving both apps on one port"
+        "--processes",
+        type=int,
+        default=web_listener.default_processes(),
+        help="daphnes serving both apps on one port (default: the host's web processes)",
     )
     opts = parser.parse_args()
     from tests.support.livehost import start_host

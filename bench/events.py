@@ -1,6 +1,7 @@
 """Event bus benchmark: emit-to-SSE-receive latency, sustained delivery rate, hook start latency.
 
-Run by hand: `.venv/bin/python bench/events.py [--events 200] [--subscribers 1,10,100,500]`.
+Run by hand: `.venv/bin/python bench/events.py [--events 200] [--subscribers 1,10,100,500]
+[--processes N]` (N web processes; default the host's own default, the number of cores up to 4).
 Starts its own host (runhost: daphne over TLS, Redis, Celery), emits from a separate process
 (as a Celery worker would), reads the streams from client processes (100 streams each at
 most, none in the host), and prints the figures next to two floors measured in the same run:
@@ -29,7 +30,7 @@ import psutil  # noqa: E402
 import redis  # noqa: E402
 
 from bench import bare_daphne  # noqa: E402
-from bench.soak import host_processes  # noqa: E402
+from supervisor import web_listener  # noqa: E402
 from tests.support.livehost import start_host  # noqa: E402
 
 EMITTER = """
@@ -170,17 +171,30 @@ def client_process(*args) -> None:
 PER_PROCESS = 100
 
 
-def cpu_s(proc) -> tuple[float, float]:
-    """(user, system) CPU seconds: system is mostly the kernel's loopback TCP and TLS sends."""
-    times = proc.cpu_times()
-    return times.user, times.system
+def cpu_s(procs) -> tuple[float, float]:
+    """(user, system) CPU seconds of `procs` together: system is mostly the kernel's loopback
+    TCP and TLS sends."""
+    times = [p.cpu_times() for p in procs]
+    return sum(t.user for t in times), sum(t.system for t in times)
+
+
+def host_daphnes(host) -> list:
+    """The host's web processes (HOST_WEB_PROCESSES daphnes)."""
+    out = []
+    for proc in psutil.Process(host.proc.pid).children(recursive=True):
+        try:
+            if "hostmgmt.daphne_main" in " ".join(proc.cmdline()):
+                out.append(proc)
+        except psutil.Error:
+            pass
+    return out
 
 
 async def run_subscribers(host, n_subs: int, emit, n_events: int, interval_ms: float, floor=None):
     """`n_subs` streams spread over client processes (at most PER_PROCESS each), none in the
     host's processes; returns every stream's (seq, latency ms), the delivery time, and the CPU
     seconds daphne and the clients spent from the first emit to the last frame read.
-    `floor`: (port, daphne process) of the bare ASGI app, read instead of the host."""
+    `floor`: (port, daphne processes) of the bare ASGI app, read instead of the host."""
     import multiprocessing as mp
 
     spawn = mp.get_context("spawn")
@@ -204,7 +218,7 @@ async def run_subscribers(host, n_subs: int, emit, n_events: int, interval_ms: f
         for _ in procs:
             await asyncio.to_thread(ready_q.get, True, 300)
         await asyncio.sleep(0.5)
-        daphne = host_processes(host.proc.pid)["daphne"] if floor is None else floor[1]
+        daphne = host_daphnes(host) if floor is None else floor[1]
         daphne_cpu = cpu_s(daphne)
         t0 = time.perf_counter()
         await asyncio.to_thread(emit, "library.changed", n_events, interval_ms)
@@ -262,18 +276,31 @@ def main() -> None:
         default="10,100,500",
         help="subscriber counts also measured against the bare ASGI app",
     )
+    parser.add_argument(
+        "--processes",
+        type=int,
+        default=web_listener.default_processes(),
+        help="web processes of the host, and daphnes of the floor (default: the host's default)",
+    )
     args = parser.parse_args()
     counts = [int(n) for n in args.subscribers.split(",")]
     floor_counts = {int(n) for n in args.floor_subscribers.split(",") if n}
-    streams = str(max(128, max(counts) + 16))
-    host = start_host(env={"HOST_SSE_MAX_STREAMS": streams, "HOST_SSE_QUEUE_DEPTH": "4096"})
+    streams = str(max(128, max(counts) + 16))  # per web process: room for all on any one
+    host = start_host(
+        env={
+            "HOST_SSE_MAX_STREAMS": streams,
+            "HOST_SSE_QUEUE_DEPTH": "4096",
+            "HOST_WEB_PROCESSES": str(args.processes),
+        }
+    )
     emitter = Emitter(host)
-    port, floor_procs = bare_daphne.start(host, "bench.asgi_sse_floor:application")
-    bare = (port, psutil.Process(floor_procs[0].pid))
+    port, floor_procs = bare_daphne.start(host, "bench.asgi_sse_floor:application", args.processes)
+    bare = (port, [psutil.Process(p.pid) for p in floor_procs])
     try:
         load = os.getloadavg()
         print(
-            f"host on :{host.mgmt_port}, cores={os.cpu_count()}, events per run={args.events}, "
+            f"host on :{host.mgmt_port} with {args.processes} web process(es) (the floor on as "
+            f"many), cores={os.cpu_count()}, events per run={args.events}, "
             f"subscribers in client processes of {PER_PROCESS} at most, "
             f"load average {load[0]:.1f} {load[1]:.1f} {load[2]:.1f}"
         )
