@@ -232,7 +232,7 @@ def problems() -> list[Problem]:
 
 def get(name: str) -> Any:
     """Typed value of one key: the file's value when valid, else the schema default."""
-    return _typed(name, read_raw().get(name))
+    return _typed(name, _parse_file()[0].get(name))  # read_raw's copy is for callers that keep it
 
 
 def effective(name: str) -> Any:
