@@ -159,7 +159,9 @@ def test_the_phone_menu_opens_and_closes_with_the_keyboard(site):
 def tab_to(page, selector: str, limit: int = 60) -> None:
     """Press Tab until the element matching `selector` has the focus (or fail)."""
     for _ in range(limit):
-        if page.evaluate("(s) => document.activeElement && document.activeElement.matches(s)", selector):
+        if page.evaluate(
+            "(s) => document.activeElement && document.activeElement.matches(s)", selector
+        ):
             return
         page.keyboard.press("Tab")
     raise AssertionError(f"Tab never reached {selector}")
