@@ -34,7 +34,7 @@ def save(page, name: str, **kwargs) -> Path:
     path = OUT / name
     page.screenshot(path=str(path), **kwargs)
     Image.open(path).convert("RGB").quantize(colors=128).save(path, optimize=True)
-    print(f"{path.relative_to(ROOT)}: {path.stat().st_size // 1024} KiB")
+    sys.stdout.write(f"{path.relative_to(ROOT)}: {path.stat().st_size // 1024} KiB\n")
     return path
 
 

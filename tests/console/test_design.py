@@ -125,7 +125,8 @@ def test_phone_pages_fit_the_screen_with_touch_sized_controls(site):
             shot(page, f"design-phone-{path.strip('/') or 'dashboard'}-{theme}")
         # Every visible button, field and the menu button: at least 44 px tall.
         small[path] = page.evaluate(
-            """() => [...document.querySelectorAll('button, input:not([type=hidden]):not([type=checkbox]), select')]
+            """() => [...document.querySelectorAll(
+                    'button, select, input:not([type=hidden]):not([type=checkbox])')]
                 .filter((el) => el.offsetParent !== null)
                 .filter((el) => el.getBoundingClientRect().height < 44)
                 .map((el) => el.outerHTML.slice(0, 80))"""
