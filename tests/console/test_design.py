@@ -21,7 +21,7 @@ pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 CONSOLE_PAGES = ["/", "/streaming", "/displays", "/pair", "/clients", "/apps", "/library",
                  "/hooks", "/store", "/config", "/sessions", "/tokens", "/logs", "/plugins",
                  "/pin"]  # fmt: skip
-PHONE_PAGES = ["/pin", "/pair", "/clients", "/", "/streaming"]
+PHONE_PAGES = CONSOLE_PAGES  # /pin, /pair, approvals, the dashboard and Now streaming above all
 PHONE = {"width": 390, "height": 844}
 BLOCKING = {"serious", "critical"}
 THEMES = ("light", "dark")
@@ -198,3 +198,40 @@ def test_pair_a_moonlight_client_by_pin_with_the_keyboard_alone(site, tmp_path):
         clients = api.get("/api/v1/clients").json()
     assert [c["name"] for c in clients if c["fingerprint"] == ml.fingerprint] == ["keyboard-tv"]
     page.context.close()
+
+
+def test_approve_a_waiting_browser_on_a_phone_with_the_keyboard(site):
+    """A browser waits on /play: the prompt fits the phone on any console page, its lists fit
+    /pair, and Approve is reached and pressed with Tab and Enter."""
+    host, browser, _ = site
+    player = browser.new_context(ignore_https_errors=True, base_url=host.url)
+    try:
+        play = player.new_page()
+        play.goto("/play")
+        play.fill("#name", "phone-approved tablet")
+        play.click("#start")
+        play.wait_for_function("() => window.nativePlayer.state === 'pending'", timeout=15_000)
+        page = new_page(site, viewport=PHONE, is_mobile=True, has_touch=True)
+        log_in(page, host)
+        for theme in THEMES:
+            page.emulate_media(color_scheme=theme)
+            page.goto("/pair")
+            row = page.locator("#native-pending tbody tr", has_text="phone-approved tablet")
+            expect(row).to_be_visible()
+            assert page.evaluate("document.documentElement.scrollWidth") <= PHONE["width"]
+            shot(page, f"design-phone-pair-browser-waiting-{theme}")
+        page.goto("/displays")
+        prompt = page.locator("#native-approval")
+        expect(prompt).to_contain_text("phone-approved tablet")
+        assert page.evaluate("document.documentElement.scrollWidth") <= PHONE["width"]
+        shot(page, "design-phone-approval-prompt")
+        tab_to(page, "#native-approval button.approve")
+        page.keyboard.press("Enter")
+        expect(page.locator("#flash")).to_contain_text("Approved phone-approved tablet")
+        expect(prompt).to_be_hidden()
+        page.context.close()
+    finally:
+        player.close()
+    with host.mgmt() as api:
+        natives = api.get("/api/v1/native/clients").json()
+    assert "phone-approved tablet" in [n["name"] for n in natives]
