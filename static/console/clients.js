@@ -36,7 +36,7 @@
           { dataset: { uuid: c.uuid } },
           Console.el("td", {}, c.name || "(unnamed)"),
           Console.el("td", {}, Console.el("code", {}, (c.cert || "").slice(0, 16) + (c.cert ? "…" : ""))),
-          Console.el("td", {}, c.enabled ? "enabled" : "disabled"),
+          Console.el("td", {}, Console.el("span", { class: `state state-${c.enabled ? "enabled" : "disabled"}` }, c.enabled ? "enabled" : "disabled")),
           Console.el("td", {}, toggle, " ", unpair),
         ),
       );

@@ -52,7 +52,7 @@
           Console.el("td", {}, x.app_title || x.app),
           Console.el("td", {}, x.plane),
           Console.el("td", {}, x.mode),
-          Console.el("td", {}, x.state),
+          Console.el("td", {}, Console.el("span", { class: `state state-${x.state}` }, x.state)),
           Console.el("td", {}, kbps),
           Console.el("td", {}, since),
           Console.el("td", {}, end),

@@ -91,7 +91,7 @@
     entry.fields.client.textContent = `${s.client || "unnamed"} (${s.plane === "native" ? "browser" : "Moonlight"}, ${s.client_id})`;
     entry.fields.app.textContent = s.app_title || s.app || "Desktop";
     entry.fields.video.textContent = `${s.mode} · ${s.codec.toUpperCase()} · ${s.encoder} encoder`;
-    entry.fields.state.textContent = s.state;
+    entry.fields.state.replaceChildren(Console.el("span", { class: `state state-${s.state}` }, s.state));
     entry.fields.since.textContent = since(s.t_start);
     const loss = s.now ? s.now.loss_pct : null;
     entry.fields.loss.textContent = loss === null || loss === undefined ? "not reported by this client" : `${loss.toFixed(2)} %`;
