@@ -25,6 +25,7 @@ import base64
 import statistics
 import time
 
+import mss
 import psutil
 
 from media.encoder import VideoEncoder, to_yuv420p
@@ -69,32 +70,39 @@ RVFC_JS = """async (ms) => {
   return rows;
 }"""
 
-# The page decodes a pre-recorded stream alone, paced at `fps`: per frame decode ms (call ->
-# output) and draw ms, and the throughput when fed back to back.
+# The page decodes a pre-recorded stream alone and draws it as play.js does (2D canvas): fed
+# back to back (throughput), then one chunk per frame interval, each fed from the previous
+# one's timer (timers set all at once fire in bursts on a busy renderer): per frame decode ms
+# (call -> output), draw ms, and how many later chunks had gone in before a frame came out.
 DECODE_ALONE_JS = """async ([codec, chunks, fps]) => {
   const bytes = chunks.map(([k, b]) => [k, Uint8Array.from(atob(b), (c) => c.charCodeAt(0))]);
   const canvas = document.createElement('canvas'), g = canvas.getContext('2d');
   const run = (paced) => new Promise((resolve, reject) => {
-    const at = new Map(), rows = [];
+    const at = [], rows = [];
+    let fed = 0;
     const d = new VideoDecoder({
       output: (f) => {
         const t1 = performance.now();
-        canvas.width = f.displayWidth; canvas.height = f.displayHeight;
+        if (canvas.width !== f.displayWidth) canvas.width = f.displayWidth;
+        if (canvas.height !== f.displayHeight) canvas.height = f.displayHeight;
         g.drawImage(f, 0, 0);
-        rows.push([t1 - at.get(f.timestamp), performance.now() - t1]);
+        rows.push([t1 - at[f.timestamp], performance.now() - t1, fed - 1 - f.timestamp]);
         f.close();
-        if (rows.length === bytes.length) resolve(rows);
+        if (rows.length === bytes.length) { d.close(); resolve(rows); }
       },
       error: reject,
     });
     d.__stamp = false;
     d.configure({ codec, optimizeForLatency: true });
-    const t0 = performance.now();
-    bytes.forEach(([key, data], i) => {
-      const feed = () => { at.set(i, performance.now());
-        d.decode(new EncodedVideoChunk({ type: key ? 'key' : 'delta', timestamp: i, data })); };
-      if (paced) setTimeout(feed, i * 1000 / fps); else feed();
-    });
+    const feed = (i) => {
+      at[i] = performance.now(); fed = i + 1;
+      d.decode(new EncodedVideoChunk({ type: bytes[i][0] ? 'key' : 'delta', timestamp: i,
+                                       data: bytes[i][1] }));
+      if (i + 1 < bytes.length) {
+        if (paced) setTimeout(() => feed(i + 1), 1000 / fps); else feed(i + 1);
+      }
+    };
+    feed(0);
   });
   const t0 = performance.now();
   await run(false);
@@ -201,10 +209,36 @@ def decode_floor(page, chunks, fps: int) -> dict:
         "decode_p50": med([r[0] for r in rows]),
         "decode_p99": pct([r[0] for r in rows], 0.99),
         "draw_p50": med([r[1] for r in rows]),
+        "held_max": max((r[2] for r in rows), default=0),
         # both runs (burst and paced) decoded every chunk: CPU per decoded frame
         "cpu_ms": cpu * 1000 / (2 * len(rows)),
         "load": load(),
     }
+
+
+def probe_floor(page, painter, pixel_js: str, x_display: str, colours) -> dict:
+    """What the glass-to-glass probe itself costs: one poll of the page's pixel (a CDP round
+    trip and the read), and paint -> the colour is in the display (the bench's X paint and
+    sync, then a grab of the centre pixel until it shows)."""
+    polls = []
+    for _ in range(20):
+        t0 = time.monotonic()
+        page.evaluate(pixel_js)
+        polls.append((time.monotonic() - t0) * 1000)
+    shown = []
+    with mss.MSS(display=x_display) as sct:
+        mon = sct.monitors[1]
+        centre = {"left": mon["left"] + mon["width"] // 2, "top": mon["top"] + mon["height"] // 2,
+                  "width": 1, "height": 1}  # fmt: skip
+        for rgb in colours:
+            t0 = time.monotonic()
+            painter.paint(rgb)
+            while time.monotonic() - t0 < 2:
+                got = sct.grab(centre).pixel(0, 0)
+                if sum(abs(a - b) for a, b in zip(got, rgb, strict=True)) < 40:
+                    break
+            shown.append((time.monotonic() - t0) * 1000)
+    return {"poll_p50": med(polls), "poll_p99": pct(polls, 0.99), "paint_p50": med(shown)}
 
 
 def clock_offset_ms(page) -> float:

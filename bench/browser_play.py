@@ -131,8 +131,14 @@ def measure(page, api, host, size: tuple, samples: int, webcodecs: bool, record:
         "daphne": daphnes(host),
         "browser": floors.browser_procs(),
     }
+    known = {p.pid for group in groups.values() for p in group}
+    others = [
+        p for p in psutil.Process(host.proc.pid).children(recursive=True) if p.pid not in known
+    ]
+    groups["host other"] = [psutil.Process(host.proc.pid), *others]
     before = None if webcodecs else page.evaluate(RTP_JS)
     t0_wall, t0, c0 = time.time(), time.monotonic(), floors.process_cpu(groups)
+    c0_each = {p.pid: floors.cpu_s(p) for p in groups["host other"]}
     fps = page.evaluate(DECODED_FPS_JS if webcodecs else FRAMES_JS, 5000)
     c1, span, t1_wall = floors.process_cpu(groups), time.monotonic() - t0, time.time()
     live = live_session(api)
@@ -142,6 +148,11 @@ def measure(page, api, host, size: tuple, samples: int, webcodecs: bool, record:
     encoded = floors.med([p["fps"] for p in points if isinstance(p.get("fps"), int | float)])
     per_frame = encoded * span if encoded == encoded and encoded > 0 else fps * span
     cpu_ms = {k: (c1[k] - c0[k]) * 1000 / per_frame for k in groups}
+    busiest = sorted(
+        ((floors.cpu_s(p) - c0_each.get(p.pid, 0.0), p) for p in groups["host other"]),
+        key=lambda x: -x[0],
+    )[:3]
+    busiest = ", ".join(f"{name_of(p)} {cpu / span * 100:.0f} %" for cpu, p in busiest)
     if before is not None:
         after = page.evaluate(RTP_JS)
         dt = (after["t"] - before["t"]) / 1000
@@ -157,6 +168,7 @@ def measure(page, api, host, size: tuple, samples: int, webcodecs: bool, record:
     pixel = CANVAS_PIXEL_JS if webcodecs else PIXEL_JS
     colours = [COLOURS[i % len(COLOURS)] for i in range(samples)]
     g2g = paint_to_page_ms(page, painter, pixel, colours, interval=0.001, pause=0.05)
+    probe = floors.probe_floor(page, painter, pixel, x_name, COLOURS)
     echo = [page.evaluate("() => window.nativePlayer.ping()") for _ in range(samples)]
     stats = page.evaluate("() => window.nativePlayer.stats")
     frames = capture_ms = None
@@ -167,8 +179,15 @@ def measure(page, api, host, size: tuple, samples: int, webcodecs: bool, record:
         "fps": fps, "g2g": g2g, "echo": echo, "kbps": stats.get("kbps", 0),
         "encoded": encoded, "cpu_ms": cpu_ms, "stages": stages, "live": live,
         "host": encoder_figures(points), "load": floors.load(),
-        "frames": frames, "capture_ms": capture_ms,
+        "frames": frames, "capture_ms": capture_ms, "probe": probe, "busiest": busiest,
     }  # fmt: skip
+
+
+def name_of(proc) -> str:
+    try:
+        return " ".join(proc.cmdline())[:60] or proc.name()
+    except psutil.Error:
+        return "?"
 
 
 def encoder_figures(points: list) -> dict:
@@ -314,8 +333,10 @@ def report(rows: list, floor: dict | None, decode: dict | None, args) -> None:
         cpu = r["cpu_ms"]
         print(
             f"  {name:9}  encoded {r['encoded']:4.1f} fps: encoder child {cpu['encoder']:5.2f}, "
-            f"peer {cpu['peer']:5.2f}, daphne {cpu['daphne']:5.2f}, browser {cpu['browser']:5.2f}"
+            f"peer {cpu['peer']:5.2f}, daphne {cpu['daphne']:5.2f}, browser {cpu['browser']:5.2f}, "
+            f"the host's other processes {cpu['host other']:5.2f}"
         )
+        print(f"  {'':9}  busiest other: {r['busiest']}")
     print("live stages, p50 ms per frame:")
     for name, r in rows:
         st, host = r["stages"], r["host"]
@@ -333,6 +354,14 @@ def report(rows: list, floor: dict | None, decode: dict | None, args) -> None:
                 f"{st['receive_to_present']:5.1f}, presented -> callback "
                 f"{st['present_to_callback']:4.1f} ({st['frames']} frames)"
             )
+    print("floor, the glass-to-glass probe itself (in every g2g figure):")
+    for name, r in rows:
+        pr = r["probe"]
+        print(
+            f"  {name:9}  one poll of the page's pixel p50 {pr['poll_p50']:5.1f} / p99 "
+            f"{pr['poll_p99']:5.1f} ms; paint -> colour in the display p50 "
+            f"{pr['paint_p50']:5.1f} ms"
+        )
     if floor:
         same = "the live session's options" if floor["same_options"] else "OTHER options"
         print(
@@ -347,7 +376,9 @@ def report(rows: list, floor: dict | None, decode: dict | None, args) -> None:
             f"floor, browser decode alone (the same frames pre-encoded, no network or host; "
             f"{decode['load']}): {decode['burst_fps']:5.0f} fps back to back; paced: decode p50 "
             f"{decode['decode_p50']:5.2f} / p99 {decode['decode_p99']:5.2f} ms, draw "
-            f"{decode['draw_p50']:4.2f} ms, browser CPU {decode['cpu_ms']:5.2f} ms per frame"
+            f"{decode['draw_p50']:4.2f} ms, frames held in the decoder at most "
+            f"{decode['held_max']}, "
+            f"browser CPU {decode['cpu_ms']:5.2f} ms per frame"
         )
     for name, r in rows:
         print(f"{name} encoder: {r['live'].get('encoder')} {r['live'].get('encoder_options')}")
