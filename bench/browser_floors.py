@@ -111,6 +111,19 @@ DECODE_ALONE_JS = """async ([codec, chunks, fps]) => {
   return { burst_fps: bytes.length / (burst / 1000), rows };
 }"""
 
+# The <video>'s centre pixel through one reused 1x1 canvas: tests/native/test_player.py's
+# PIXEL_JS draws the whole frame into a new canvas per poll, ~19 ms a poll at load 11 here,
+# which the glass-to-glass figure then carries.
+VIDEO_PIXEL_JS = """() => {
+  const v = document.getElementById('video');
+  if (!v.videoWidth) return null;
+  const c = window.__pixel || (window.__pixel = document.createElement('canvas'));
+  c.width = 1; c.height = 1;
+  const g = c.getContext('2d', { willReadFrequently: true });
+  g.drawImage(v, v.videoWidth / 2, v.videoHeight / 2, 1, 1, 0, 0, 1, 1);
+  return Array.from(g.getImageData(0, 0, 1, 1).data.slice(0, 3));
+}"""
+
 CODEC_STRING = "avc1.42E034"  # what the page configures for H.264 (play.js CODEC_STRINGS)
 
 

@@ -9,9 +9,16 @@ WebCodecs; the page is a secure context: HTTPS on 127.0.0.1). For each:
    count on the WebCodecs canvas); the frame interval is the floor.
 2. Glass-to-glass: the bench paints a new colour into the virtual display (python-xlib) and
    polls the <video> / <canvas> until the centre pixel shows it; p50/p99 over N paints.
-   The poll itself (a CDP round trip, ~2-5 ms) is included, so these are upper bounds.
+   The poll itself (a CDP round trip and the read) is included, so these are upper bounds;
+   the probe floor line says what one poll costs.
 3. Input echo: a data-channel ping answered by the host's peer process, p50.
 4. The encoder process's CPU share (psutil, % of one core) while playing.
+5. Where the time and the CPU go (bench/browser_floors.py), in the same run: CPU ms per
+   encoded frame of the encoder child, the peer, daphne, the browser and the host's other
+   processes; per-stage p50s of the live path; the floors: the encoder alone on frames
+   recorded from the session's display (capture, convert, encode), the page decoding that
+   stream alone, and the glass-to-glass probe's own cost. Each figure carries the load
+   average: the machine may be shared, and CPU time per frame is the figure load spares.
 Browser and host share this machine's cores.
 
 `--starve S` (WebRTC only): the session's peer process is pinned to one core (its encoder to the
@@ -50,7 +57,7 @@ from tests.native.browserkit import (  # noqa: E402
     paint_to_page_ms,
     wait_for,
 )
-from tests.native.test_player import FRAMES_JS, PIXEL_JS, Painter  # noqa: E402
+from tests.native.test_player import FRAMES_JS, Painter  # noqa: E402
 from tests.support.livehost import start_host  # noqa: E402
 
 # The browser's own counters for the received video (WebRTC only): decoded vs shown frames and
@@ -165,7 +172,7 @@ def measure(page, api, host, size: tuple, samples: int, webcodecs: bool, record:
             "ms per frame"
         )
     stages = floors.webcodecs_stages(page) if webcodecs else floors.webrtc_stages(page)
-    pixel = CANVAS_PIXEL_JS if webcodecs else PIXEL_JS
+    pixel = CANVAS_PIXEL_JS if webcodecs else floors.VIDEO_PIXEL_JS
     colours = [COLOURS[i % len(COLOURS)] for i in range(samples)]
     g2g = paint_to_page_ms(page, painter, pixel, colours, interval=0.001, pause=0.05)
     probe = floors.probe_floor(page, painter, pixel, x_name, COLOURS)
@@ -275,7 +282,7 @@ def starve(page, api, seconds: float, hogs: int, fps: int) -> None:
                 marks[phase] = (time.monotonic(), time.time(), page.evaluate(RTP_JS), cpu_s(peer))
             start = time.monotonic()
             samples += [(start, ms) for ms in paint_to_page_ms(
-                page, painter, PIXEL_JS, [COLOURS[i % len(COLOURS)]], interval=0.001
+                page, painter, floors.VIDEO_PIXEL_JS, [COLOURS[i % len(COLOURS)]], interval=0.001
             )]  # fmt: skip
             i += 1
         marks["end"] = (time.monotonic(), time.time(), page.evaluate(RTP_JS), cpu_s(peer))
