@@ -32,7 +32,7 @@ from media.encoder import VideoEncoder, to_yuv420p
 from media.framesource import DisplayCapture
 
 # Stamps per WebCodecs chunk (performance.now() ms), keyed by the chunk's timestamp (the
-# capture time in microseconds): [decode called, output, drawn, next animation frame].
+# capture time in microseconds): [decode called, output, drawn, next animation frame, bytes].
 STAGES_JS = """(() => {
   const VD = window.VideoDecoder;
   if (!VD) return;
@@ -43,14 +43,15 @@ STAGES_JS = """(() => {
       super({ ...init, output: (frame) => {
         const ts = frame.timestamp, t1 = performance.now();
         out(frame);
-        const t2 = performance.now(), t0 = rec.at.get(ts);
+        const t2 = performance.now(), [t0, size] = rec.at.get(ts) || [];
         rec.at.delete(ts);
         if (rec.on && t0 !== undefined)
-          requestAnimationFrame(() => rec.rows.push([ts, t0, t1, t2, performance.now()]));
+          requestAnimationFrame(() => rec.rows.push([ts, t0, t1, t2, performance.now(), size]));
       } });
     }
     decode(chunk) {
-      if (this.__stamp !== false) rec.at.set(chunk.timestamp, performance.now());
+      if (this.__stamp !== false)
+        rec.at.set(chunk.timestamp, [performance.now(), chunk.byteLength]);
       return super.decode(chunk);
     }
   };
@@ -266,20 +267,36 @@ def clock_offset_ms(page) -> float:
     return best[1]
 
 
-def webcodecs_stages(page, seconds: float = 3.0) -> dict:
-    """Per-frame stage times of the live WebCodecs path (ms, p50)."""
+def stages_on(page) -> float:
+    """Start stamping the live WebCodecs chunks; the page-minus-host clock offset (ms)."""
     offset = clock_offset_ms(page)
     page.evaluate("() => { window.__stages.rows = []; window.__stages.on = true; }")
-    time.sleep(seconds)
+    return offset
+
+
+def stages_off(page, offset: float, changed: bool = False) -> dict:
+    """Per-frame stage times (ms, p50) since `stages_on`; `changed`: only the frames whose
+    chunk is over 4x the median size (the picture changed: a painted colour)."""
     rows = page.evaluate("() => { window.__stages.on = false; return window.__stages.rows; }")
+    if changed and rows:
+        typical = med([r[5] for r in rows])
+        rows = [r for r in rows if r[5] > 4 * typical]
     return {
         "frames": len(rows),
         "to_arrival": med([t0 - (ts / 1000 + offset) for ts, t0, *_ in rows]),
-        "decode": med([t1 - t0 for _, t0, t1, _, _ in rows]),
-        "draw": med([t2 - t1 for _, _, t1, t2, _ in rows]),
-        "to_frame": med([t3 - t2 for *_, t2, t3 in rows]),
-        "total": med([t3 - (ts / 1000 + offset) for ts, *_, t3 in rows]),
+        "decode": med([t1 - t0 for _, t0, t1, *_ in rows]),
+        "draw": med([t2 - t1 for _, _, t1, t2, *_ in rows]),
+        "to_frame": med([t3 - t2 for *_, t2, t3, _ in rows]),
+        "total": med([t3 - (ts / 1000 + offset) for ts, *_, t3, _ in rows]),
+        "kb": med([r[5] / 1000 for r in rows]),
     }
+
+
+def webcodecs_stages(page, seconds: float = 3.0) -> dict:
+    """Per-frame stage times of the live WebCodecs path (ms, p50) over `seconds`."""
+    offset = stages_on(page)
+    time.sleep(seconds)
+    return stages_off(page, offset)
 
 
 def webrtc_stages(page, seconds: float = 3.0) -> dict:

@@ -174,7 +174,9 @@ def measure(page, api, host, size: tuple, samples: int, webcodecs: bool, record:
     stages = floors.webcodecs_stages(page) if webcodecs else floors.webrtc_stages(page)
     pixel = CANVAS_PIXEL_JS if webcodecs else floors.VIDEO_PIXEL_JS
     colours = [COLOURS[i % len(COLOURS)] for i in range(samples)]
+    offset = floors.stages_on(page) if webcodecs else None
     g2g = paint_to_page_ms(page, painter, pixel, colours, interval=0.001, pause=0.05)
+    painted = floors.stages_off(page, offset, changed=True) if webcodecs else None
     probe = floors.probe_floor(page, painter, pixel, x_name, COLOURS)
     echo = [page.evaluate("() => window.nativePlayer.ping()") for _ in range(samples)]
     stats = page.evaluate("() => window.nativePlayer.stats")
@@ -187,6 +189,7 @@ def measure(page, api, host, size: tuple, samples: int, webcodecs: bool, record:
         "encoded": encoded, "cpu_ms": cpu_ms, "stages": stages, "live": live,
         "host": encoder_figures(points), "load": floors.load(),
         "frames": frames, "capture_ms": capture_ms, "probe": probe, "busiest": busiest,
+        "painted": painted,
     }  # fmt: skip
 
 
@@ -353,7 +356,14 @@ def report(rows: list, floor: dict | None, decode: dict | None, args) -> None:
                 f"  webcodecs  {enc}; capture start -> page has the chunk {st['to_arrival']:5.1f} "
                 f"(capture, encode, pipe, relay, WebSocket), decode {st['decode']:5.1f}, draw "
                 f"{st['draw']:4.1f}, draw -> next frame {st['to_frame']:4.1f}; capture start -> "
-                f"next frame {st['total']:5.1f} ({st['frames']} frames)"
+                f"next frame {st['total']:5.1f} ({st['frames']} frames, {st['kb']:.1f} kB)"
+            )
+            pt = r["painted"]
+            print(
+                f"  {'':9}  the painted frames during the g2g paints: capture start -> chunk "
+                f"{pt['to_arrival']:5.1f}, decode {pt['decode']:5.1f}, draw {pt['draw']:4.1f}, -> "
+                f"next frame {pt['to_frame']:4.1f}; capture start -> next frame {pt['total']:5.1f} "
+                f"({pt['frames']} frames, {pt['kb']:.1f} kB)"
             )
         else:
             print(
