@@ -69,3 +69,52 @@ def test_the_encoder_keys_reach_the_encoder_on_either_plane(stream_host, tmp_pat
         assert (options.get("preset"), options.get("qp")) == ("veryfast", "30"), options
     finally:
         conf.write_text(base)
+
+
+# What a browser session's libx264 must be given when the config sets no encoder key, and when
+# it sets the software keys: every frame leaves the encoder as soon as it went in (no B-frames,
+# no lookahead, no frame threads: zerolatency's sliced threads), and the CPU stays at the
+# ultrafast preset's. tests/media/test_encoder.py reads the same from libx264's own SEI.
+LATENCY_SETTINGS = "sw_preset = veryfast\nsw_tune = film\n"
+
+
+def _for_latency(options: dict) -> list[str]:
+    """What in `options` (an opened libx264's) would add frames of delay; empty when none."""
+    params = dict(p.split("=", 1) for p in options.get("x264-params", "").split(":") if "=" in p)
+    problems = []
+    if "zerolatency" not in options.get("tune", "").split(","):
+        problems.append(f"tune {options.get('tune')!r} lacks zerolatency")
+    if options.get("profile") != "baseline":  # Constrained Baseline: no B-frames at all
+        problems.append(f"profile {options.get('profile')!r}")
+    for key in ("bframes", "b-frames", "rc-lookahead", "lookahead", "sync-lookahead"):
+        if params.get(key, "0") != "0":
+            problems.append(f"{key}={params[key]}")
+    if params.get("sliced-threads", "1") != "1" or options.get("thread_type", "slice") != "slice":
+        problems.append("frame threads")
+    return problems
+
+
+@pytest.mark.parametrize(
+    ("settings", "preset", "tune"),
+    [("", "ultrafast", "zerolatency"), (LATENCY_SETTINGS, "veryfast", "film,zerolatency")],
+    ids=["unset", "sw_preset-sw_tune"],
+)
+def test_a_browser_session_encodes_for_latency(stream_host, tmp_path, settings, preset, tune):
+    """Unset, the browser plane's encoder is ultrafast/zerolatency; set, `sw_preset` and
+    `sw_tune` act and the encoder still adds no frame of delay."""
+    host = stream_host
+    conf = host.state_dir / "host.conf"
+    base = conf.read_text()
+    conf.write_text(base + settings)
+    try:
+        with _streaming(host, "native", tmp_path):
+            live = wait_for(lambda: _live(host, "native"), 30)
+        assert live is not None, "no native stream with its encoder's options"
+        options = live["encoder_options"]
+        assert live["encoder"] == "libx264", live
+        assert (options.get("preset"), options.get("tune")) == (preset, tune), options
+        assert _for_latency(options) == [], options
+        assert "qp" not in options, options  # the client's rate, with its VBV, bounds it
+        assert "vbv-maxrate=" in options.get("x264-params", ""), options
+    finally:
+        conf.write_text(base)
