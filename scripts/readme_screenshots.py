@@ -45,10 +45,6 @@ def main() -> None:
         console(state_dir=Path(tmp) / "state") as (host, page),
     ):
         page.set_viewport_size({"width": 1280, "height": 800})
-        page.goto("/")
-        expect(page.locator("[data-field=active_sessions]")).to_have_text("0")
-        page.wait_for_timeout(4000)  # a few load samples on the chart
-        save(page, "console-dashboard.png")
 
         # A Moonlight client starts pairing: the phone's /pin page lists it, waiting for its PIN.
         ml = Moonlight(host, Path(tmp) / "moonlight")
@@ -71,7 +67,7 @@ def main() -> None:
         ml.wait_paired()
 
         args = [sys.executable, str(CLIENT), str(host.base_port), str(Path(tmp) / "moonlight"),
-                "1280", "720", "30", "40", "quit"]  # fmt: skip
+                "1280", "720", "30", "60", "quit"]  # fmt: skip
         env = {**os.environ, "PYTHONPATH": str(ROOT)}
         client = subprocess.Popen(
             args, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
@@ -84,6 +80,12 @@ def main() -> None:
             )
             page.wait_for_timeout(8000)  # some seconds of charts
             save(page, "console-streaming.png")
+            # The dashboard with the session live: its row, screen thumbnail and sparklines.
+            page.goto("/")
+            expect(page.locator("[data-field=active_sessions]")).to_have_text("1")
+            expect(page.locator("#live-sessions img")).to_have_count(1, timeout=20_000)
+            page.wait_for_timeout(4000)  # a few load samples on the chart
+            save(page, "console-dashboard.png", full_page=True)
         finally:
             client.terminate()
             client.wait(timeout=30)
