@@ -10,7 +10,8 @@ and schedule restarts; configurations alternate so the machine's load moves over
 
   before: libx264 on its own thread count (a slice thread per core), the schedule restarted at
           every late frame (max_behind 0)
-  after:  one thread each (`encoding.software_threads(2)` on 2 cores), FrameClock (max_behind 1)
+  clock:  libx264 on its own thread count, FrameClock (max_behind 1)
+  after:  one thread each (`encoding.software_threads(2)` on 2 cores), FrameClock
 
 No capture and no client: bench/concurrent_sessions.py measures the whole path against real
 clients. CPU per frame is the figure to compare on a shared machine; fps moves with the load.
@@ -38,7 +39,8 @@ from compat.engine.stream import send_datagrams  # noqa: E402
 from compat.video import FRAME_TYPE_IDR, FRAME_TYPE_P, VideoPacketizer  # noqa: E402
 from media.encoder import VideoEncoder  # noqa: E402
 
-CONFIGS = {"before": (0, 0.0), "after": (1, 1.0)}  # name -> (encoder threads, max_behind)
+# name -> (encoder threads, max_behind)
+CONFIGS = {"before": (0, 0.0), "clock": (0, 1.0), "after": (1, 1.0)}
 
 
 def pictures(w: int, h: int) -> list[np.ndarray]:
