@@ -9,14 +9,19 @@ One host (`max_sessions = 3`, Xvfb displays, libx264) and three paired moonlight
 clients. For each count n it starts n client processes at the same instant; each launches
 Desktop at the mode, draws bench/stream.py's frame counter (and its moving noise window)
 into its own session's display, decodes every frame as it arrives and reads the counter
-back. Once every client draws, the driver opens one measuring window (`--seconds`, after
-`--warm`) for all of them, and samples /proc: the CPU time of each session process (the session
-manager's forked children) and of the whole machine over the same window.
+back (from the luma plane: no BGR conversion). Once every client draws, the driver opens one
+measuring window (`--seconds`, after `--warm`) for all of them, and samples /proc: the CPU time
+of every process over the same window, grouped as each session process (the session manager's
+forked children), the Xvfb servers, the rest of the host, each client process (the bench's
+cost: it decodes every frame on the same cores) and what other jobs took ("outside").
 
 Figures per session: fps delivered, glass-to-glass p50/p99 (counter drawn -> frame decoded
-showing it), the CPU share of its session process; per count: the machine's busy share, and
-each figure against the single-session baseline of the same run. Goal: two sessions both
->= 55 fps at 720p60.
+showing it), the CPU share of its session process, the engine's CPU per frame by stage
+(capture, convert, encode, packetize+FEC, encrypt, send: the line each stream logs at its end,
+whole stream), its wall time per frame and schedule restarts, and the client's CPU per decoded
+frame; per count: the machine's busy share and the load at both ends of the window, and each
+figure against the single-session baseline of the same run. On a shared machine fps follows
+the other jobs: compare CPU per frame. Goal: two sessions both >= 55 fps at 720p60.
 """
 
 from __future__ import annotations
