@@ -9,14 +9,19 @@ One host (`max_sessions = 3`, Xvfb displays, libx264) and three paired moonlight
 clients. For each count n it starts n client processes at the same instant; each launches
 Desktop at the mode, draws bench/stream.py's frame counter (and its moving noise window)
 into its own session's display, decodes every frame as it arrives and reads the counter
-back. Once every client draws, the driver opens one measuring window (`--seconds`, after
-`--warm`) for all of them, and samples /proc: the CPU time of each session process (the session
-manager's forked children) and of the whole machine over the same window.
+back (from the luma plane: no BGR conversion). Once every client draws, the driver opens one
+measuring window (`--seconds`, after `--warm`) for all of them, and samples /proc: the CPU time
+of every process over the same window, grouped as each session process (the session manager's
+forked children), the Xvfb servers, the rest of the host, each client process (the bench's
+cost: it decodes every frame on the same cores) and what other jobs took ("outside").
 
 Figures per session: fps delivered, glass-to-glass p50/p99 (counter drawn -> frame decoded
-showing it), the CPU share of its session process; per count: the machine's busy share, and
-each figure against the single-session baseline of the same run. Goal: two sessions both
->= 55 fps at 720p60.
+showing it), the CPU share of its session process, the engine's CPU per frame by stage
+(capture, convert, encode, packetize+FEC, encrypt, send: the line each stream logs at its end,
+whole stream), its wall time per frame and schedule restarts, and the client's CPU per decoded
+frame; per count: the machine's busy share and the load at both ends of the window, and each
+figure against the single-session baseline of the same run. On a shared machine fps follows
+the other jobs: compare CPU per frame. Goal: two sessions both >= 55 fps at 720p60.
 """
 
 from __future__ import annotations
@@ -32,12 +37,24 @@ import tempfile
 import time
 from pathlib import Path
 
+import numpy as np
+
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.stream import Drawer, parse_mode, pct, read_counter, write_conf  # noqa: E402
 
 CLK = os.sysconf("SC_CLK_TCK")
+
+
+def luma(pic) -> np.ndarray:
+    """A decoded frame's Y plane as it lies in the decoder's buffer (H x stride), no copy.
+
+    The counter's cells are white or black, so luma reads them as well as BGR does; a BGR
+    conversion of every 720p frame was the bench client's largest cost after the decode, CPU
+    the clients took from the sessions they measure on the same two cores."""
+    plane = pic.planes[0]
+    return np.frombuffer(plane, np.uint8).reshape(pic.height, plane.line_size)
 
 
 # -- client side (a subprocess each: moonlight-common-c keeps global state) -------------------
@@ -89,7 +106,7 @@ def client(args) -> None:
                 continue
             now = time.monotonic()
             times.append(now)
-            n = read_counter(pic.to_ndarray(format="bgr24"))
+            n = read_counter(luma(pic))
             if n is None:
                 torn += 1
             elif n in drawer.drawn:
@@ -125,17 +142,61 @@ def _busy() -> tuple[int, int]:
     return sum(cpu) - idle, sum(cpu)
 
 
-def session_processes(manager_pid: int) -> list[int]:
-    """The session manager's forked children: one per session."""
-    out = []
+def all_ticks() -> dict[int, int]:
+    """pid -> CPU ticks so far, for every process on the machine."""
+    out = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            ticks = _ticks(int(entry))
+            if ticks is not None:
+                out[int(entry)] = ticks
+    return out
+
+
+def process_table() -> dict[int, tuple[int, str]]:
+    """pid -> (parent pid, command name) of every process on the machine."""
+    table = {}
     for entry in os.listdir("/proc"):
         if entry.isdigit():
             try:
-                ppid = int(Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[1])
+                head, tail = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)
+                table[int(entry)] = (int(tail.split()[1]), head.split("(", 1)[1])
             except (OSError, IndexError, ValueError):
                 continue
-            if ppid == manager_pid:
-                out.append(int(entry))
+    return table
+
+
+def host_groups(host_pid: int, mgr: int) -> dict[str, list[int]]:
+    """The host's processes by role: each session process, the X servers, everything else."""
+    table = process_table()
+    children: dict[int, list[int]] = {}
+    for pid, (ppid, _) in table.items():
+        children.setdefault(ppid, []).append(pid)
+    groups: dict[str, list[int]] = {"xvfb": [], "host other": [host_pid]}
+    todo = [host_pid]
+    while todo:
+        for pid in children.get(todo.pop(), []):
+            todo.append(pid)
+            if table[pid][0] == mgr:
+                groups[f"session {pid}"] = [pid]
+            elif table[pid][1].startswith("Xvfb"):
+                groups["xvfb"].append(pid)
+            else:
+                groups["host other"].append(pid)
+    return groups
+
+
+def stage_figures(log_text: str) -> dict[str, dict]:
+    """RTSP port -> the engine's per-stage CPU per frame, from its line at stream end."""
+    out = {}
+    for line in log_text.splitlines():
+        if "video CPU per frame over" in line:
+            head, figures = line.rsplit(" (ms): ", 1)
+            words = head.split()
+            port = words[words.index("port") + 1].rstrip(",")
+            frames = int(words[words.index("over") + 1])
+            restarts = int(words[words.index("restarts") - 2])
+            out[port] = {"frames": frames, "restarts": restarts, **json.loads(figures)}
     return out
 
 
@@ -157,6 +218,7 @@ def run_round(host, clients: list[Path], args) -> dict:
         for name in ("go", "drawing"):
             (cfg / name).unlink(missing_ok=True)
     start_at = time.time() + 6  # the client processes import the client library meanwhile
+    log_at = len(host.log_path.read_text(errors="replace"))  # this round's lines come after
     procs = [
         subprocess.Popen(
             [
@@ -200,16 +262,37 @@ def run_round(host, clients: list[Path], args) -> dict:
         tmp.write_text(repr(window))
         os.replace(tmp, cfg / "go")
     time.sleep(max(0.0, window - time.time()))
-    pids = session_processes(mgr)
-    t0, ticks0, busy0 = time.monotonic(), {p: _ticks(p) for p in pids}, _busy()
-    time.sleep(args.seconds)
-    dt, ticks1, busy1 = time.monotonic() - t0, {p: _ticks(p) for p in pids}, _busy()
-    cpu = sorted(
-        round(100 * (ticks1[p] - ticks0[p]) / CLK / dt)
-        for p in pids
-        if ticks0[p] is not None and ticks1[p] is not None
+    # Every process's CPU at both ends of the window; the roles come from the process tree at
+    # both ends (a process that started meanwhile counts from zero, one that ended is lost).
+    load0 = os.getloadavg()[0]
+    t0, groups0, ticks0, busy0 = (
+        time.monotonic(),
+        host_groups(host.proc.pid, mgr),
+        all_ticks(),
+        _busy(),
     )
+    time.sleep(args.seconds)
+    dt, ticks1, busy1 = time.monotonic() - t0, all_ticks(), _busy()
+    groups = host_groups(host.proc.pid, mgr)
+    load1 = os.getloadavg()[0]
+    for name, members in groups0.items():
+        groups.setdefault(name, [])
+        groups[name] = sorted(set(groups[name]) | set(members))
+    for i, proc in enumerate(procs):
+        groups[f"client {i}"] = [proc.pid]
+
+    def share(members: list[int]) -> float:
+        """% of one core over the window."""
+        ticks = sum(ticks1[p] - ticks0.get(p, 0) for p in members if p in ticks1)
+        return round(100 * ticks / CLK / dt, 1)
+
+    processes = {name: share(members) for name, members in groups.items()}
+    cpu = sorted(round(v) for k, v in processes.items() if k.startswith("session"))
+    ncpu = os.cpu_count() or 1
     machine = round(100 * (busy1[0] - busy0[0]) / max(busy1[1] - busy0[1], 1))
+    processes["outside the bench"] = round(
+        max(0.0, machine * ncpu - sum(processes.values())), 1
+    )  # other jobs on a shared machine
     sessions = []
     for proc in procs:
         out, err = proc.communicate(timeout=args.seconds + 120)
@@ -219,8 +302,16 @@ def run_round(host, clients: list[Path], args) -> dict:
             continue
         sessions.append(json.loads(out.strip().splitlines()[-1]))
     time.sleep(2)  # the sessions end and hand their displays back
+    stages = stage_figures(host.log_path.read_text(errors="replace")[log_at:])
+    for i, sess in enumerate(sessions):
+        sess["stages_ms"] = stages.get(sess.get("rtsp"), {})
+        client_ms = (
+            processes.get(f"client {i}", 0) * 10 / max(sess.get("fps", 0), 1)
+        )  # % of a core -> ms per frame (10 ms of a core per % per second)
+        sess["client_ms_per_frame"] = round(client_ms, 2)
     return {"count": len(clients), "sessions": sessions, "cpu_per_session_pct": cpu,
-            "machine_busy_pct": machine, "load": round(os.getloadavg()[0], 1)}  # fmt: skip
+            "processes_pct": processes, "machine_busy_pct": machine,
+            "load": [round(load0, 1), round(load1, 1)]}  # fmt: skip
 
 
 def print_table(rounds: list[dict], mode: str) -> None:
@@ -228,7 +319,7 @@ def print_table(rounds: list[dict], mode: str) -> None:
     b = base["sessions"][0] if base and "fps" in base["sessions"][0] else None
     print(f"\n{mode}, libx264, Xvfb; {os.cpu_count()} CPUs")
     print("| sessions | fps per session | g2g p50 / p99 ms | CPU per session process "
-          "| machine busy | load (1 min) |")  # fmt: skip
+          "| machine busy | load (1 min, start -> end of the window) |")  # fmt: skip
     print("|---|---|---|---|---|---|")
     for r in rounds:
         ok = [s for s in r["sessions"] if "fps" in s]
@@ -241,7 +332,28 @@ def print_table(rounds: list[dict], mode: str) -> None:
                 g2g += f" ({worst / b['g2g_p50']:.2f}x p50)"
         label = f"{r['count']}" + (" (baseline)" if r is base else "")
         cpu = ", ".join(f"{c} %" for c in r["cpu_per_session_pct"])
-        print(f"| {label} | {fps} | {g2g} | {cpu} | {r['machine_busy_pct']} % | {r['load']} |")
+        load = " -> ".join(str(v) for v in r["load"])
+        print(f"| {label} | {fps} | {g2g} | {cpu} | {r['machine_busy_pct']} % | {load} |")
+    print("\nCPU ms per frame in each session process, by stage of the video loop (process CPU, "
+          "the whole stream), and each client's own CPU per frame it decoded:")  # fmt: skip
+    stages = ("capture", "convert", "encode", "packetize_fec", "encrypt", "send")
+    print(f"| sessions | session | {' | '.join(stages)} | host total | client (bench) "
+          "| wall ms per frame | late restarts |")  # fmt: skip
+    print("|---|---|" + "---|" * (len(stages) + 4))
+    for r in rounds:
+        for i, sess in enumerate(s for s in r["sessions"] if "fps" in s):
+            st = sess.get("stages_ms") or {}
+            cells = " | ".join(f"{st[k]:.2f}" if k in st else "-" for k in stages)
+            total = sum(st.get(k, 0) for k in stages)
+            walls = ", ".join(f"{k[5:]} {v:.1f}" for k, v in st.items() if k.startswith("wall "))
+            restarts = st.get("restarts", "-")
+            print(f"| {r['count']} | {i} | {cells} | {total:.2f} | "
+                  f"{sess['client_ms_per_frame']:.2f} | {walls} | {restarts} |")  # fmt: skip
+    print("\nCPU per process over the window, % of one core (the clients are the bench's "
+          "cost, the rest the host's; 'outside' is other jobs on the machine):")  # fmt: skip
+    for r in rounds:
+        parts = ", ".join(f"{k} {v}" for k, v in r["processes_pct"].items())
+        print(f"- {r['count']} session(s): {parts}")
 
 
 def main() -> None:

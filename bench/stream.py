@@ -136,11 +136,13 @@ def grant_access(x_display: str) -> None:
 
 
 def read_counter(img: np.ndarray) -> int | None:
-    """The counter from a decoded BGR frame, or None when the two rows disagree (torn)."""
+    """The counter from a decoded BGR frame (or its luma plane, H x stride), or None when the
+    two rows disagree (torn)."""
     ys = (Y0 + CELL // 2, Y0 + CELL + CELL // 2)
     xs = [X0 + b * CELL + CELL // 2 for b in range(BITS)]
-    top = img[ys[0], xs, 1] > 128
-    bottom = img[ys[1], xs, 1] > 128
+    plane = img[:, :, 1] if img.ndim == 3 else img  # the cells are white or black: both work
+    top = plane[ys[0], xs] > 128
+    bottom = plane[ys[1], xs] > 128
     if not np.all(top != bottom):
         return None
     return int(sum(1 << b for b in range(BITS) if top[b]))

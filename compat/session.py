@@ -186,6 +186,7 @@ class CompatSession:
             launch.offer = Offer(encoding.offered_or_h264(self.client["name"]))
             plan = encoding.plan(launch.offer.codecs)
             launch.encoders, launch.encoder_config = plan.encoders, plan.config
+            launch.encoder_threads = plan.threads
             first = plan.first("h264")
             # GET /gpus `active` until the stream reports the encoder that really opened.
             self.core.use_encoder(encoder=first, where=encoding.where(first))

@@ -247,7 +247,7 @@ class VideoEncoder:
             ctx.bit_rate = kbps * 1000
         ctx.gop_size = 10_000  # effectively infinite: IDRs only on request
         ctx.max_b_frames = 0
-        if threads:
+        if threads and codec in encoder_options.SOFTWARE:  # a GPU encoder's work is not here
             ctx.thread_count = threads
         options = base_options(codec, kbps, self.fps, refs, qp)
         options.update(TUNINGS.get(self.tuning, {}).get(codec, {}))
@@ -256,6 +256,11 @@ class VideoEncoder:
         self.options = dict(ctx.options)  # what was asked of the encoder, for tests and logs
         ctx.open()
         return ctx
+
+    @property
+    def thread_count(self) -> int:
+        """The threads the open encoder was given (0: its own choice, a thread per core)."""
+        return self._ctx.thread_count if self._ctx is not None else 0
 
     @property
     def bitrate_kbps(self) -> int:
@@ -298,12 +303,16 @@ class VideoEncoder:
 
         No encoder here has lookahead or B-frames, so every input frame comes straight out.
         """
+        start = time.perf_counter()
+        return self.encode_yuv(self.convert(bgra), start)
+
+    def convert(self, bgra: np.ndarray) -> av.VideoFrame:
+        """`encode`'s first half, the colour conversion (the engine times it apart)."""
         if bgra.shape[:2] != (self.height, self.width):
             raise ValueError(
                 f"frame is {bgra.shape[1]}x{bgra.shape[0]}, encoder {self.width}x{self.height}"
             )
-        start = time.perf_counter()
-        return self.encode_yuv(to_yuv420p(bgra), start)
+        return to_yuv420p(bgra)
 
     def encode_yuv(self, frame: av.VideoFrame, start: float | None = None) -> EncodedFrame | None:
         """Encode a frame already converted to yuv420p (`to_yuv420p`): `encode`'s second half,

@@ -81,12 +81,40 @@ class Launch:
     encoders: dict[str, list[str]] = field(default_factory=dict)
     # The encoder keys set in the host config (media.encoder_options), plus `gpu` for NVENC.
     encoder_config: dict = field(default_factory=dict)
+    # A software encoder's threads (streaming.sessions.encoding.software_threads); 0: its own.
+    encoder_threads: int = 0
 
     def video_kbps(self, requested_kbps: int) -> int:
         """The bitrate this stream encodes at: the client's ask under the launch's ceiling."""
         if self.max_bitrate_kbps and requested_kbps > self.max_bitrate_kbps:
             return self.max_bitrate_kbps
         return requested_kbps
+
+
+VIDEO_STAGES = ("capture", "convert", "encode", "packetize_fec", "encrypt", "send")
+WALL_SPANS = ("capture", "convert+encode", "frame")
+
+
+@dataclass
+class StageCpu:
+    """The session process's CPU time spent in each stage of the video loop, summed.
+
+    Process CPU (`time.process_time`), so the encoder's and OpenCV's worker threads count in
+    the stage that waits for them; the audio and control threads add what they run meanwhile
+    (a few percent of a frame). Read as CPU per frame: what a stream costs whatever the
+    machine's load, where wall-clock fps moves with the neighbours."""
+
+    frames: int = 0
+    seconds: dict = field(default_factory=lambda: dict.fromkeys(VIDEO_STAGES, 0.0))
+    # Wall-clock seconds beside it: the grab, the conversion and encode, a whole frame's work
+    # (sleep excluded). Wall over CPU is the time a stage waited (for a core, the X server).
+    wall: dict = field(default_factory=lambda: dict.fromkeys(WALL_SPANS, 0.0))
+
+    def per_frame_ms(self) -> dict[str, float]:
+        n = max(self.frames, 1)
+        figures = {k: round(v * 1000 / n, 3) for k, v in self.seconds.items()}
+        figures.update({f"wall {k}": round(v * 1000 / n, 3) for k, v in self.wall.items()})
+        return figures
 
 
 @dataclass
@@ -104,8 +132,10 @@ class SessionStats:
     codec: str = ""  # h264 / hevc / av1, as negotiated at ANNOUNCE
     encoder: str = ""  # the FFmpeg encoder open now (changes when one hands over)
     encoder_options: dict = field(default_factory=dict)  # what that encoder was given
+    encoder_threads: int = 0  # the threads it was given (0: its own choice)
     # Reference-frame invalidation requests: verdicts and request-heard -> IDR-sent delays.
     recovery: RecoveryStats = field(default_factory=RecoveryStats)
+    stage_cpu: StageCpu = field(default_factory=StageCpu)
 
 
 def rikeyid_from_iv(iv: bytes) -> int:

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import json
 import logging
 import socket
 import struct
@@ -40,6 +41,7 @@ from compat import control, endpoint, rtsp
 from compat.audio import AudioPacketizer, OpusSilence
 from compat.enet_transport import EnetHost
 from compat.engine import adaptive, encryption, recovery
+from compat.engine.frameclock import FrameClock
 from compat.engine.launch import InputSink, Launch, SessionStats, rikeyid_from_iv
 from compat.video import FRAME_TYPE_IDR, FRAME_TYPE_P, VideoPacketizer
 from media import pacing
@@ -449,6 +451,7 @@ class StreamSession:
                 bitrate_kbps=rate.current.encoder_kbps,
                 codec=self.launch.codec if codec == "h264" else codec,
                 max_ref_frames=max(params.max_ref_frames, 1),
+                threads=self.launch.encoder_threads,
                 tuning=self.launch.encoder_tuning,
                 candidates=self.launch.encoders.get(codec),
                 config=self.launch.encoder_config,
@@ -461,6 +464,7 @@ class StreamSession:
             return
         self.stats.codec, self.stats.encoder = codec, encoder.codec_name
         self.stats.encoder_options = dict(encoder.options)
+        self.stats.encoder_threads = encoder.thread_count
         packetizer = VideoPacketizer(
             packet_size=params.packet_size,
             fec_percentage=self.launch.fec_percentage,
@@ -474,7 +478,9 @@ class StreamSession:
         interval = self.recovery.frame_s = 1.0 / params.fps
         self.recovery.swap = params.max_ref_frames != 0  # 0: the client's decoder takes RFI
         epoch = time.monotonic()
-        next_at = epoch
+        schedule = FrameClock(interval, epoch)
+        cpu, wall = self.stats.stage_cpu.seconds, self.stats.stage_cpu.wall
+        clock = time.process_time
         try:
             while not self._stop.is_set():
                 if self._idr.is_set() or self.recovery.due(
@@ -482,18 +488,31 @@ class StreamSession:
                 ):
                     self._idr.clear()
                     encoder.request_idr()
+                c0, w0 = clock(), time.perf_counter()
+                bgra = self.frame_source(params.width, params.height)
+                c1, start = clock(), time.perf_counter()
                 try:
-                    frame = encoder.encode(self.frame_source(params.width, params.height))
+                    yuv = encoder.convert(bgra)
+                    c2 = clock()
+                    frame = encoder.encode_yuv(yuv, start)
                 except EncoderFailed as exc:
                     log.warning("video encoding failed: %s", exc)
                     self._end("encoder_failed")
                     break
+                c3, w3 = clock(), time.perf_counter()
+                wall["capture"] += start - w0
+                wall["convert+encode"] += w3 - start
+                cpu["capture"] += c1 - c0
+                cpu["convert"] += c2 - c1
+                cpu["encode"] += c3 - c2
+                self.stats.stage_cpu.frames += 1
                 self.stats.encoder = encoder.codec_name  # a hand-over shows here
                 self.stats.encoder_options = encoder.options
                 self._drain(self._video_sock, video)  # the port may still move, until now
                 if frame is not None:
                     ts = int((time.monotonic() - epoch) * 90000)
                     index = packetizer.frame_index
+                    c0, sealed0 = clock(), packetizer.encrypt_cpu_s
                     rows = packetizer.packetize(
                         frame.data,
                         FRAME_TYPE_IDR if frame.keyframe else FRAME_TYPE_P,
@@ -502,7 +521,11 @@ class StreamSession:
                     )
                     now = time.monotonic()
                     rows = self.recovery.reorder(rows, packetizer.first_block_data, now)
+                    c1, sealed = clock(), packetizer.encrypt_cpu_s - sealed0
                     self._send_video(rows, video.addr)
+                    cpu["packetize_fec"] += c1 - c0 - sealed
+                    cpu["encrypt"] += sealed
+                    cpu["send"] += clock() - c1
                     self.recovery.sent(index, frame.keyframe, now)
                     self.loss.sent_datagrams(rows.shape[0])
                     video.went_live()  # from here on the destination never changes
@@ -514,14 +537,16 @@ class StreamSession:
                         self.on_event("stream.started", codec=codec, encoder=encoder.codec_name)
                 if self.launch.adaptive_bitrate:
                     self._adapt(rate, encoder, packetizer)
-                next_at += interval
-                delay = next_at - time.monotonic()
-                if delay > 0:
+                wall["frame"] += time.perf_counter() - w0
+                delay = schedule.wait_s(time.monotonic())
+                if delay:
                     time.sleep(delay)
-                else:
-                    next_at = time.monotonic()  # behind: drop the backlog, don't spiral
         finally:
             encoder.close()
+            figures = self.stats.stage_cpu.per_frame_ms()
+            log.info("video CPU per frame over %d frames, RTSP port %d, %d schedule restarts "
+                     "(ms): %s", self.stats.stage_cpu.frames, self.launch.rtsp_port,
+                     schedule.restarts, json.dumps(figures))  # fmt: skip
             self.on_event("stream.stopped")
 
     def _adapt(self, rate: adaptive.AdaptiveRate, encoder, packetizer) -> None:

@@ -15,11 +15,13 @@ is 8-bit SDR, so Main10 is never encoded (a GameStream client asking for HDR is 
 from __future__ import annotations
 
 import logging
+import os
 from dataclasses import dataclass, field
 
 from games.profiles import client_profile
 from hostconfig import store
 from media import encoder_options, encoders, gpus
+from streaming.sessions import admission
 
 log = logging.getLogger("streaming.sessions")
 
@@ -126,10 +128,24 @@ class Plan:
 
     encoders: dict[str, list[str]] = field(default_factory=dict)
     config: dict = field(default_factory=dict)
+    threads: int = 0  # a software encoder's threads (`software_threads`); 0: its own choice
 
     def first(self, codec: str) -> str:
         """The encoder a `codec` stream opens first (what GET /gpus shows until it reports)."""
         return (self.encoders.get(codec) or [encoders.CANDIDATES["software"][codec]])[0]
+
+
+def software_threads(sessions: int, cores: int | None = None) -> int:
+    """Threads for a software encoder on a host that streams up to `sessions` at once: the
+    cores shared out between them, at least one; 0 (the encoder's own choice, every core)
+    when one session at a time is all the host streams.
+
+    Left to itself libx264 runs a slice thread per core in every session: two sessions on two
+    cores ran four encoder threads, each frame waiting for both of its slices, and spent about
+    15 % more CPU per frame than one thread each (bench/concurrent_sessions.py)."""
+    if sessions <= 1:
+        return 0
+    return max(1, (cores or os.cpu_count() or 1) // sessions)
 
 
 def plan(codecs: tuple[str, ...] | list[str]) -> Plan:
@@ -153,7 +169,7 @@ def plan(codecs: tuple[str, ...] | list[str]) -> Plan:
         index = gpus.nvenc_gpu_index()
         if index is not None:
             config["gpu_index"] = index
-        return Plan(order, config)
+        return Plan(order, config, software_threads(admission.max_sessions()))
     except Exception:  # a broken probe or config streams in software
         log.exception("encoder plan failed; encoding in software on the defaults")
         return Plan()

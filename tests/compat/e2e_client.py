@@ -160,6 +160,7 @@ def main() -> None:
     launch, key, iv = loopback_launch(
         offer_video_encryption="encrypt-video" in options,
         rtsp_encryption="rtspenc" in options,
+        encoder_threads=1,  # as a 2-core host sharing its cores between two sessions plans
     )
     events: list[str] = []
     inputs: list[bytes] = []
@@ -307,6 +308,9 @@ def main() -> None:
         "encode_ms_p99": round(float(np.percentile(host.stats.encode_ms.values(), 99)), 2)
         if host.stats.encode_ms
         else None,
+        "encoder_threads": host.stats.encoder_threads,
+        "stage_cpu_ms": host.stats.stage_cpu.per_frame_ms(),
+        "stage_frames": host.stats.stage_cpu.frames,
         "delivered_fps": round((len(frames) - 1) * 1e6 / span, 1) if (span := _span(frames)) else 0,
     }
     print(json.dumps(result))

@@ -53,6 +53,12 @@ def test_real_client_streams_decodes_and_terminates_gracefully(mcc_lib, encrypte
     assert r["termination"] == 0  # MCC maps 0x80030023 after frames to graceful (0)
     assert r["events"][:2] == ["client.connected", "stream.started"]
     assert r["stop_reason"] == "host"
+    # The launch's encoder threads reach libx264, and every stage of the loop is counted.
+    assert r["encoder_threads"] == 1
+    assert r["stage_frames"] >= r["frames"]
+    cpu = r["stage_cpu_ms"]
+    assert cpu["encode"] > 0 and cpu["convert"] > 0 and cpu["packetize_fec"] > 0
+    assert (cpu["encrypt"] > 0) is encrypted
 
 
 def test_a_71_client_without_a_sound_source_gets_cbr_silence_in_71(mcc_lib):

@@ -128,3 +128,23 @@ def test_the_browser_planes_encoder_child_opens_the_plans_encoder_or_says_why_no
             enc.wait_opened(30)
     finally:
         enc.close()
+
+
+@pytest.mark.parametrize(
+    ("sessions", "cores", "threads"),
+    [(1, 2, 0), (2, 2, 1), (3, 2, 1), (2, 8, 4), (3, 8, 2), (8, 4, 1)],
+)
+def test_software_encoder_threads_share_the_cores_between_concurrent_sessions(
+    sessions, cores, threads
+):
+    """libx264 on its own runs a slice thread per core in every session: two sessions on two
+    cores ran four threads on two cores. 0 keeps the encoder's own choice."""
+    assert encoding.software_threads(sessions, cores) == threads
+
+
+def test_the_plan_gives_each_session_its_share_of_the_cores(machine, monkeypatch):
+    monkeypatch.setattr(encoding.os, "cpu_count", lambda: 2)
+    _write(max_sessions=2)
+    assert encoding.plan(("h264",)).threads == 1
+    _write(max_sessions=1)
+    assert encoding.plan(("h264",)).threads == 0
