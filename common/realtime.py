@@ -55,10 +55,18 @@ _prepared = False
 _refusal_logged = False
 
 
+# The policy a demoted thread goes back to: the process's own at `prepare` when it is not a
+# realtime one (SCHED_OTHER, SCHED_BATCH or SCHED_IDLE as its parent set it), else SCHED_OTHER.
+_normal = (os.SCHED_OTHER, 0)
+
+
 def prepare() -> None:
     """Cap RLIMIT_RTTIME and handle SIGXCPU; from the main thread, before any `promote`
     (Python sets signal handlers there only)."""
-    global _prepared
+    global _prepared, _normal
+    policy = os.sched_getscheduler(0) & ~os.SCHED_RESET_ON_FORK
+    if policy not in (os.SCHED_RR, os.SCHED_FIFO):
+        _normal = (policy, os.sched_getparam(0).sched_priority)
     _cap_rttime()
     signal.signal(signal.SIGXCPU, _on_sigxcpu)
     _prepared = True
@@ -92,14 +100,14 @@ def promoted() -> set[int]:
 
 
 def demote_all(why: str) -> None:
-    """Every promoted thread back to normal priority (SCHED_OTHER). No lock: it runs in the
+    """Every promoted thread back to normal priority (`_normal`). No lock: it runs in the
     SIGXCPU handler, which may interrupt any code of its thread; each set operation is atomic
     under the GIL."""
     tids = list(_promoted)
     _promoted.difference_update(tids)
     for tid in tids:
         try:
-            os.sched_setscheduler(tid, os.SCHED_OTHER, os.sched_param(0))
+            os.sched_setscheduler(tid, _normal[0], os.sched_param(_normal[1]))
         except OSError:  # an ended thread
             pass
     if tids:
