@@ -340,6 +340,16 @@ def main() -> None:
             f"{'no loss, in order' if complete else 'LOSS OR DISORDER'}"
         )
         print(f"          CPU per frame delivered: {per_frame(cpu, args.sustained * 10)}")
+        sinks, elapsed, cpu = asyncio.run(
+            run_subscribers(host, 10, emitter.emit, args.sustained, 0, bare)
+        )
+        complete = all(len(sink) == args.sustained for sink in sinks)
+        floor_rate = args.sustained / elapsed
+        print(
+            f"  floor   bare ASGI app: {floor_rate:,.0f} events/s each, "
+            f"{'no loss' if complete else 'LOSS'}; host ÷ floor {rate / floor_rate:.2f}x"
+        )
+        print(f"          CPU per frame delivered: {per_frame(cpu, args.sustained * 10)}")
         if not args.no_hooks:
             hooks = hook_latency(host, emitter, min(args.events, 100))
             print(f"event→hook process start (sh + date)     {fmt(hooks)}")

@@ -37,6 +37,8 @@ log = logging.getLogger("hooks.sse")
 INT64_MAX = 2**63 - 1
 MAX_PATTERNS = 64
 TRANSPORT_CHECK_S = 0.25
+# A live stream's socket backlog is looked at once every this many of the hub's writes to it.
+BACKLOG_CHECK_EVERY = 8
 BATCH_MAX = 256  # events the hub takes from Redis at once (a queued stream's depth)
 
 
@@ -109,6 +111,7 @@ class Subscriber:
         self.writer = None
         self.sent = 0  # the last seq this stream wrote or skipped
         self.wrote_at = 0.0  # loop time of its last direct write (the keep-alive counts on)
+        self.writes = 0  # direct writes so far (the backlog is looked at every few)
 
     def offer(self, item) -> None:
         if len(self.items) >= self.depth:
@@ -117,27 +120,34 @@ class Subscriber:
             self.items.append(item)
         self.wake.set()
 
-    async def deliver(self, items: list) -> None:
+    async def deliver(self, items: list, now: float) -> None:
         """The hub's write of a batch of live events (direct mode): the ones after `sent` that
-        pass the filter, as one write; a single event goes as the hub's shared message."""
+        pass the filter, as one write; a single event goes as the hub's shared message. `now`:
+        the loop time of the batch (the keep-alive counts from it)."""
         if len(items) == 1:
             seq, kind, _, message = items[0]
             if seq > self.sent:
                 self.sent = seq
                 if self.passes(kind):
-                    await self.write(message)
+                    await self.write(message, now)
             return
         chunk = self._unwritten(items)
         if chunk:
-            await self.write(body(chunk))
+            await self.write(body(chunk), now)
 
-    async def write(self, message: dict) -> None:
+    async def write(self, message: dict, now: float) -> None:
         try:
             await self.writer(message)
         except Exception:  # the connection is gone: its task ends the stream
             self.fail()
             return
-        self.wrote_at = asyncio.get_running_loop().time()
+        self.wrote_at = now
+        # The socket's backlog every BACKLOG_CHECK_EVERY writes: a look at Twisted's buffers
+        # per write was a fifth of a live frame's cost, and a few frames more than
+        # SSE_MAX_UNSENT_BYTES before the cut-off hold no real memory.
+        self.writes += 1
+        if (self.writes - 1) % BACKLOG_CHECK_EVERY:  # the 1st, the 9th, ...
+            return
         backlog = self.peer.unsent() if self.peer is not None else None
         if backlog is not None and backlog > conf.SSE_MAX_UNSENT_BYTES:
             self.stalled = True
@@ -258,9 +268,10 @@ class Hub:
             data = frame(seq, kind, raw)
             items.append((seq, kind, data, body(data)))  # one message for every live stream
         self.last_seen = items[-1][0]
+        now = asyncio.get_running_loop().time()  # one clock read for the batch's writes
         for sub in tuple(self.subs):
             if sub.writer is not None:
-                await sub.deliver(items)
+                await sub.deliver(items, now)
             else:
                 for item in items:
                     sub.offer(item)

@@ -84,7 +84,7 @@ def test_a_live_stream_gets_each_later_event_once_and_only_those_its_filter_pass
         sub.sent = 4  # what its replay and queue covered
         for seq, kind in ((3, "library.changed"), (5, "library.changed"), (5, "library.changed"),
                           (6, "stream.started"), (7, "host.stopping")):  # fmt: skip
-            await sub.deliver([_item(seq, kind)])
+            await sub.deliver([_item(seq, kind)], 0.0)
         return sub
 
     sub = asyncio.run(run())
@@ -106,8 +106,8 @@ def test_a_batch_the_hub_took_at_once_is_one_write_of_what_the_stream_wants():
         sub = await make()
         sub.sent = 10
         batch = [_item(9), _item(11), _item(12, "stream.started"), _item(13), _item(14)]
-        await sub.deliver(batch)
-        await sub.deliver([_item(13), _item(14)])  # already written: nothing
+        await sub.deliver(batch, 0.0)
+        await sub.deliver([_item(13), _item(14)], 0.0)  # already written: nothing
         return sub
 
     sub = asyncio.run(run())
@@ -124,11 +124,35 @@ def test_a_live_stream_whose_socket_backs_up_is_taken_off_the_hub_and_cut_off():
 
     async def run():
         sub = await make()
-        await sub.deliver([_item(1)])
+        await sub.deliver([_item(1)], 0.0)
         return sub
 
     sub = asyncio.run(run())
     assert written == [b"1;"] and sub.stalled and sub.writer is None and sub.wake.is_set()
+
+
+def test_a_backlog_that_grows_later_is_caught_within_the_check_interval():
+    import asyncio
+
+    from hooks import conf
+    from hooks.sse import BACKLOG_CHECK_EVERY
+
+    peer = _Peer(0)
+    make, written = _live(peer)
+
+    async def run():
+        sub = await make()
+        await sub.deliver([_item(1)], 0.0)
+        peer.backlog = conf.SSE_MAX_UNSENT_BYTES + 1  # the consumer stops reading
+        seq = 1
+        while not sub.stalled and seq < 1 + 2 * BACKLOG_CHECK_EVERY:
+            seq += 1
+            await sub.deliver([_item(seq)], 0.0)
+        return sub, seq
+
+    sub, seq = asyncio.run(run())
+    assert sub.stalled and sub.writer is None
+    assert seq - 1 <= BACKLOG_CHECK_EVERY, f"cut off only after {seq - 1} more writes"
 
 
 def test_a_failed_write_ends_the_stream_and_the_hub_stops_writing_to_it():
@@ -140,7 +164,7 @@ def test_a_failed_write_ends_the_stream_and_the_hub_stops_writing_to_it():
     async def run():
         sub = sse.Subscriber(8, peer=_Peer())
         sub.writer = gone
-        await sub.deliver([_item(1)])
+        await sub.deliver([_item(1)], 0.0)
         return sub
 
     sub = asyncio.run(run())
