@@ -28,7 +28,9 @@ during and after the hog, how long after the hog stopped the latency stayed unde
 before-p50 for good, and per phase the floors measured in the same run: the frame interval, the
 encoder alone on the same frames (its capture and encode ms per frame, from the session's live
 points), and the browser's receive side (frames received and decoded per second, dropped, jitter
-buffer ms per frame).
+buffer ms per frame). The peer's pacing threads run at realtime priority where the host may
+give it (common/realtime.py; the bench prints how many); `--normal-priority` puts them back to
+normal first, the baseline to compare with.
 """
 
 from __future__ import annotations
@@ -259,7 +261,7 @@ def recovered_after(samples: list[tuple[float, float]], off: float, bound_ms: fl
     return late[-1][0] - off if late else float("nan")
 
 
-def starve(page, api, seconds: float, hogs: int, fps: int) -> None:
+def starve(page, api, seconds: float, hogs: int, fps: int, normal: bool = False) -> None:
     """Back-to-back paints for `seconds` before, during and after a CPU hog on the peer's core;
     prints the phases and the recovery (see the module docstring)."""
     encoder = encoder_process()
@@ -275,6 +277,9 @@ def starve(page, api, seconds: float, hogs: int, fps: int) -> None:
             except (FileNotFoundError, psutil.NoSuchProcess):
                 pass
     threads = pin(peer.pid, {cpu})
+    if normal:
+        for tid in os.listdir(f"/proc/{peer.pid}/task"):
+            os.sched_setscheduler(int(tid), os.SCHED_OTHER, os.sched_param(0))
     realtime = sum(
         os.sched_getscheduler(int(tid)) & ~os.SCHED_RESET_ON_FORK == os.SCHED_RR
         for tid in os.listdir(f"/proc/{peer.pid}/task")
@@ -423,6 +428,11 @@ def main() -> int:
         "--starve", type=float, default=0.0, help="seconds of CPU hog on the peer (WebRTC only)"
     )
     ap.add_argument("--hogs", type=int, default=8, help="busy processes on the peer's core")
+    ap.add_argument(
+        "--normal-priority",
+        action="store_true",
+        help="put the peer's realtime threads back to normal priority first (the baseline)",
+    )
     ap.add_argument("--floor-frames", type=int, default=120, help="frames the floors encode")
     args = ap.parse_args()
     host = start_host()
@@ -447,7 +457,7 @@ def main() -> int:
         )
         rows.append(("webrtc", rtc))
         if args.starve:
-            starve(page, api, args.starve, args.hogs, args.fps)
+            starve(page, api, args.starve, args.hogs, args.fps, args.normal_priority)
         else:
             page.click("#stop")
             time.sleep(2)  # the floors run with no session streaming
