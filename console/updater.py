@@ -14,7 +14,11 @@ Manifest document (JSON, at most 64 KiB):
     {"payload": "<base64 of the UTF-8 JSON below>", "signature": "<base64 Ed25519 signature
      of the payload bytes>"}
     payload: {"version": "v2026.1201.0-stable", "channel": "stable", "serial": 1764547200,
-              "published_at": "2026-12-01T00:00:00Z", "notes_url": "https://..."}
+              "published_at": "2026-12-01T00:00:00Z", "notes_url": "https://...",
+              "artifacts": {"source": {"commit": "<40 hex>", "url": "https://...tar.gz",
+                                       "sha256": "<64 hex>", "size": 12345678}}}
+    `artifacts` is optional (a report-only manifest); when present it must be well formed, or the
+    whole manifest is refused (docs/updates.md, "A release").
 
 The last check is kept in `update-state.json` (state dir) so every process reports the same, and
 `update.available` is emitted once per discovered version, even across restarts.
@@ -39,6 +43,7 @@ import os
 import re
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from datetime import datetime
 
@@ -46,6 +51,7 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from django.conf import settings
 
+from common import netranges
 from common.errors import DomainError
 from common.files import atomic_write
 from common.statedir import state_path
@@ -63,6 +69,9 @@ STALE_DAYS = 45
 CHECK_MIN_INTERVAL_S = 30
 CHECK_INTERVAL_S = 6 * 3600  # the supervisor's periodic check
 INSTALL_KIND = "source"
+MAX_ARCHIVE_BYTES = 512 * 1024 * 1024
+_HEX40 = re.compile(r"^[0-9a-f]{40}$")
+_HEX64 = re.compile(r"^[0-9a-f]{64}$")
 _VERSION_RE = re.compile(r"^v(\d{4})\.(\d{3,4})\.(\d+)(?:-[A-Za-z0-9.]+)?$")
 
 
@@ -155,13 +164,44 @@ def verify_manifest(document: bytes, public_key_b64: str) -> dict:
     serial = data.get("serial")
     if isinstance(serial, bool) or not isinstance(serial, int) or serial <= 0:
         raise ManifestError("manifest payload lacks a valid serial")
-    return {
+    manifest = {
         "version": str(data["version"]),
         "channel": str(data.get("channel") or "stable"),
         "serial": serial,
         "published_at": str(data.get("published_at") or ""),
         "notes_url": str(data.get("notes_url") or ""),
     }
+    if "artifacts" in data:  # absent from report-only manifests, and from states saved before
+        manifest["artifacts"] = parse_artifacts(data["artifacts"])
+    return manifest
+
+
+def artifact_url_ok(url: str) -> bool:
+    """https, or plain http to loopback only (the manifest URL's rule)."""
+    parts = urllib.parse.urlsplit(url)
+    if parts.scheme == "https":
+        return bool(parts.hostname)
+    return parts.scheme == "http" and netranges.is_loopback_host(parts.hostname or "")
+
+
+def parse_artifacts(value: object) -> dict:
+    """The release's artifacts by install kind; ManifestError names the first bad field."""
+    if not isinstance(value, dict) or not isinstance(value.get(INSTALL_KIND), dict):
+        raise ManifestError(f"manifest artifacts lack a `{INSTALL_KIND}` entry")
+    entry = value[INSTALL_KIND]
+    commit, url = entry.get("commit"), entry.get("url")
+    sha256, size = entry.get("sha256"), entry.get("size")
+    if not isinstance(commit, str) or not _HEX40.match(commit):
+        raise ManifestError("manifest artifact commit is not a 40-hex git commit")
+    if not isinstance(url, str) or not artifact_url_ok(url):
+        raise ManifestError("manifest artifact url must be https (plain http only to loopback)")
+    if not isinstance(sha256, str) or not _HEX64.match(sha256):
+        raise ManifestError("manifest artifact sha256 is not 64 lowercase hex digits")
+    if isinstance(size, bool) or not isinstance(size, int) or not 0 < size <= MAX_ARCHIVE_BYTES:
+        raise ManifestError(
+            f"manifest artifact size must be a positive integer up to {MAX_ARCHIVE_BYTES} bytes"
+        )
+    return {INSTALL_KIND: {"commit": commit, "url": url, "sha256": sha256, "size": size}}
 
 
 def _fetch(url: str) -> bytes:
