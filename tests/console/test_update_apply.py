@@ -1,0 +1,216 @@
+"""The apply steps before the switch, with real files: a bounded download checked against the
+signed sha256, staging beside the running tree, database backup and restore, and recovery
+after a kill. The running tree is never touched."""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import io
+import json
+import os
+import sqlite3
+import tarfile
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+
+from console import update_apply
+
+VERSION = "v2099.101.0-stable"
+
+
+def _archive(files: dict[str, bytes], prefix: str = "host-x/", extra=None) -> bytes:
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
+        for name, data in files.items():
+            info = tarfile.TarInfo(prefix + name)
+            info.size = len(data)
+            info.mode = 0o755 if name.endswith(".sh") else 0o644
+            tar.addfile(info, io.BytesIO(data))
+        for info in extra or []:
+            tar.addfile(info)
+    return buf.getvalue()
+
+
+@pytest.fixture
+def server():
+    served = {"body": b"", "cut": None}
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self):
+            self.send_response(200)
+            body = served["body"]
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body[: served["cut"]])  # a cut: the connection drops early
+
+        def log_message(self, *args):
+            pass
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=httpd.serve_forever, args=(0.02,), daemon=True).start()
+    yield served, f"http://127.0.0.1:{httpd.server_port}/host.tar.gz"
+    httpd.shutdown()
+
+
+@pytest.fixture
+def root(tmp_path):
+    tree = tmp_path / "host"
+    tree.mkdir()
+    (tree / "manage.py").write_text("running\n")
+    yield tree
+    (update_apply.updates_dir() / update_apply.JOURNAL_FILE).unlink(missing_ok=True)
+
+
+def _manifest(body: bytes, url: str, **over) -> dict:
+    source = {"commit": "a" * 40, "url": url, "sha256": hashlib.sha256(body).hexdigest(),
+              "size": len(body)}  # fmt: skip
+    source.update(over)
+    return {"version": VERSION, "serial": 2, "artifacts": {"source": source}}
+
+
+def _steps(journal: dict) -> list[tuple[str, str]]:
+    return [(e["step"], e["state"]) for e in journal["log"]]
+
+
+def test_prepare_stages_beside_the_running_tree_and_backs_up(server, root):
+    served, url = server
+    served["body"] = _archive({"manage.py": b"new\n", "bin/run.sh": b"#!/bin/sh\n"})
+    journal = update_apply.prepare(_manifest(served["body"], url), root)
+    staged = update_apply.releases_dir(root) / VERSION
+    assert journal["state"] == "staged" and Path(journal["staged"]) == staged
+    assert (staged / "manage.py").read_text() == "new\n"
+    assert (staged / "bin/run.sh").stat().st_mode & 0o111
+    assert (root / "manage.py").read_text() == "running\n"
+    assert (Path(journal["backup"]) / "files").is_dir()
+    assert _steps(journal)[:2] == [("download", "started"), ("download", "done")]
+    assert update_apply.load_journal()["state"] == "staged"
+    assert not list(update_apply.updates_dir().glob("*.tar.gz*"))
+
+
+@pytest.mark.parametrize(
+    ("over", "cut", "reason"),
+    [
+        ({"sha256": "0" * 64}, None, "sha256 does not match"),
+        ({"size": 10}, None, "larger than"),
+        ({}, 20, "truncated"),
+    ],
+)
+def test_bad_download_fails_and_leaves_nothing(server, root, over, cut, reason):
+    served, url = server
+    served["body"] = _archive({"manage.py": b"new\n"})
+    served["cut"] = cut
+    with pytest.raises(update_apply.ApplyError, match=reason):
+        update_apply.prepare(_manifest(served["body"], url, **over), root)
+    journal = update_apply.load_journal()
+    assert journal["state"] == "failed" and reason in journal["error"]
+    assert not update_apply.releases_dir(root).joinpath(VERSION).exists()
+    assert not Path(journal["backup"]).exists()
+    assert (root / "manage.py").read_text() == "running\n"
+
+
+def test_report_only_manifest_cannot_be_applied(root):
+    with pytest.raises(update_apply.ApplyError, match="report-only"):
+        update_apply.prepare({"version": VERSION, "serial": 1}, root)
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"../evil": b"x"},
+        {"a/../../evil": b"x"},
+    ],
+)
+def test_stage_refuses_paths_outside_the_tree(tmp_path, bad):
+    archive = tmp_path / "a.tar.gz"
+    archive.write_bytes(_archive(bad))
+    with pytest.raises(update_apply.ApplyError, match="outside"):
+        update_apply.stage(archive, tmp_path / "rel" / VERSION)
+    assert not (tmp_path / "rel" / VERSION).exists()
+    assert not (tmp_path / "rel" / f"{VERSION}.partial").exists()
+    assert not (tmp_path / "evil").exists()
+
+
+def test_stage_refuses_links(tmp_path):
+    link = tarfile.TarInfo("host-x/link")
+    link.type = tarfile.SYMTYPE
+    link.linkname = "/etc/passwd"
+    archive = tmp_path / "a.tar.gz"
+    archive.write_bytes(_archive({"manage.py": b"x"}, extra=[link]))
+    with pytest.raises(update_apply.ApplyError, match="not a file or folder"):
+        update_apply.stage(archive, tmp_path / VERSION)
+    assert not (tmp_path / VERSION).exists()
+
+
+def test_stage_refuses_a_truncated_archive(tmp_path):
+    archive = tmp_path / "a.tar.gz"
+    whole = _archive({"manage.py": os.urandom(100000)})
+    archive.write_bytes(whole[: len(whole) // 2])
+    with pytest.raises(update_apply.ApplyError, match="tar.gz"):
+        update_apply.stage(archive, tmp_path / VERSION)
+    assert not (tmp_path / VERSION).exists()
+
+
+def test_disk_full_mid_stage_leaves_no_partial_tree(tmp_path, monkeypatch):
+    archive = tmp_path / "a.tar.gz"
+    archive.write_bytes(_archive({"a": b"1", "b": b"2"}))
+    real = update_apply.shutil.copyfileobj
+    calls = []
+
+    def full(src, dst, length=0):
+        calls.append(1)
+        if len(calls) == 2:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real(src, dst, length)
+
+    monkeypatch.setattr(update_apply.shutil, "copyfileobj", full)
+    with pytest.raises(update_apply.ApplyError, match="No space left"):
+        update_apply.stage(archive, tmp_path / VERSION)
+    assert not (tmp_path / VERSION).exists()
+    assert not (tmp_path / f"{VERSION}.partial").exists()
+
+
+def test_backup_and_restore_bring_back_the_database_and_files(tmp_path):
+    where = tmp_path / "state"
+    where.mkdir()
+    db = where / "db.sqlite3"
+    with sqlite3.connect(db) as conn:
+        conn.execute("create table t (v text)")
+        conn.execute("insert into t values ('before')")
+    conn.close()
+    (where / "host.conf").write_text("a=1\n")
+    update_apply.backup_state(where, tmp_path / "backup")
+    with sqlite3.connect(db) as conn:  # a failing migration's damage
+        conn.execute("delete from t")
+        conn.execute("create table added (x)")
+    conn.close()
+    (where / "host.conf").write_text("a=2\n")
+    update_apply.restore_state(tmp_path / "backup", where)
+    conn = sqlite3.connect(db)
+    assert conn.execute("select v from t").fetchall() == [("before",)]
+    assert conn.execute("select name from sqlite_master where name='added'").fetchall() == []
+    conn.close()
+    assert (where / "host.conf").read_text() == "a=1\n"
+
+
+@pytest.mark.parametrize("step", update_apply.STEPS)
+def test_recover_after_a_kill_at_each_step_removes_the_leftovers(root, step):
+    manifest = _manifest(b"x", "http://127.0.0.1:9/x")
+    journal = update_apply.new_journal(manifest, root)
+    staged = Path(journal["staged"])
+    staged.with_name(staged.name + ".partial").mkdir(parents=True)
+    Path(journal["backup"] + ".partial").mkdir(parents=True)
+    journal["log"] = []
+    update_apply._record(journal, step, "started")  # the kill comes here
+    settled = update_apply.recover()
+    assert settled["state"] == "failed" and step in settled["error"]
+    assert (
+        json.loads((update_apply.updates_dir() / "journal.json").read_text())["state"] == "failed"
+    )
+    assert not staged.with_name(staged.name + ".partial").exists()
+    assert not Path(journal["backup"] + ".partial").exists()
+    assert (root / "manage.py").read_text() == "running\n"
+    assert update_apply.recover() is None  # settled once
