@@ -100,6 +100,7 @@ PLUGIN_DENIED: dict[str, str] = {
     "logs": "host log",
     "update/status": "updater",
     "update/check": "updater",
+    "update/apply": "updater",
     "hooks": "hook registration",
     "hooks/test": "hook registration",
     "hooks/deliveries": "hook registration",

@@ -23,9 +23,12 @@ import time
 import urllib.request
 from pathlib import Path, PurePosixPath
 
+from common.errors import DomainError
 from common.files import atomic_write
 from common.statedir import DB_FILE, state_dir
 from common.version import VERSION
+from hooks import event_kinds, events
+from streaming import services as streaming_services
 
 log = logging.getLogger(__name__)
 
@@ -37,8 +40,32 @@ MAX_STATE_FILE_BYTES = 16 * 1024 * 1024
 STEPS = ("download", "verify", "stage", "backup")
 
 
+NOT_BUILT_REASON = (
+    "this host cannot apply updates yet: it downloads, verifies, stages and backs up a release, "
+    "but switching to the staged tree, building its environment, the restart through the "
+    "supervisor and the health gate with automatic rollback are not built "
+    "(docs/updates.md); apply it with `git pull && make run`"
+)
+
+
 class ApplyError(RuntimeError):
     """A step failed; the message says which and why. The running tree is untouched."""
+
+
+class ApplyRefused(DomainError):
+    status = 409
+
+
+def refusal(force: bool) -> ApplyRefused:
+    """Why `POST /api/v1/update/apply` does not apply: a live session (unless forced) first,
+    so the operator sees that reason whatever else holds; then what is not built."""
+    live = streaming_services.live_records()
+    if live and not force:
+        return ApplyRefused(
+            f"{len(live)} session(s) live; an update never interrupts play: apply when idle, "
+            "or pass force: true"
+        )
+    return ApplyRefused(NOT_BUILT_REASON)
 
 
 def updates_dir() -> Path:
@@ -276,6 +303,21 @@ def _fail(journal: dict, reason: str) -> None:
     journal["error"] = reason
     _record(journal, journal.get("step") or "start", "failed", reason)
     log.warning("update to %s failed: %s; the running version keeps running", journal["to"], reason)
+
+
+def announce_applied() -> bool:
+    """`update.applied` on the first start of the version a finished apply switched to, once
+    across restarts: the journal records the announcement before the event goes out (a kill
+    between the two loses the event rather than repeating it)."""
+    journal = load_journal()
+    if not journal or journal.get("state") != "done" or journal.get("announced"):
+        return False
+    if journal.get("to") != VERSION:  # not (or no longer) running the version it applied
+        return False
+    journal["announced"] = int(time.time())
+    _save(journal)
+    events.emit(event_kinds.UPDATE_APPLIED, {"from": str(journal["from"]), "to": VERSION})
+    return True
 
 
 def recover() -> dict | None:

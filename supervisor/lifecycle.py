@@ -9,6 +9,7 @@ import logging
 import time
 
 from common.version import VERSION
+from console import update_apply
 from hooks import conf, event_kinds, events
 from hostconfig import store
 
@@ -27,6 +28,7 @@ def host_facts() -> dict:
 def announce_started() -> None:
     log.info("host started")
     events.emit(event_kinds.HOST_STARTED, host_facts())
+    update_apply.announce_applied()  # the first start of a version an apply switched to
     _queue_prep_recovery()
 
 

@@ -32,6 +32,7 @@ from access import identity, tokens
 from common import netranges
 from common.ports import PortMap, busy_ports, validate_base_port
 from common.statedir import REDIS_SOCKET, state_dir
+from console import update_apply
 from displays import reaper
 from hooks import worker as hooks_worker
 from supervisor import children, lifecycle, periodic, redis_server, sentinel, web_listener
@@ -124,6 +125,7 @@ class Supervisor:
             tokens.ensure_token(tokens.PLUGIN)
         except tokens.TokenError as exc:
             raise StartupError(str(exc)) from None
+        update_apply.recover()  # an apply a kill interrupted: remove what it left
         call_command("migrate", interactive=False, verbosity=0)
         identity.ensure_identity()
         identity.ensure_tls()

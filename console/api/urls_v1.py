@@ -10,4 +10,5 @@ urlpatterns = [
     path("status", views.V1StatusView.as_view(), name="v1-status"),
     path("update/status", views.V1UpdateStatusView.as_view(), name="v1-update-status"),
     path("update/check", views.V1UpdateCheckView.as_view(), name="v1-update-check"),
+    path("update/apply", views.V1UpdateApplyView.as_view(), name="v1-update-apply"),
 ]

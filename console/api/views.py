@@ -20,7 +20,7 @@ from apikit import shapes
 from apikit.base import AdminAPIView, MgmtAPIView, int_param, json_object, ok
 from apikit.errors import ApiError
 from apikit.schema import error
-from console import logfile, platform, runtime, telemetry, tokens, updater
+from console import logfile, platform, runtime, telemetry, tokens, update_apply, updater
 
 
 def _token_fields() -> dict:
@@ -191,6 +191,30 @@ class V1UpdateCheckView(MgmtAPIView):
     )
     def post(self, request):
         return Response(updater.check(force=True))
+
+
+class _ApplyRequest(serializers.Serializer):
+    force = serializers.BooleanField(required=False, default=False)
+
+
+class V1UpdateApplyView(MgmtAPIView):
+    @extend_schema(
+        request=_ApplyRequest,
+        responses={409: error("refused: a session is live (unless forced), or apply not built")},
+        summary="Apply the announced release (refused: not built on this host)",
+        description="Full admin only (the plugin token gets 403). Always 409 today: while a "
+        "session is live without `force: true` it says so; otherwise it says what of the apply "
+        "is not built (docs/updates.md). `apply` in UpdateStatus stays `notify`.",
+    )
+    def post(self, request):
+        # No body is no force; a body must be an object whose `force` (if any) is a boolean.
+        body = request.data if request.data else {}
+        if not isinstance(body, dict):
+            raise ApiError(400, "request body must be a JSON object")
+        force = body.get("force", False)
+        if not isinstance(force, bool):
+            raise ApiError(400, "force must be a boolean")
+        raise update_apply.refusal(force=force)
 
 
 _Size = {

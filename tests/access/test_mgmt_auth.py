@@ -99,6 +99,7 @@ def test_an_unclassified_route_is_refused_to_the_plugin_token():
         ("/api/v1/hooks", "PUT", True),
         ("/api/v1/update/status", "GET", True),
         ("/api/v1/update/check", "POST", True),
+        ("/api/v1/update/apply", "POST", True),
         ("/api/v1/native/pending/7/approve", "POST", True),
         ("/api/v1/native/pair/arm", "POST", True),
         ("/api/v1/clients/" + "a" * 64, "DELETE", True),
