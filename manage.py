@@ -4,9 +4,13 @@
 import os
 import sys
 
+from supervisor import launcher  # stdlib only: it decides which tree runs before Django loads
+
 
 def main() -> None:
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "hostmgmt.settings")
+    if sys.argv[1:2] == ["runhost"]:
+        launcher.follow(sys.argv)  # returns to run this tree
     # Django after the settings module is named (Django's own manage.py order).
     from django.core.exceptions import ImproperlyConfigured
     from django.core.management import execute_from_command_line

@@ -11,41 +11,34 @@ switch to undo.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import hashlib
 import http.client
-import json
 import logging
 import os
 import shutil
 import sqlite3
 import tarfile
+import threading
 import time
 import urllib.request
 from pathlib import Path, PurePosixPath
 
+from common import supervisorctl, update_journal
 from common.errors import DomainError
-from common.files import atomic_write
 from common.statedir import DB_FILE, state_dir
 from common.version import VERSION
+from console.updater import is_newer
 from hooks import event_kinds, events
 from streaming import services as streaming_services
 
 log = logging.getLogger(__name__)
 
-JOURNAL_FILE = "journal.json"
 CHUNK = 64 * 1024
 FETCH_TIMEOUT_S = 30
 # A state file larger than this is not copied into a backup (logs, caches: not state).
 MAX_STATE_FILE_BYTES = 16 * 1024 * 1024
-STEPS = ("download", "verify", "stage", "backup")
-
-
-NOT_BUILT_REASON = (
-    "this host cannot apply updates yet: it downloads, verifies, stages and backs up a release, "
-    "but switching to the staged tree, building its environment, the restart through the "
-    "supervisor and the health gate with automatic rollback are not built "
-    "(docs/updates.md); apply it with `git pull && make run`"
-)
+STEPS = ("download", "verify", "stage", "environment", "backup")
 
 
 class ApplyError(RuntimeError):
@@ -56,47 +49,18 @@ class ApplyRefused(DomainError):
     status = 409
 
 
-def refusal(force: bool) -> ApplyRefused:
-    """Why `POST /api/v1/update/apply` does not apply: a live session (unless forced) first,
-    so the operator sees that reason whatever else holds; then what is not built."""
-    live = streaming_services.live_records()
-    if live and not force:
-        return ApplyRefused(
-            f"{len(live)} session(s) live; an update never interrupts play: apply when idle, "
-            "or pass force: true"
-        )
-    return ApplyRefused(NOT_BUILT_REASON)
-
-
-def updates_dir() -> Path:
-    path = state_dir() / "updates"
-    path.mkdir(mode=0o700, exist_ok=True)
-    return path
-
-
 def releases_dir(root: Path) -> Path:
     """Where staged trees live: beside the running checkout, never inside it."""
     return root.parent / f"{root.name}.releases"
 
 
 # -- the journal ------------------------------------------------------------------------------
-def load_journal() -> dict | None:
-    try:
-        data = json.loads((updates_dir() / JOURNAL_FILE).read_text())
-    except (FileNotFoundError, ValueError):
-        return None
-    return data if isinstance(data, dict) else None
-
-
-def _save(journal: dict) -> None:
-    atomic_write(updates_dir() / JOURNAL_FILE, json.dumps(journal))
-
-
-def _record(journal: dict, step: str, state: str, detail: str = "") -> None:
-    """Write the step's state before moving on: after a kill the journal says where it was."""
-    journal["step"] = step
-    journal["log"].append({"at": int(time.time()), "step": step, "state": state, "detail": detail})
-    _save(journal)
+load_journal = update_journal.load
+updates_dir = update_journal.updates_dir
+restore_state = update_journal.restore_state
+_save = update_journal.save
+_record = update_journal.record
+JOURNAL_FILE = update_journal.JOURNAL_FILE
 
 
 def new_journal(manifest: dict, root: Path) -> dict:
@@ -160,6 +124,13 @@ def _member_path(name: str) -> PurePosixPath | None:
     return PurePosixPath(*path.parts[1:]) if len(path.parts) > 1 else None
 
 
+def _clear_stage(target: Path) -> None:
+    """A tree an earlier, failed or rolled back, job staged for the same version goes; the
+    tree that runs never does."""
+    if target.exists() and update_journal.active_tree() != target:
+        shutil.rmtree(target)
+
+
 def stage(archive: Path, target: Path) -> None:
     """Extract the archive (one top folder, as `git archive --prefix` makes it) into `target`
     through `<target>.partial`: `target` exists only complete. Links, devices and paths outside
@@ -195,6 +166,17 @@ def stage(archive: Path, target: Path) -> None:
         shutil.rmtree(partial, ignore_errors=True)
 
 
+def environment(root: Path, staged: Path) -> None:
+    """The new tree's .venv: the running one when its pinned requirements are the same bytes
+    (nothing to install, nothing to fetch); a release that changes them is refused."""
+    if (staged / "requirements.txt").read_bytes() != (root / "requirements.txt").read_bytes():
+        raise ApplyError(
+            "the release changes requirements.txt; building a new environment is not built "
+            "(apply it with `git pull && make run`)"
+        )
+    os.symlink(root / ".venv", staged / ".venv")
+
+
 def backup_database(db: Path, dest: Path) -> None:
     """A consistent copy of the live database (sqlite3 backup API: other writers may run)."""
     source = sqlite3.connect(db)
@@ -203,15 +185,6 @@ def backup_database(db: Path, dest: Path) -> None:
             source.backup(target)
     finally:
         source.close()
-
-
-def restore_database(backup: Path, db: Path) -> None:
-    """The backup's content into the database file, page by page (the host is stopped)."""
-    with (
-        contextlib.closing(sqlite3.connect(backup)) as source,
-        contextlib.closing(sqlite3.connect(db)) as target,
-    ):
-        source.backup(target)
 
 
 def _state_files(where: Path) -> list[Path]:
@@ -243,28 +216,21 @@ def backup_state(where: Path, dest: Path) -> None:
         shutil.rmtree(partial, ignore_errors=True)
 
 
-def restore_state(backup: Path, where: Path) -> None:
-    """Put back what `backup_state` saved: the database and every saved file."""
-    if (backup / DB_FILE).exists():
-        restore_database(backup / DB_FILE, where / DB_FILE)
-    for path in sorted((backup / "files").iterdir()):
-        atomic_write(where / path.name, path.read_bytes(), mode=path.stat().st_mode & 0o777)
-
-
 # -- running the steps, and recovering after a kill -------------------------------------------
-def prepare(manifest: dict, root: Path) -> dict:
+def prepare(manifest: dict, root: Path, journal: dict | None = None) -> dict:
     """Download, verify, stage and back up; the journal ends `staged` or `failed` (with the
     reason). The running tree is never touched."""
     if "artifacts" not in manifest:
         raise ApplyError("the manifest names no release archive (a report-only manifest)")
-    journal = new_journal(manifest, root)
+    journal = journal or new_journal(manifest, root)
     source = journal["artifact"]
     archive = updates_dir() / f"{journal['id']}.tar.gz"
     staged = Path(journal["staged"])
     steps = {
         "download": lambda: download(source["url"], source["size"], archive),
         "verify": lambda: verify(archive, source["sha256"]),
-        "stage": lambda: stage(archive, staged),
+        "stage": lambda: (_clear_stage(staged), stage(archive, staged)),
+        "environment": lambda: environment(root, staged),
         "backup": lambda: backup_state(state_dir(), Path(journal["backup"])),
     }
     try:
@@ -281,8 +247,59 @@ def prepare(manifest: dict, root: Path) -> dict:
     finally:
         archive.unlink(missing_ok=True)
     journal["state"] = "staged"
-    _record(journal, "backup", "done", "staged; switching is not built, so it stops here")
+    _record(journal, "backup", "done", "staged")
     return journal
+
+
+def switch(journal: dict) -> None:
+    """The journal says `switched` before the switch file names the new tree: a kill between
+    the two still starts the new tree on probation (supervisor/launcher.py), never without."""
+    journal["state"] = "switched"
+    _record(journal, "switch", "done", f"{journal['from']} -> {journal['to']}")
+    update_journal.set_active_tree(Path(journal["staged"]))
+
+
+def start(force: bool, manifest: dict | None, root: Path) -> dict:
+    """Start an apply of `manifest` (the last accepted one) in the background; ApplyRefused
+    says why not. Returns the new job's journal."""
+    live = streaming_services.live_records()
+    if live and not force:
+        raise ApplyRefused(
+            f"{len(live)} session(s) live; an update never interrupts play: apply when idle, "
+            "or pass force: true"
+        )
+    if not manifest or not is_newer(manifest.get("version", ""), VERSION):
+        raise ApplyRefused("no newer release is announced (check for updates first)")
+    if "artifacts" not in manifest:
+        raise ApplyRefused("the announced release names no archive (a report-only manifest)")
+    if not (root / ".venv").exists() or not (root / "requirements.txt").exists():
+        raise ApplyRefused(f"{root} is not a checkout with its .venv; apply needs one")
+    with open(updates_dir() / "apply.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        current = load_journal() or {}
+        if current.get("state") in ("running", "staged", "switched"):
+            raise ApplyRefused(f"an apply to {current.get('to')} is already in progress")
+        journal = new_journal(manifest, root)
+        _record(journal, "start", "done", f"{VERSION} -> {manifest['version']}")
+    threading.Thread(target=run_job, args=(manifest, root, journal), daemon=True).start()
+    return journal
+
+
+def run_job(manifest: dict, root: Path, journal: dict | None = None) -> None:
+    """The whole apply as the API starts it: prepare, switch, then the supervisor's restart
+    runs the new tree on probation (its health gate decides)."""
+    try:
+        journal = prepare(manifest, root, journal)
+    except ApplyError:
+        return  # recorded in the journal
+    except Exception as exc:  # a bug must not leave a job `running`
+        log.exception("update apply failed")
+        journal = load_journal() or {}
+        if journal.get("state") == "running":
+            _fail(journal, f"internal error: {type(exc).__name__}")
+        return
+    switch(journal)
+    supervisorctl.request_restart()
 
 
 def _discard(journal: dict) -> None:

@@ -51,7 +51,7 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from django.conf import settings
 
-from common import netranges
+from common import netranges, update_journal
 from common.errors import DomainError
 from common.files import atomic_write
 from common.statedir import state_path
@@ -369,4 +369,14 @@ def status(state: dict | None = None) -> dict:
         # Additive: why no update can be reported at all (no pinned key, disabled, no URL).
         "refused": refused_reason(),
         "note": "this host reports updates only; apply them with the channel_hint command",
+        # Additive: the last apply job and its log (docs/updates.md), null when none ran.
+        "job": _job(),
     }
+
+
+def _job() -> dict | None:
+    journal = update_journal.load()
+    if not journal:
+        return None
+    keys = ("id", "state", "step", "from", "to", "error")
+    return {**{k: journal.get(k) for k in keys}, "log": list(journal.get("log") or [])[-40:]}

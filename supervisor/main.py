@@ -23,24 +23,36 @@ import socket
 import ssl
 import sys
 import time
+import urllib.request
 from pathlib import Path
 
 from django.conf import settings
 from django.core.management import call_command
 
 from access import identity, tokens
-from common import netranges
+from common import netranges, update_journal
 from common.ports import PortMap, busy_ports, validate_base_port
 from common.statedir import REDIS_SOCKET, state_dir
 from console import update_apply
 from displays import reaper
 from hooks import worker as hooks_worker
-from supervisor import children, lifecycle, periodic, redis_server, sentinel, web_listener
+from supervisor import (
+    children,
+    launcher,
+    lifecycle,
+    periodic,
+    redis_server,
+    sentinel,
+    web_listener,
+)
 from supervisor.children import Child
 
 log = logging.getLogger("supervisor")
 
 STOP_GRACE_S = 10.0
+# How long a version on probation after an update must keep its children up (docs/updates.md).
+UPDATE_GRACE_S = float(os.environ.get("HOST_UPDATE_GRACE_S", "30"))
+GATE_FAILED_EXIT = 3
 
 
 class StartupError(RuntimeError):
@@ -89,6 +101,7 @@ class Supervisor:
         # The web port's socket, shared by the daphne processes (more than one of them).
         self.web_socket: socket.socket | None = None
         self.started_at = time.time()
+        self._gate_failed: str | None = None
 
     def install_signals(self) -> None:
         """Before anything else: a stop at any moment of the start must be honoured."""
@@ -254,22 +267,84 @@ class Supervisor:
         self._start_sentinel()
         try:
             self._start()
+            gate_until = self._open_gate()
             while not self._stop:
                 for child in self.children:
                     child.check()
                 if self.redis:
                     self.redis.check()
+                if gate_until is not None and self._gate(gate_until):
+                    gate_until = None
                 time.sleep(0.25)
         finally:
             self.shutdown()
             released = time.monotonic()
             self.sentinel.release()
             log.info("sentinel released in %.2f s", time.monotonic() - released)
+        if self._gate_failed:
+            log.error("update health gate failed: %s; rolling back", self._gate_failed)
+            return GATE_FAILED_EXIT  # the launcher puts the previous tree and the backup back
         if self._restart:
             log.info("restarting")
             env = {k: v for k, v in os.environ.items() if k != sentinel.INSTANCE_ENV}
             os.execve(sys.executable, [sys.executable, *sys.argv], env)
         return 0
+
+    # -- the health gate of a version on probation after an update ----------------------------
+    def _on_probation(self) -> bool:
+        job = os.environ.get(launcher.PROBATION_ENV)
+        journal = update_journal.load() or {}
+        return bool(job) and journal.get("state") == "switched" and journal.get("id") == job
+
+    def _open_gate(self) -> float | None:
+        """The gate's deadline when this start is an update's probation, else None."""
+        if self._stop or not self._on_probation():
+            return None
+        if not self._announced:
+            self._fail_gate("the web API did not answer")
+            return None
+        log.info("update probation: children must stay up for %.0f s", UPDATE_GRACE_S)
+        return time.monotonic() + UPDATE_GRACE_S
+
+    def _gate(self, until: float) -> bool:
+        """One look: True once the gate is decided (passed or failed)."""
+        down = [c.name for c in self.children if c.critical and (c.restarts or not c.alive())]
+        if self.redis is not None and not self.redis.alive():
+            down.append("redis")
+        if down:
+            self._fail_gate(f"{', '.join(down)} exited during the grace period")
+            return True
+        if time.monotonic() < until:
+            return False
+        if not self._health_ok():
+            self._fail_gate("/api/v1/health did not answer 200")
+            return True
+        journal = update_journal.load() or {}
+        journal["state"] = "done"
+        update_journal.record(journal, "health", "done", "passed the health gate")
+        log.info("update to %s passed its health gate", journal.get("to"))
+        update_apply.announce_applied()
+        return True
+
+    def _fail_gate(self, reason: str) -> None:
+        self._gate_failed = reason
+        journal = update_journal.load() or {}
+        if journal:
+            update_journal.record(journal, "health", "failed", reason)
+        self._stop = True
+
+    def _health_ok(self) -> bool:
+        host = self.bind if self.bind not in ("0.0.0.0", "::") else "127.0.0.1"
+        host = f"[{host}]" if ":" in host else host
+        context = ssl.create_default_context()
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE  # our own certificate; a probe, not a client
+        url = f"https://{host}:{self.ports.mgmt}/api/v1/health"
+        try:
+            with urllib.request.urlopen(url, timeout=5, context=context) as response:
+                return response.status == 200
+        except (OSError, ValueError):
+            return False
 
     def _start_sentinel(self) -> None:
         """Mark this run (HOST_INSTANCE, inherited by everything it spawns), sweep what an

@@ -4,6 +4,9 @@ host restart, the runtime snapshot and the Windows-only routes' Linux answers.
 
 from __future__ import annotations
 
+from pathlib import Path
+
+from django.conf import settings
 from django.http import HttpResponse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import (
@@ -17,7 +20,7 @@ from rest_framework.response import Response
 
 from access.admin import AdminPrincipal
 from apikit import shapes
-from apikit.base import AdminAPIView, MgmtAPIView, int_param, json_object, ok
+from apikit.base import AdminAPIView, ConsoleMgmtAPIView, MgmtAPIView, int_param, json_object, ok
 from apikit.errors import ApiError
 from apikit.schema import error
 from console import logfile, platform, runtime, telemetry, tokens, update_apply, updater
@@ -197,14 +200,24 @@ class _ApplyRequest(serializers.Serializer):
     force = serializers.BooleanField(required=False, default=False)
 
 
-class V1UpdateApplyView(MgmtAPIView):
+class _ApplyJob(serializers.Serializer):
+    id = serializers.CharField()
+    state = serializers.CharField()
+    to = serializers.CharField()
+
+
+class V1UpdateApplyView(ConsoleMgmtAPIView):  # the dashboard's Apply button too
     @extend_schema(
         request=_ApplyRequest,
-        responses={409: error("refused: a session is live (unless forced), or apply not built")},
-        summary="Apply the announced release (refused: not built on this host)",
-        description="Full admin only (the plugin token gets 403). Always 409 today: while a "
-        "session is live without `force: true` it says so; otherwise it says what of the apply "
-        "is not built (docs/updates.md). `apply` in UpdateStatus stays `notify`.",
+        responses={
+            202: _ApplyJob,
+            400: error("malformed body"),
+            409: error("a session is live (unless forced), no newer release, or a job runs"),
+        },
+        summary="Apply the announced release",
+        description="Full admin only (the plugin token gets 403). 202: the job runs in the "
+        "background (download, verify, stage, back up, switch, restart on probation, health "
+        "gate, rollback on failure); its log is `job` in UpdateStatus (docs/updates.md).",
     )
     def post(self, request):
         # No body is no force; a body must be an object whose `force` (if any) is a boolean.
@@ -214,7 +227,11 @@ class V1UpdateApplyView(MgmtAPIView):
         force = body.get("force", False)
         if not isinstance(force, bool):
             raise ApiError(400, "force must be a boolean")
-        raise update_apply.refusal(force=force)
+        manifest = updater.load_state().get("manifest")
+        root = Path(settings.BASE_DIR)
+        journal = update_apply.start(force, manifest if isinstance(manifest, dict) else None, root)
+        return Response({"id": journal["id"], "state": journal["state"], "to": journal["to"]},
+                        status=202)  # fmt: skip
 
 
 _Size = {

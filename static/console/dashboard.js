@@ -130,6 +130,33 @@
     });
   }
 
+  // Apply the announced release: refused while a session is live unless the operator forces it.
+  async function applyUpdate(button) {
+    if (!window.confirm(`Apply ${button.dataset.version}? The host restarts; a failed start rolls back.`)) return;
+    button.disabled = true;
+    try {
+      await Console.api("POST", "/api/v1/update/apply", { force: false });
+    } catch (error) {
+      if (!(error.status === 409 && error.message.includes("session(s) live")
+            && window.confirm(`${error.message}\n\nApply anyway and end them?`))) {
+        window.alert(error.message);
+        button.disabled = false;
+        return;
+      }
+      try {
+        await Console.api("POST", "/api/v1/update/apply", { force: true });
+      } catch (again) {
+        window.alert(again.message);
+        button.disabled = false;
+        return;
+      }
+    }
+    button.textContent = "Applying… (the host restarts; reload in a minute)";
+  }
+
+  const applyButton = $("update-apply");
+  if (applyButton) applyButton.addEventListener("click", () => applyUpdate(applyButton));
+
   refresh();
   setInterval(refresh, 5000);
   connect();

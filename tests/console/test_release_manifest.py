@@ -15,7 +15,7 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from console import updater
+from console import update_apply, updater
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "scripts" / "sign_release.py"
@@ -77,6 +77,13 @@ def test_script_builds_an_archive_and_a_manifest_the_updater_believes(tmp_path):
     assert source["commit"] == head and manifest["serial"] == 7
     with tarfile.open(archive) as tar:
         assert f"host-{VERSION}/manage.py" in tar.getnames()
+    staged = tmp_path / "rel" / VERSION  # git's pax header and modes stage as they are
+    update_apply.stage(archive, staged)
+    at_head = subprocess.run(
+        ["git", "-C", str(ROOT), "show", "HEAD:manage.py"], check=True, capture_output=True
+    ).stdout
+    assert (staged / "manage.py").read_bytes() == at_head
+    assert (staged / "scripts" / "system-deps.sh").stat().st_mode & 0o111
     # Another key does not verify it.
     with pytest.raises(updater.ManifestError, match="signature"):
         updater.verify_manifest(

@@ -20,6 +20,7 @@ import pytest
 from console import update_apply
 
 VERSION = "v2099.101.0-stable"
+REQS = b"Django==5.2.19\n"
 
 
 def _archive(files: dict[str, bytes], prefix: str = "host-x/", extra=None) -> bytes:
@@ -61,6 +62,8 @@ def root(tmp_path):
     tree = tmp_path / "host"
     tree.mkdir()
     (tree / "manage.py").write_text("running\n")
+    (tree / "requirements.txt").write_text("Django==5.2.19\n")
+    (tree / ".venv").mkdir()
     yield tree
     (update_apply.updates_dir() / update_apply.JOURNAL_FILE).unlink(missing_ok=True)
 
@@ -78,12 +81,15 @@ def _steps(journal: dict) -> list[tuple[str, str]]:
 
 def test_prepare_stages_beside_the_running_tree_and_backs_up(server, root):
     served, url = server
-    served["body"] = _archive({"manage.py": b"new\n", "bin/run.sh": b"#!/bin/sh\n"})
+    served["body"] = _archive(
+        {"manage.py": b"new\n", "bin/run.sh": b"#!/bin/sh\n", "requirements.txt": REQS}
+    )
     journal = update_apply.prepare(_manifest(served["body"], url), root)
     staged = update_apply.releases_dir(root) / VERSION
     assert journal["state"] == "staged" and Path(journal["staged"]) == staged
     assert (staged / "manage.py").read_text() == "new\n"
     assert (staged / "bin/run.sh").stat().st_mode & 0o111
+    assert (staged / ".venv").resolve() == (root / ".venv").resolve()  # same requirements
     assert (root / "manage.py").read_text() == "running\n"
     assert (Path(journal["backup"]) / "files").is_dir()
     assert _steps(journal)[:2] == [("download", "started"), ("download", "done")]
@@ -110,6 +116,15 @@ def test_bad_download_fails_and_leaves_nothing(server, root, over, cut, reason):
     assert not update_apply.releases_dir(root).joinpath(VERSION).exists()
     assert not Path(journal["backup"]).exists()
     assert (root / "manage.py").read_text() == "running\n"
+
+
+def test_a_release_that_changes_requirements_is_refused(server, root):
+    served, url = server
+    served["body"] = _archive({"manage.py": b"new\n", "requirements.txt": b"Django==9\n"})
+    with pytest.raises(update_apply.ApplyError, match="changes requirements.txt"):
+        update_apply.prepare(_manifest(served["body"], url), root)
+    assert update_apply.load_journal()["state"] == "failed"
+    assert not update_apply.releases_dir(root).joinpath(VERSION).exists()
 
 
 def test_report_only_manifest_cannot_be_applied(root):

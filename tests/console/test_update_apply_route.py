@@ -8,7 +8,7 @@ import json
 import pytest
 from django.test import Client
 
-from access import tokens
+from access import credentials, tokens
 from common.version import VERSION
 from console import update_apply, updater
 from tests.support.events import emitted
@@ -36,21 +36,24 @@ def test_plugin_token_and_no_token_cannot_apply(no_sessions):
 
 
 @pytest.mark.django_db
-def test_apply_is_refused_with_what_is_not_built(no_sessions, mgmt):
+def test_apply_without_a_newer_announced_release_is_refused(no_sessions, mgmt, monkeypatch):
+    monkeypatch.setattr(updater, "load_state", lambda: {})
     r = _post(**mgmt)
-    assert r.status_code == 409
-    assert "switching to the staged tree" in r.json()["error"]
-    assert _post({"force": True}, **mgmt).json()["error"] == update_apply.NOT_BUILT_REASON
-    assert updater.status()["apply"] == "notify"
+    assert r.status_code == 409 and "no newer release" in r.json()["error"]
+    report_only = {"version": "v2099.101.0-x", "serial": 3}
+    monkeypatch.setattr(updater, "load_state", lambda: {"manifest": report_only})
+    r = _post(**mgmt)
+    assert r.status_code == 409 and "names no archive" in r.json()["error"]
 
 
 @pytest.mark.django_db
-def test_a_live_session_refuses_apply_unless_forced(no_sessions, mgmt):
+def test_a_live_session_refuses_apply_unless_forced(no_sessions, mgmt, monkeypatch):
+    monkeypatch.setattr(updater, "load_state", lambda: {})
     no_sessions.append({"id": "s1"})
     r = _post(**mgmt)
     assert r.status_code == 409 and "1 session(s) live" in r.json()["error"]
     forced = _post({"force": True}, **mgmt)
-    assert forced.status_code == 409 and forced.json()["error"] == update_apply.NOT_BUILT_REASON
+    assert forced.status_code == 409 and "no newer release" in forced.json()["error"]
 
 
 @pytest.mark.django_db
@@ -93,3 +96,41 @@ def test_no_update_applied_without_a_finished_apply_to_this_version(journal, rec
 def test_no_journal_no_event(journal):
     assert update_apply.announce_applied() is False
     assert emitted("update.applied") == []
+
+
+@pytest.fixture
+def browser():
+    credentials.set_credentials("admin", "s3cret")
+    c = Client()
+    assert c.post("/login", {"username": "admin", "password": "s3cret"}).status_code == 302
+    return c
+
+
+@pytest.mark.django_db
+def test_dashboard_offers_apply_for_a_release_with_an_archive_and_shows_the_job(
+    browser, journal, monkeypatch
+):
+    source = {"commit": "a" * 40, "url": "https://x/y", "sha256": "b" * 64, "size": 1}
+    release = {"version": "v2099.101.0-x", "serial": 3, "published_at": "", "notes_url": ""}
+    monkeypatch.setattr(updater, "refused_reason", lambda: None)
+    monkeypatch.setattr(updater, "load_state", lambda: {"manifest": release})
+    assert 'id="update-apply"' not in browser.get("/").content.decode()  # report-only
+    release["artifacts"] = {"source": source}
+    journal.write_text(
+        json.dumps({"state": "rolled_back", "from": "v1", "to": "v2099.101.0-x",
+                    "error": "the new version exited with 9",
+                    "log": [{"step": "download", "state": "done", "detail": ""}]})
+    )  # fmt: skip
+    page = browser.get("/").content.decode()
+    assert 'id="update-apply" data-version="v2099.101.0-x"' in page
+    assert "rolled_back" in page and "exited with 9" in page and "download done" in page
+
+
+@pytest.mark.django_db
+def test_the_console_session_may_apply_with_its_csrf_token(browser, no_sessions, monkeypatch):
+    monkeypatch.setattr(updater, "load_state", lambda: {})
+    csrf = Client(enforce_csrf_checks=True)
+    csrf.cookies = browser.cookies
+    assert csrf.post(APPLY, data="{}", content_type="application/json").status_code == 403
+    r = browser.post(APPLY, data="{}", content_type="application/json")
+    assert r.status_code == 409 and "no newer release" in r.json()["error"]

@@ -165,6 +165,7 @@ def start_host(
     args: list[str] | None = None,
     env: dict | None = None,
     wait: bool = True,
+    tree: Path = ROOT,
 ) -> LiveHost:
     state_dir = state_dir or Path(tempfile.mkdtemp(prefix="hostmgmt-e2e-"))
     base_port = base_port or free_base_port()
@@ -191,8 +192,8 @@ def start_host(
     log_path = state_dir.parent / f"{state_dir.name}.out"
     log_file = open(log_path, "ab")  # noqa: SIM115 - owned by the process for its lifetime
     proc = subprocess.Popen(
-        [sys.executable, str(ROOT / "manage.py"), "runhost", *(args or [])],
-        cwd=ROOT,
+        [sys.executable, str(tree / "manage.py"), "runhost", *(args or [])],
+        cwd=tree,
         env=full_env,
         stdout=log_file,
         stderr=subprocess.STDOUT,

@@ -1,0 +1,98 @@
+"""The update apply's journal, the switch file, and the restore of a backup: stdlib only,
+because `manage.py runhost` reads them before Django loads (supervisor/launcher.py) to decide
+which tree runs (docs/updates.md, "Apply").
+
+States of a job: running (steps before the switch) -> staged -> switched (the new tree is on
+probation) -> done, or failed (before the switch: nothing changed) or rolled_back (after it:
+the previous tree and the backup are back).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import sqlite3
+import time
+from pathlib import Path
+
+from common.files import atomic_write
+from common.statedir import DB_FILE, state_dir
+
+JOURNAL_FILE = "journal.json"
+ACTIVE_TREE_FILE = "active-tree"
+
+
+def updates_dir() -> Path:
+    path = state_dir() / "updates"
+    path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    return path
+
+
+def load() -> dict | None:
+    try:
+        data = json.loads((updates_dir() / JOURNAL_FILE).read_text())
+    except (FileNotFoundError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def save(journal: dict) -> None:
+    atomic_write(updates_dir() / JOURNAL_FILE, json.dumps(journal))
+
+
+def record(journal: dict, step: str, state: str, detail: str = "") -> None:
+    """Write the step's state before moving on: after a kill the journal says where it was."""
+    journal["step"] = step
+    journal.setdefault("log", []).append(
+        {"at": int(time.time()), "step": step, "state": state, "detail": detail}
+    )
+    save(journal)
+
+
+def active_tree() -> Path | None:
+    """The tree `manage.py runhost` runs when it is not the checkout itself (None: the
+    checkout)."""
+    try:
+        text = (updates_dir() / ACTIVE_TREE_FILE).read_text().strip()
+    except FileNotFoundError:
+        return None
+    return Path(text) if text else None
+
+
+def set_active_tree(tree: Path) -> None:
+    atomic_write(updates_dir() / ACTIVE_TREE_FILE, str(tree))
+
+
+def clear_active_tree() -> None:
+    (updates_dir() / ACTIVE_TREE_FILE).unlink(missing_ok=True)
+
+
+def restore_database(backup: Path, db: Path) -> None:
+    """The backup's content into the database file, page by page (the host is stopped)."""
+    with (
+        contextlib.closing(sqlite3.connect(backup)) as source,
+        contextlib.closing(sqlite3.connect(db)) as target,
+    ):
+        source.backup(target)
+
+
+def restore_state(backup: Path, where: Path) -> None:
+    """Put back what a backup saved: the database and every saved top-level file."""
+    if (backup / DB_FILE).exists():
+        restore_database(backup / DB_FILE, where / DB_FILE)
+    for path in sorted((backup / "files").iterdir()):
+        atomic_write(where / path.name, path.read_bytes(), mode=path.stat().st_mode & 0o777)
+
+
+def rollback(journal: dict, reason: str) -> None:
+    """After a switch: the checkout runs again, with the database and files of the backup."""
+    clear_active_tree()
+    backup = Path(journal.get("backup") or "")
+    restored = "restored" if backup.is_dir() else "no backup to restore"
+    if backup.is_dir():
+        restore_state(backup, state_dir())
+    journal["state"] = "rolled_back"
+    journal["error"] = reason
+    record(journal, "rollback", "done", f"{reason}; {journal.get('from')} runs again ({restored})")
+    os.sync()

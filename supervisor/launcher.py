@@ -1,0 +1,101 @@
+"""Which tree `manage.py runhost` runs, decided before Django loads (docs/updates.md, "Apply").
+
+Without an apply the checkout runs itself. After a switch the new tree first runs on
+probation, as a child of this process: it passes its health gate (supervisor.main writes `done`
+into the journal) or, when it exits before that (crash at start, failed migration, failed
+gate, killed), this process puts the previous tree and the backup back and starts the checkout
+again. A start that finds a probation an earlier run began and never finished (the host was
+killed) rolls back the same way. After `done`, later starts exec the new tree directly.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+from common import procs, update_journal
+
+PROBATION_ENV = "HOST_UPDATE_PROBATION"
+THIS_TREE = Path(__file__).resolve().parent.parent
+
+
+def _say(text: str) -> None:
+    sys.stderr.write(f"runhost: {text}\n")
+    sys.stderr.flush()
+
+
+def _runnable(tree: Path) -> bool:
+    return (tree / "manage.py").is_file() and (tree / ".venv" / "bin" / "python").exists()
+
+
+def _argv(tree: Path, argv: list[str]) -> list[str]:
+    return [str(tree / ".venv" / "bin" / "python"), str(tree / "manage.py"), *argv[1:]]
+
+
+def follow(argv: list[str]) -> None:
+    """Return to run this tree; exec, or run on probation, the tree an apply switched to."""
+    if os.environ.get(PROBATION_ENV):
+        return  # this is the tree on probation (or its restart): it runs itself
+    journal = update_journal.load()
+    if journal and journal.get("state") == "switched":
+        if journal.get("probation_started"):
+            update_journal.rollback(
+                journal, "the host stopped before the new version passed its health gate"
+            )
+            _say(f"update to {journal.get('to')} rolled back: {journal['error']}")
+        else:
+            _probation(journal, argv)
+        return
+    target = update_journal.active_tree()
+    if target is None or target.resolve() == THIS_TREE:
+        return
+    if not _runnable(target):
+        _say(f"{target} (the applied update) cannot run: it lacks manage.py or .venv; running "
+             f"{THIS_TREE}")  # fmt: skip
+        return
+    os.execv(_argv(target, argv)[0], _argv(target, argv))
+
+
+def _probation(journal: dict, argv: list[str]) -> None:
+    """Run the new tree as a child until it exits. Returns (to run this tree) only after a
+    rollback the host was not asked to stop during; exits otherwise."""
+    staged = Path(journal["staged"])
+    if not _runnable(staged):
+        update_journal.rollback(journal, f"{staged} cannot run (no manage.py or .venv)")
+        _say(f"update rolled back: {journal['error']}")
+        return
+    journal["probation_started"] = True
+    update_journal.record(journal, "restart", "started", f"{journal.get('to')} on probation")
+    env = {**os.environ, PROBATION_ENV: str(journal.get("id") or "1")}
+    # The new version stops with this process, even after a kill -9 of it: the next start
+    # then finds the probation unfinished and rolls back.
+    child = subprocess.Popen(
+        _argv(staged, argv), env=env, cwd=staged, preexec_fn=procs.die_with_me()
+    )
+    stopping = []
+
+    def forward(signum, frame):
+        if signum != signal.SIGHUP:
+            stopping.append(signum)
+        child.send_signal(signum)
+
+    for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(signum, forward)
+    code = child.wait()
+    for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(signum, signal.SIG_DFL)
+    current = update_journal.load() or {}
+    if current.get("state") == "done":
+        sys.exit(code)
+    update_journal.rollback(
+        current or journal,
+        "the host was stopped before the new version passed its health gate"
+        if stopping
+        else f"the new version exited with {code} before passing its health gate",
+    )
+    _say(f"update to {journal.get('to')} rolled back: {(current or journal)['error']}")
+    if stopping:
+        sys.exit(0)

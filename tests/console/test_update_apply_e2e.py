@@ -1,0 +1,195 @@
+"""A real apply on a real host: a release built from this tree's HEAD with a version bump,
+signed by scripts/sign_release.py with a test key pinned through HOST_UPDATE_PUBLIC_KEY and
+served on loopback. The host stages it, switches, restarts on probation, passes the health gate
+and emits `update.applied` once; a release that crashes at start is rolled back with the
+database intact."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import threading
+import time
+from functools import partial
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.support.livehost import ROOT, start_host
+
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+
+OLD_VERSION = "v2026.1126.0-dev"  # common/version.py at HEAD is checked below
+NEW_VERSION = "v2099.101.0-test"
+SCRIPT = "scripts/sign_release.py"
+
+
+def _git(where: Path, *args: str) -> str:
+    return subprocess.run(
+        ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-C", str(where), *args],
+        check=True, capture_output=True, text=True,
+    ).stdout.strip()  # fmt: skip
+
+
+def _export_head(dest: Path) -> None:
+    dest.mkdir(parents=True)
+    archive = subprocess.run(
+        ["git", "-C", str(ROOT), "archive", "--format=tar", "HEAD"], check=True, capture_output=True
+    ).stdout
+    subprocess.run(["tar", "-x", "-C", str(dest)], input=archive, check=True)
+
+
+class _Quiet(SimpleHTTPRequestHandler):
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture
+def rig(tmp_path):
+    """The running checkout (HEAD with the tests' venv), a release source with a version bump
+    (optionally broken), a signing key, and a loopback release server."""
+    host_tree = tmp_path / "host"
+    _export_head(host_tree)
+    (host_tree / ".venv").symlink_to((ROOT / ".venv").resolve())
+    out = tmp_path / "out"
+    out.mkdir()
+    server = ThreadingHTTPServer(("127.0.0.1", 0), partial(_Quiet, directory=str(out)))
+    threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True).start()
+    key = tmp_path / "key.pem"
+    python = str(ROOT / ".venv" / "bin" / "python")
+    pub = subprocess.run(
+        [python, str(ROOT / SCRIPT), "keygen", str(key)], check=True, capture_output=True, text=True
+    ).stdout.strip()
+
+    def release(extra_patch=None):
+        src = tmp_path / "release-src"
+        _export_head(src)
+        version_py = src / "common" / "version.py"
+        text = version_py.read_text()
+        assert f'VERSION = "{OLD_VERSION}"' in text
+        version_py.write_text(text.replace(OLD_VERSION, NEW_VERSION))
+        if extra_patch:
+            extra_patch(src)
+        _git(src, "init", "-q")
+        _git(src, "add", "-A")
+        _git(src, "commit", "-q", "-m", "release")
+        base = f"http://127.0.0.1:{server.server_port}/"
+        subprocess.run(
+            [python, str(src / SCRIPT), "build", str(key), NEW_VERSION, "5", base, str(out)],
+            check=True, capture_output=True,
+        )  # fmt: skip
+
+    env = {
+        "HOST_UPDATE_PUBLIC_KEY": pub,
+        "HOST_UPDATE_MANIFEST_URL": f"http://127.0.0.1:{server.server_port}/manifest.json",
+        "HOST_UPDATE_GRACE_S": "5",
+    }
+    yield host_tree, release, env
+    server.shutdown()
+
+
+def _status(host) -> dict | None:
+    try:
+        with host.mgmt() as c:
+            r = c.get("/api/v1/update/status")
+            return r.json() if r.status_code == 200 else None
+    except (httpx.HTTPError, OSError):
+        return None
+
+
+def _wait_job(host, states: set[str], timeout: float = 400) -> dict:
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        if host.proc.poll() is not None:
+            raise AssertionError(f"host exited {host.proc.returncode}:\n{host.log_tail()}")
+        status = _status(host)
+        if status and status.get("job"):
+            last = status
+            if status["job"]["state"] in states and status["current_version"] == (
+                NEW_VERSION if status["job"]["state"] == "done" else OLD_VERSION
+            ):
+                return status
+        time.sleep(1)
+    raise AssertionError(f"job did not reach {states}: {json.dumps(last)}\n{host.log_tail(120)}")
+
+
+def _applied_events(host) -> list[dict]:
+    seen = []
+    with host.mgmt() as c:
+        try:
+            with c.stream("GET", "/api/v1/events?since=0&kinds=update.*",
+                          timeout=httpx.Timeout(4, read=4)) as r:  # fmt: skip
+                for line in r.iter_lines():
+                    if line.startswith("data:"):
+                        event = json.loads(line[5:])
+                        if event["kind"] == "update.applied":
+                            seen.append(event)
+        except httpx.ReadTimeout:
+            pass
+    return seen
+
+
+def _apply(host) -> None:
+    with host.mgmt() as c:
+        r = c.post("/api/v1/update/check")
+        assert r.status_code == 200 and r.json()["available"], r.text
+        r = c.post("/api/v1/update/apply", json={})
+        assert r.status_code == 202, r.text
+
+
+def _restart(host) -> None:
+    with host.mgmt() as c:
+        assert c.post("/api/v1/host/restart").status_code in (200, 202)
+    time.sleep(3)
+    host.wait_ready(timeout=200)
+
+
+def test_apply_restarts_into_the_new_version_and_announces_it_once(rig):
+    host_tree, release, env = rig
+    release()
+    host = start_host(tree=host_tree, env=env)
+    try:
+        _apply(host)
+        status = _wait_job(host, {"done", "rolled_back", "failed"})
+        assert status["job"]["state"] == "done", json.dumps(status["job"])
+        assert status["current_version"] == NEW_VERSION
+        host.wait_ready(timeout=200)
+        events = _applied_events(host)
+        assert [(e["from"], e["to"]) for e in events] == [(OLD_VERSION, NEW_VERSION)]
+        _restart(host)
+        assert _status(host)["current_version"] == NEW_VERSION
+        assert len(_applied_events(host)) <= 1  # never again (the ring may not survive)
+        journal = json.loads((host.state_dir / "updates" / "journal.json").read_text())
+        assert journal["state"] == "done" and journal["announced"]
+    finally:
+        assert host.stop() == 0, host.log_tail(120)
+
+
+def test_a_release_that_crashes_at_start_is_rolled_back_with_the_data_intact(rig):
+    host_tree, release, env = rig
+
+    def crash(src: Path) -> None:
+        settings_py = src / "hostmgmt" / "settings.py"
+        settings_py.write_text(settings_py.read_text() + "\nraise SystemExit(9)\n")
+
+    release(crash)
+    host = start_host(tree=host_tree, env=env)
+    try:
+        with host.mgmt() as c:
+            r = c.post("/api/v1/library/custom", json={"title": "Kept Game"})
+            assert r.status_code == 201, r.text
+        _apply(host)
+        status = _wait_job(host, {"rolled_back", "failed", "done"})
+        assert status["job"]["state"] == "rolled_back", json.dumps(status["job"])
+        assert "exited with" in status["job"]["error"]
+        host.wait_ready(timeout=200)
+        assert _status(host)["current_version"] == OLD_VERSION
+        with host.mgmt() as c:
+            names = json.dumps(c.get("/api/v1/library").json())
+        assert "Kept Game" in names
+        assert _applied_events(host) == []
+    finally:
+        assert host.stop() == 0, host.log_tail(120)

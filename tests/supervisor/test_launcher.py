@@ -1,0 +1,130 @@
+"""Which tree `manage.py runhost` runs after a switch: the new tree on probation as a real child
+process, rolled back (previous tree, database restored) when it exits before passing its health
+gate or when an earlier probation was killed; exec'd directly once it passed."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import sys
+from pathlib import Path
+
+import pytest
+
+from common import update_journal
+from supervisor import launcher
+
+STUB = """
+import json, os, sys
+from pathlib import Path
+state = Path(os.environ["HOST_STATE_DIR"])
+(state / "child-env").write_text(os.environ.get("HOST_UPDATE_PROBATION", ""))
+behaviour = (Path(__file__).parent / "behaviour").read_text()
+if behaviour == "pass":
+    path = state / "updates" / "journal.json"
+    journal = json.loads(path.read_text())
+    journal["state"] = "done"
+    path.write_text(json.dumps(journal))
+    sys.exit(0)
+with open(state / "db.sqlite3", "ab"):
+    pass
+import sqlite3
+conn = sqlite3.connect(state / "db.sqlite3")
+conn.execute("delete from t")  # the failing version's damage
+conn.commit()
+sys.exit(7)
+"""
+
+
+@pytest.fixture
+def rig(tmp_path, monkeypatch):
+    state = tmp_path / "state"
+    state.mkdir()
+    monkeypatch.setenv("HOST_STATE_DIR", str(state))
+    monkeypatch.delenv(launcher.PROBATION_ENV, raising=False)
+    conn = sqlite3.connect(state / "db.sqlite3")
+    conn.execute("create table t (v text)")
+    conn.execute("insert into t values ('kept')")
+    conn.commit()
+    conn.close()
+    backup = tmp_path / "backup"
+    (backup / "files").mkdir(parents=True)
+    sqlite3.connect(state / "db.sqlite3").backup(sqlite3.connect(backup / "db.sqlite3"))
+    new = tmp_path / "new"
+    (new / ".venv" / "bin").mkdir(parents=True)
+    (new / ".venv" / "bin" / "python").symlink_to(sys.executable)
+    (new / "manage.py").write_text(STUB)
+    journal = {"id": "job1", "state": "switched", "from": "v1", "to": "v2",
+               "staged": str(new), "backup": str(backup), "log": []}  # fmt: skip
+    update_journal.save(journal)
+    update_journal.set_active_tree(new)
+    return state, new
+
+
+def _rows(state: Path) -> list:
+    conn = sqlite3.connect(state / "db.sqlite3")
+    try:
+        return conn.execute("select v from t").fetchall()
+    finally:
+        conn.close()
+
+
+def test_a_new_version_that_exits_before_its_gate_is_rolled_back(rig):
+    state, new = rig
+    (new / "behaviour").write_text("crash")
+    launcher.follow(["manage.py", "runhost"])  # returns: the checkout runs again
+    journal = update_journal.load()
+    assert journal["state"] == "rolled_back" and "exited with 7" in journal["error"]
+    assert update_journal.active_tree() is None
+    assert _rows(state) == [("kept",)]  # the backup is back
+    assert (state / "child-env").read_text() == "job1"
+
+
+def test_a_new_version_that_passes_its_gate_keeps_running(rig):
+    state, new = rig
+    (new / "behaviour").write_text("pass")
+    with pytest.raises(SystemExit) as exited:
+        launcher.follow(["manage.py", "runhost"])
+    assert exited.value.code == 0
+    assert update_journal.load()["state"] == "done"
+    assert update_journal.active_tree() == new
+
+
+def test_a_probation_killed_earlier_is_rolled_back_at_the_next_start(rig):
+    state, new = rig
+    journal = update_journal.load()
+    journal["probation_started"] = True
+    update_journal.save(journal)
+    conn = sqlite3.connect(state / "db.sqlite3")
+    conn.execute("delete from t")
+    conn.commit()
+    conn.close()
+    launcher.follow(["manage.py", "runhost"])
+    assert update_journal.load()["state"] == "rolled_back"
+    assert update_journal.active_tree() is None and _rows(state) == [("kept",)]
+    assert not (state / "child-env").exists()  # the new version was not started again
+
+
+def test_after_a_passed_gate_later_starts_exec_the_new_tree(rig, monkeypatch):
+    state, new = rig
+    journal = update_journal.load()
+    journal["state"] = "done"
+    update_journal.save(journal)
+    calls = []
+    monkeypatch.setattr(launcher.os, "execv", lambda path, argv: calls.append(argv))
+    launcher.follow(["manage.py", "runhost", "--no-mgmt-token"])
+    assert calls == [[str(new / ".venv/bin/python"), str(new / "manage.py"), "runhost",
+                      "--no-mgmt-token"]]  # fmt: skip
+
+
+def test_a_tree_on_probation_runs_itself(rig, monkeypatch):
+    monkeypatch.setenv(launcher.PROBATION_ENV, "job1")
+    launcher.follow(["manage.py", "runhost"])
+    assert update_journal.load()["state"] == "switched"
+
+
+def test_no_apply_runs_the_checkout(tmp_path, monkeypatch):
+    monkeypatch.setenv("HOST_STATE_DIR", str(tmp_path))
+    monkeypatch.setattr(launcher.os, "execv", lambda *a: pytest.fail("exec without an apply"))
+    launcher.follow(["manage.py", "runhost"])
+    assert json.dumps(update_journal.load()) == "null"
