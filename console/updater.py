@@ -3,8 +3,8 @@
 The manifest is fetched from `update_manifest_url` (a config schema key: host config file, else
 the HOST_UPDATE_MANIFEST_URL environment; https, plain http only to loopback) and must carry a
 valid Ed25519 signature by the key pinned in `settings.UPDATE_PUBLIC_KEY`; anything else is
-recorded as `last_error` and never believed. This host only reports: there is no apply (`apply`
-is `notify`).
+recorded as `last_error` and never believed. Applying a release is console/update_apply.py's
+(`apply` is `manual`: started through POST /api/v1/update/apply; docs/updates.md).
 
 No release signing key exists yet, so this build pins none and refuses every manifest: the
 status says so in `refused` (and the console's dashboard shows it) instead of pretending that
@@ -357,7 +357,7 @@ def status(state: dict | None = None) -> dict:
         "install_kind": INSTALL_KIND,
         "channel": (manifest or {}).get("channel", "stable"),
         "current_version": VERSION,
-        "apply": "notify",
+        "apply": "manual",
         "channel_hint": "git pull && make run",
         "check_disabled": check_disabled(),
         "available": bool(manifest and is_newer(manifest["version"])),
@@ -365,10 +365,11 @@ def status(state: dict | None = None) -> dict:
         "last_checked_unix": state.get("last_checked_unix"),
         "last_error": state.get("last_error"),
         "not_published": bool(state.get("not_published")),
-        "apply_supported": False,
+        "apply_supported": True,
         # Additive: why no update can be reported at all (no pinned key, disabled, no URL).
         "refused": refused_reason(),
-        "note": "this host reports updates only; apply them with the channel_hint command",
+        "note": "apply an available release with POST /api/v1/update/apply (the dashboard's "
+        "Apply button) when it names its archive, else with the channel_hint command",
         # Additive: the last apply job and its log (docs/updates.md), null when none ran.
         "job": _job(),
     }

@@ -70,4 +70,4 @@ def test_status_and_update_status(live_host):
         assert status.status_code == 200
         assert status.json()["active_sessions"] == 0
         update = c.get("/api/v1/update/status").json()
-        assert update["apply"] == "notify" and update["current_version"].startswith("v")
+        assert update["apply"] == "manual" and update["current_version"].startswith("v")

@@ -84,7 +84,7 @@ def test_newer_release_is_reported_and_announced_once(release):
     status = updater.check()
     assert status["available"] is True
     assert status["manifest"]["version"] == NEWER and status["manifest"]["stale"] is False
-    assert status["last_error"] is None and status["apply"] == "notify"
+    assert status["last_error"] is None and status["apply"] == "manual"
     updater.check()
     announced = emitted("update.available")
     assert len(announced) == 1
@@ -198,7 +198,7 @@ def test_routes_and_forced_check_rate_limit(release, admin, mgmt):
     assert c.post("/api/v1/update/check", **mgmt).status_code == 429
     admin_body = c.get("/api/update", **admin).json()
     assert admin_body["status"] is True and admin_body["available"] is True
-    assert admin_body["apply_supported"] is False
+    assert admin_body["apply_supported"] is True
     v1 = c.get("/api/v1/update/status", **mgmt).json()
     assert v1["current_version"] and "status" not in v1
 
