@@ -1,11 +1,11 @@
-"""The steps of an update apply that come before the switch, each recorded in a journal, and the
-recovery a start runs after a kill (docs/updates.md, "Apply").
+"""An update apply up to the switch, each step recorded in the journal (common/update_journal),
+the restart that follows, `update.applied`, and the recovery a start runs after a kill
+(docs/updates.md, "Apply").
 
-Built: download (bounded by the manifest's size), sha256 check, staging of the archive beside
-the running tree, backup and restore of the database (sqlite3 backup API) and the state files.
-Not built: the staged tree's environment, its migrations, the switch, the restart and the health
-gate; so nothing here ever changes which tree runs, and `recover()` only has the steps before a
-switch to undo.
+Here: download (bounded by the manifest's size), sha256 check, staging beside the running tree,
+its environment, the backup of the database (sqlite3 backup API) and state files, the switch and
+the restart request. What runs after the restart (probation, health gate, rollback) is
+supervisor/launcher.py's and supervisor.main's.
 """
 
 from __future__ import annotations
@@ -274,6 +274,8 @@ def start(force: bool, manifest: dict | None, root: Path) -> dict:
         raise ApplyRefused("the announced release names no archive (a report-only manifest)")
     if not (root / ".venv").exists() or not (root / "requirements.txt").exists():
         raise ApplyRefused(f"{root} is not a checkout with its .venv; apply needs one")
+    if not os.environ.get("HOST_SUPERVISOR_PID"):
+        raise ApplyRefused("not running under the supervisor (`manage.py runhost`): no restart")
     with open(updates_dir() / "apply.lock", "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         current = load_journal() or {}
@@ -338,10 +340,11 @@ def announce_applied() -> bool:
 
 
 def recover() -> dict | None:
-    """At start: a job a kill interrupted before any switch is failed and its leftovers
-    removed; the running tree was never changed. Returns the journal it settled, if any."""
+    """At start: a job a kill interrupted before any switch (`running`, or `staged` and not yet
+    switched) is failed and its leftovers removed; the running tree was never changed. Returns
+    the journal it settled, if any."""
     journal = load_journal()
-    if not journal or journal.get("state") != "running":
+    if not journal or journal.get("state") not in ("running", "staged"):
         return None
     _fail(journal, f"interrupted during {journal.get('step') or 'start'} (the host stopped)")
     return journal

@@ -211,7 +211,7 @@ def test_backup_and_restore_bring_back_the_database_and_files(tmp_path):
     assert (where / "host.conf").read_text() == "a=1\n"
 
 
-@pytest.mark.parametrize("step", update_apply.STEPS)
+@pytest.mark.parametrize("step", [*update_apply.STEPS, "staged"])
 def test_recover_after_a_kill_at_each_step_removes_the_leftovers(root, step):
     manifest = _manifest(b"x", "http://127.0.0.1:9/x")
     journal = update_apply.new_journal(manifest, root)
@@ -219,13 +219,16 @@ def test_recover_after_a_kill_at_each_step_removes_the_leftovers(root, step):
     staged.with_name(staged.name + ".partial").mkdir(parents=True)
     Path(journal["backup"] + ".partial").mkdir(parents=True)
     journal["log"] = []
+    if step == "staged":  # killed after the last step, before the switch
+        staged.mkdir(parents=True)
+        journal["state"] = "staged"
     update_apply._record(journal, step, "started")  # the kill comes here
     settled = update_apply.recover()
     assert settled["state"] == "failed" and step in settled["error"]
     assert (
         json.loads((update_apply.updates_dir() / "journal.json").read_text())["state"] == "failed"
     )
-    assert not staged.with_name(staged.name + ".partial").exists()
+    assert not staged.with_name(staged.name + ".partial").exists() and not staged.exists()
     assert not Path(journal["backup"] + ".partial").exists()
     assert (root / "manage.py").read_text() == "running\n"
     assert update_apply.recover() is None  # settled once

@@ -4,6 +4,7 @@ and refused with what is not built otherwise; `update.applied` once per finished
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 from django.test import Client
@@ -134,3 +135,27 @@ def test_the_console_session_may_apply_with_its_csrf_token(browser, no_sessions,
     assert csrf.post(APPLY, data="{}", content_type="application/json").status_code == 403
     r = browser.post(APPLY, data="{}", content_type="application/json")
     assert r.status_code == 409 and "no newer release" in r.json()["error"]
+
+
+@pytest.mark.django_db
+def test_apply_starts_one_job_at_a_time(no_sessions, mgmt, journal, monkeypatch):
+    source = {"commit": "a" * 40, "url": "https://x/y", "sha256": "b" * 64, "size": 1}
+    release = {"version": "v2099.101.0-x", "serial": 3, "artifacts": {"source": source}}
+    monkeypatch.setattr(updater, "load_state", lambda: {"manifest": release})
+    started = []
+    monkeypatch.setattr(update_apply, "run_job", lambda *args: started.append(args))
+    monkeypatch.delenv("HOST_SUPERVISOR_PID", raising=False)
+    r = _post(**mgmt)
+    assert r.status_code == 409 and "not running under the supervisor" in r.json()["error"]
+    monkeypatch.setenv("HOST_SUPERVISOR_PID", "1")
+    r = _post(**mgmt)
+    assert r.status_code == 202, r.content
+    assert r.json()["to"] == "v2099.101.0-x" and r.json()["state"] == "running"
+    assert update_apply.load_journal()["id"] == r.json()["id"]
+    again = _post({"force": True}, **mgmt)
+    assert again.status_code == 409 and "already in progress" in again.json()["error"]
+    for _ in range(50):  # the job's thread
+        if started:
+            break
+        time.sleep(0.02)
+    assert len(started) == 1 and started[0][0] == release
