@@ -340,8 +340,12 @@ class Supervisor:
         context.check_hostname = False
         context.verify_mode = ssl.CERT_NONE  # our own certificate; a probe, not a client
         url = f"https://{host}:{self.ports.mgmt}/api/v1/health"
+        # No proxy: the probe is for this host's own port.
+        opener = urllib.request.build_opener(
+            urllib.request.ProxyHandler({}), urllib.request.HTTPSHandler(context=context)
+        )
         try:
-            with urllib.request.urlopen(url, timeout=5, context=context) as response:
+            with opener.open(url, timeout=5) as response:
                 return response.status == 200
         except (OSError, ValueError):
             return False
