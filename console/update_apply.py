@@ -30,6 +30,7 @@ from common.statedir import DB_FILE, state_dir
 from common.version import VERSION
 from console.updater import is_newer
 from hooks import event_kinds, events
+from hooks.events import SEQ_FILE
 from streaming import services as streaming_services
 
 log = logging.getLogger(__name__)
@@ -187,12 +188,18 @@ def backup_database(db: Path, dest: Path) -> None:
         source.close()
 
 
+# Never put back: the event bus's sequence floor must only rise (a rewound one would reuse seq
+# numbers consumers already saw); lock files hold nothing.
+NOT_RESTORED = {SEQ_FILE}
+
+
 def _state_files(where: Path) -> list[Path]:
-    skip = {DB_FILE, f"{DB_FILE}-wal", f"{DB_FILE}-shm", f"{DB_FILE}-journal"}
+    skip = {DB_FILE, f"{DB_FILE}-wal", f"{DB_FILE}-shm", f"{DB_FILE}-journal", *NOT_RESTORED}
     return sorted(
         p
         for p in where.iterdir()
         if p.name not in skip
+        and not p.name.endswith(".lock")
         and p.is_file()
         and not p.is_symlink()
         and p.stat().st_size <= MAX_STATE_FILE_BYTES

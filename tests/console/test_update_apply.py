@@ -197,18 +197,23 @@ def test_backup_and_restore_bring_back_the_database_and_files(tmp_path):
         conn.execute("insert into t values ('before')")
     conn.close()
     (where / "host.conf").write_text("a=1\n")
+    (where / "events-seq").write_text("100")
+    (where / "events-seq.lock").write_text("")
     update_apply.backup_state(where, tmp_path / "backup")
+    assert sorted(p.name for p in (tmp_path / "backup" / "files").iterdir()) == ["host.conf"]
     with sqlite3.connect(db) as conn:  # a failing migration's damage
         conn.execute("delete from t")
         conn.execute("create table added (x)")
     conn.close()
     (where / "host.conf").write_text("a=2\n")
+    (where / "events-seq").write_text("150")
     update_apply.restore_state(tmp_path / "backup", where)
     conn = sqlite3.connect(db)
     assert conn.execute("select v from t").fetchall() == [("before",)]
     assert conn.execute("select name from sqlite_master where name='added'").fetchall() == []
     conn.close()
     assert (where / "host.conf").read_text() == "a=1\n"
+    assert (where / "events-seq").read_text() == "150"  # the bus's floor only rises
 
 
 @pytest.mark.parametrize("step", [*update_apply.STEPS, "staged"])
