@@ -10,6 +10,7 @@ the previous tree and the backup are back).
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import sqlite3
@@ -66,6 +67,15 @@ def set_active_tree(tree: Path) -> None:
 
 def clear_active_tree() -> None:
     (updates_dir() / ACTIVE_TREE_FILE).unlink(missing_ok=True)
+
+
+def checkout_mark(root: Path) -> str:
+    """What says the checkout changed under an applied update (a `git pull` since): the digest
+    of its version file."""
+    try:
+        return hashlib.sha256((root / "common" / "version.py").read_bytes()).hexdigest()
+    except OSError:
+        return ""
 
 
 def restore_database(backup: Path, db: Path) -> None:

@@ -262,6 +262,7 @@ def switch(journal: dict) -> None:
     """The journal says `switched` before the switch file names the new tree: a kill between
     the two still starts the new tree on probation (supervisor/launcher.py), never without."""
     journal["state"] = "switched"
+    journal["checkout_mark"] = update_journal.checkout_mark(Path(journal["root"]))
     _record(journal, "switch", "done", f"{journal['from']} -> {journal['to']}")
     update_journal.set_active_tree(Path(journal["staged"]))
 

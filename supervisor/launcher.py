@@ -5,7 +5,8 @@ probation, as a child of this process: it passes its health gate (supervisor.mai
 into the journal) or, when it exits before that (crash at start, failed migration, failed
 gate, killed), this process puts the previous tree and the backup back and starts the checkout
 again. A start that finds a probation an earlier run began and never finished (the host was
-killed) rolls back the same way. After `done`, later starts exec the new tree directly.
+killed) rolls back the same way. After `done`, later starts exec the new tree directly, until
+the checkout itself changes (a `git pull`): then the checkout runs again.
 """
 
 from __future__ import annotations
@@ -51,6 +52,13 @@ def follow(argv: list[str]) -> None:
         return
     target = update_journal.active_tree()
     if target is None or target.resolve() == THIS_TREE:
+        return
+    if journal and journal.get("checkout_mark") not in (
+        None,
+        update_journal.checkout_mark(THIS_TREE),
+    ):
+        update_journal.clear_active_tree()  # the operator updated the checkout by hand since
+        _say(f"{THIS_TREE} changed since the update to {journal.get('to')}; running it")
         return
     if not _runnable(target):
         _say(f"{target} (the applied update) cannot run: it lacks manage.py or .venv; running "

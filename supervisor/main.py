@@ -323,7 +323,10 @@ class Supervisor:
         journal["state"] = "done"
         update_journal.record(journal, "health", "done", "passed the health gate")
         log.info("update to %s passed its health gate", journal.get("to"))
-        update_apply.announce_applied()
+        try:
+            update_apply.announce_applied()
+        except Exception:  # the update stands; a lost event must not stop the host
+            log.warning("could not announce update.applied", exc_info=True)
         return True
 
     def _fail_gate(self, reason: str) -> None:

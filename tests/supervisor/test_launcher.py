@@ -109,12 +109,23 @@ def test_after_a_passed_gate_later_starts_exec_the_new_tree(rig, monkeypatch):
     state, new = rig
     journal = update_journal.load()
     journal["state"] = "done"
+    journal["checkout_mark"] = update_journal.checkout_mark(launcher.THIS_TREE)
     update_journal.save(journal)
     calls = []
     monkeypatch.setattr(launcher.os, "execv", lambda path, argv: calls.append(argv))
     launcher.follow(["manage.py", "runhost", "--no-mgmt-token"])
     assert calls == [[str(new / ".venv/bin/python"), str(new / "manage.py"), "runhost",
                       "--no-mgmt-token"]]  # fmt: skip
+
+
+def test_a_checkout_updated_by_hand_since_wins_over_the_applied_tree(rig, monkeypatch):
+    journal = update_journal.load()
+    journal["state"] = "done"
+    journal["checkout_mark"] = "an older version file"
+    update_journal.save(journal)
+    monkeypatch.setattr(launcher.os, "execv", lambda *a: pytest.fail("ran the applied tree"))
+    launcher.follow(["manage.py", "runhost"])
+    assert update_journal.active_tree() is None
 
 
 def test_a_tree_on_probation_runs_itself(rig, monkeypatch):
