@@ -1,8 +1,8 @@
 """A real apply on a real host: a release built from this tree's HEAD with a version bump,
 signed by scripts/sign_release.py with a test key pinned through HOST_UPDATE_PUBLIC_KEY and
 served on loopback. The host stages it, switches, restarts on probation, passes the health gate
-and emits `update.applied` once; a release that crashes at start is rolled back with the
-database intact."""
+and emits `update.applied` once; a release that damages the database and crashes at start is
+rolled back, the database restored from the backup."""
 
 from __future__ import annotations
 
@@ -173,7 +173,13 @@ def test_a_release_that_crashes_at_start_is_rolled_back_with_the_data_intact(rig
 
     def crash(src: Path) -> None:
         settings_py = src / "hostmgmt" / "settings.py"
-        settings_py.write_text(settings_py.read_text() + "\nraise SystemExit(9)\n")
+        settings_py.write_text(
+            settings_py.read_text()
+            # The new version damages the data (as a bad migration would), then dies.
+            + "\nimport sqlite3 as _sq\n_c = _sq.connect(STATE_DIR / DB_FILE)\n"
+            "_c.execute('delete from library_customentry')\n_c.commit()\n_c.close()\n"
+            "raise SystemExit(9)\n"
+        )
 
     release(crash)
     host = start_host(tree=host_tree, env=env)
