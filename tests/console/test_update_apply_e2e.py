@@ -7,6 +7,7 @@ rolled back, the database restored from the backup."""
 from __future__ import annotations
 
 import json
+import socket
 import subprocess
 import threading
 import time
@@ -132,6 +133,23 @@ def _applied_events(host) -> list[dict]:
     return seen
 
 
+def _wait_ports_free(host, timeout: float = 60) -> None:
+    """Until the killed run's processes (stopping on their own) no longer hold its ports."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        busy = False
+        for port in (host.base_port, host.mgmt_port):
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+                busy = True
+            except OSError:
+                pass
+        if not busy:
+            return
+        time.sleep(0.5)
+    raise AssertionError("the killed host's ports stayed busy")
+
+
 def _apply(host) -> None:
     with host.mgmt() as c:
         r = c.post("/api/v1/update/check")
@@ -199,3 +217,38 @@ def test_a_release_that_crashes_at_start_is_rolled_back_with_the_data_intact(rig
         assert _applied_events(host) == []
     finally:
         assert host.stop() == 0, host.log_tail(120)
+
+
+def test_a_kill_during_probation_rolls_back_at_the_next_start(rig):
+    host_tree, release, env = rig
+    release()
+    host = start_host(tree=host_tree, env=env)
+    journal_path = host.state_dir / "updates" / "journal.json"
+    try:
+        with host.mgmt() as c:
+            assert c.post("/api/v1/library/custom", json={"title": "Kept Game"}).status_code == 201
+        _apply(host)
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline:  # the new version is starting on probation
+            try:
+                if json.loads(journal_path.read_text()).get("probation_started"):
+                    break
+            except (FileNotFoundError, ValueError):
+                pass
+            time.sleep(0.2)
+        else:
+            raise AssertionError(f"no probation:\n{host.log_tail(120)}")
+        host.proc.kill()  # kill -9 of the launcher; the new version dies with it
+        host.proc.wait()
+    finally:
+        host.stop()
+    _wait_ports_free(host)
+    again = start_host(tree=host_tree, env=env, state_dir=host.state_dir, base_port=host.base_port)
+    try:
+        journal = json.loads(journal_path.read_text())
+        assert journal["state"] == "rolled_back", journal
+        assert _status(again)["current_version"] == OLD_VERSION
+        with again.mgmt() as c:
+            assert "Kept Game" in json.dumps(c.get("/api/v1/library").json())
+    finally:
+        assert again.stop() == 0, again.log_tail(120)
