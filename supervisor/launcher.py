@@ -79,9 +79,14 @@ def _probation(journal: dict, argv: list[str]) -> None:
     update_journal.record(journal, "restart", "started", f"{journal.get('to')} on probation")
     env = {**os.environ, PROBATION_ENV: str(journal.get("id") or "1")}
     # The new version stops with this process, even after a kill -9 of it: the next start
-    # then finds the probation unfinished and rolls back.
+    # then finds the probation unfinished and rolls back. Its own session: a terminal's Ctrl-C
+    # reaches it once, forwarded from here.
     child = subprocess.Popen(
-        _argv(staged, argv), env=env, cwd=staged, preexec_fn=procs.die_with_me()
+        _argv(staged, argv),
+        env=env,
+        cwd=staged,
+        preexec_fn=procs.die_with_me(),
+        start_new_session=True,
     )
     stopping = []
 
