@@ -186,20 +186,53 @@ def test_apply_restarts_into_the_new_version_and_announces_it_once(rig):
         assert host.stop() == 0, host.log_tail(120)
 
 
-def test_a_release_that_crashes_at_start_is_rolled_back_with_the_data_intact(rig):
+def _crash_at_start(src: Path) -> None:
+    """The new version damages the data (as a bad migration would), then dies at start."""
+    settings_py = src / "hostmgmt" / "settings.py"
+    settings_py.write_text(
+        settings_py.read_text() + "\nimport sqlite3 as _sq\n_c = _sq.connect(STATE_DIR / DB_FILE)\n"
+        "_c.execute('delete from library_customentry')\n_c.commit()\n_c.close()\n"
+        "raise SystemExit(9)\n"
+    )
+
+
+FAILING_MIGRATION = """
+from django.db import migrations
+
+
+def fail(apps, schema_editor):
+    apps.get_model("library", "CustomEntry").objects.all().delete()
+    raise RuntimeError("this migration fails")
+
+
+class Migration(migrations.Migration):
+    atomic = False  # its damage stays: only the backup brings the data back
+    dependencies = [("library", "0002_scanner_progress")]
+    operations = [migrations.RunPython(fail)]
+"""
+
+
+def _failing_migration(src: Path) -> None:
+    (src / "library" / "migrations" / "0003_fails.py").write_text(FAILING_MIGRATION)
+
+
+def _child_dies_in_grace(src: Path) -> None:
+    """Starts, answers /health, but a critical child exits: the health gate fails."""
+    manager = src / "streaming" / "sessions" / "manager.py"
+    manager.write_text(manager.read_text().replace("    sys.exit(main())", "    sys.exit(5)"))
+
+
+@pytest.mark.parametrize(
+    ("patch", "reason"),
+    [
+        (_crash_at_start, "exited with 9"),
+        (_failing_migration, "exited with"),
+        (_child_dies_in_grace, "exited with 3"),
+    ],
+)
+def test_a_release_that_fails_to_start_is_rolled_back_with_the_data_intact(rig, patch, reason):
     host_tree, release, env = rig
-
-    def crash(src: Path) -> None:
-        settings_py = src / "hostmgmt" / "settings.py"
-        settings_py.write_text(
-            settings_py.read_text()
-            # The new version damages the data (as a bad migration would), then dies.
-            + "\nimport sqlite3 as _sq\n_c = _sq.connect(STATE_DIR / DB_FILE)\n"
-            "_c.execute('delete from library_customentry')\n_c.commit()\n_c.close()\n"
-            "raise SystemExit(9)\n"
-        )
-
-    release(crash)
+    release(patch)
     host = start_host(tree=host_tree, env=env)
     try:
         with host.mgmt() as c:
@@ -208,7 +241,7 @@ def test_a_release_that_crashes_at_start_is_rolled_back_with_the_data_intact(rig
         _apply(host)
         status = _wait_job(host, {"rolled_back", "failed", "done"})
         assert status["job"]["state"] == "rolled_back", json.dumps(status["job"])
-        assert "exited with" in status["job"]["error"]
+        assert reason in status["job"]["error"], status["job"]
         host.wait_ready(timeout=200)
         assert _status(host)["current_version"] == OLD_VERSION
         with host.mgmt() as c:
