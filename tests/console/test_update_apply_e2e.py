@@ -91,6 +91,38 @@ def rig(tmp_path):
     server.shutdown()
 
 
+def test_bad_downloads_fail_and_the_running_version_keeps_its_data(rig):
+    """The archive served is not the one the manifest signed: one byte changed, cut short, or
+    longer. Each apply fails at download or verify; the host never restarts."""
+    host_tree, release, env = rig
+    release()
+    archive = host_tree.parent / "out" / f"host-{NEW_VERSION}.tar.gz"
+    good = archive.read_bytes()
+    tampered = [
+        (good[:100] + bytes([good[100] ^ 1]) + good[101:], "sha256 does not match"),
+        (good[: len(good) // 2], "truncated"),
+        (good + b"x" * 10, "larger than"),
+    ]
+    host = start_host(tree=host_tree, env=env)
+    try:
+        with host.mgmt() as c:
+            assert c.post("/api/v1/library/custom", json={"title": "Kept Game"}).status_code == 201
+            assert c.post("/api/v1/update/check").json()["available"]
+            for body, reason in tampered:
+                archive.write_bytes(body)
+                r = c.post("/api/v1/update/apply", json={})
+                assert r.status_code == 202, r.text
+                job = _wait_job(host, {"failed", "done", "rolled_back"}, timeout=120)["job"]
+                assert job["state"] == "failed" and reason in job["error"], job
+            status = c.get("/api/v1/update/status").json()
+            assert status["current_version"] == OLD_VERSION
+            assert "Kept Game" in json.dumps(c.get("/api/v1/library").json())
+        assert not (host_tree.parent / "host.releases" / NEW_VERSION).exists()
+        assert host.log_tail(400).count("Console: https://") == 1  # never restarted
+    finally:
+        assert host.stop() == 0, host.log_tail(120)
+
+
 def _status(host) -> dict | None:
     try:
         with host.mgmt() as c:
