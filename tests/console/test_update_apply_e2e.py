@@ -42,9 +42,19 @@ def _export_head(dest: Path) -> None:
     subprocess.run(["tar", "-x", "-C", str(dest)], input=archive, check=True)
 
 
+SLOW = {"on": False}
+
+
 class _Quiet(SimpleHTTPRequestHandler):
     def log_message(self, *args):
         pass
+
+    def copyfile(self, source, outputfile):
+        if not SLOW["on"]:
+            return super().copyfile(source, outputfile)
+        while chunk := source.read(4096):  # a slow mirror: the apply sits in `download`
+            outputfile.write(chunk)
+            time.sleep(0.05)
 
 
 @pytest.fixture
@@ -282,6 +292,39 @@ def test_a_release_that_fails_to_start_is_rolled_back_with_the_data_intact(rig, 
         assert _applied_events(host) == []
     finally:
         assert host.stop() == 0, host.log_tail(120)
+
+
+def test_a_kill_during_the_download_is_settled_at_the_next_start(rig):
+    host_tree, release, env = rig
+    release()
+    host = start_host(tree=host_tree, env=env)
+    journal_path = host.state_dir / "updates" / "journal.json"
+    SLOW["on"] = True
+    try:
+        with host.mgmt() as c:
+            assert c.post("/api/v1/library/custom", json={"title": "Kept Game"}).status_code == 201
+        _apply(host)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if '"step": "download"' in journal_path.read_text():
+                break
+            time.sleep(0.1)
+        host.proc.kill()  # kill -9 of the supervisor mid-download
+        host.proc.wait()
+    finally:
+        SLOW["on"] = False
+        host.stop()
+    _wait_ports_free(host)
+    again = start_host(tree=host_tree, env=env, state_dir=host.state_dir, base_port=host.base_port)
+    try:
+        job = _status(again)["job"]
+        assert job["state"] == "failed" and "interrupted during download" in job["error"], job
+        assert _status(again)["current_version"] == OLD_VERSION
+        assert not list(host.state_dir.joinpath("updates").glob("*.tar.gz*"))
+        with again.mgmt() as c:
+            assert "Kept Game" in json.dumps(c.get("/api/v1/library").json())
+    finally:
+        assert again.stop() == 0, again.log_tail(120)
 
 
 def test_a_kill_during_probation_rolls_back_at_the_next_start(rig):
