@@ -135,12 +135,9 @@ class Subscriber:
         if chunk:
             await self.write(body(chunk), now)
 
-    async def write(self, message: dict, now: float, send=None) -> None:
-        """One body message to the connection: through `writer` (the hub's, live), or through
-        `send` (the stream's own task, catching up after the replay: the ASGI send itself,
-        not Django's per-chunk path)."""
+    async def write(self, message: dict, now: float) -> None:
         try:
-            await (send or self.writer)(message)
+            await self.writer(message)
         except Exception:  # the connection is gone: its task ends the stream
             self.fail()
             return
@@ -563,12 +560,7 @@ async def _stream(cursor, patterns, client_addr, slot: _Slot | None = None, send
             # Everything queued since the last write goes out as one write (a stream that
             # fell behind catches up in one chunk); the frames are the hub's shared bytes.
             chunk = sub.drain()
-            if chunk and send is not None:
-                # Past the replay, which Django has written: the same ASGI send the hub uses.
-                # Under a flood the queue may never empty for the hub to take over, and each
-                # chunk through Django's streaming response cost more than the frames in it.
-                await sub.write(body(chunk), loop.time(), send)
-            elif chunk:
+            if chunk:
                 yield chunk
                 sub.wrote_at = loop.time()
             if sub.overflow:
