@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import json
 import subprocess
 import sys
 import tarfile
@@ -16,20 +15,11 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from console import update_apply, updater
+from tests.support.release_signing import signed
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "scripts" / "sign_release.py"
 VERSION = "v2099.101.0-stable"
-
-
-def _signed(payload: dict, key: Ed25519PrivateKey) -> bytes:
-    raw = json.dumps(payload).encode()
-    return json.dumps(
-        {
-            "payload": base64.b64encode(raw).decode(),
-            "signature": base64.b64encode(key.sign(raw)).decode(),
-        }
-    ).encode()
 
 
 def _pub(key: Ed25519PrivateKey) -> str:
@@ -93,7 +83,7 @@ def test_script_builds_an_archive_and_a_manifest_the_updater_believes(tmp_path):
 
 def test_report_only_manifest_has_no_artifacts():
     key = Ed25519PrivateKey.generate()
-    manifest = updater.verify_manifest(_signed({"version": VERSION, "serial": 1}, key), _pub(key))
+    manifest = updater.verify_manifest(signed({"version": VERSION, "serial": 1}, key), _pub(key))
     assert "artifacts" not in manifest
 
 
@@ -114,13 +104,13 @@ def test_report_only_manifest_has_no_artifacts():
 def test_malformed_artifacts_refuse_the_manifest(artifacts, reason):
     key = Ed25519PrivateKey.generate()
     with pytest.raises(updater.ManifestError, match=reason):
-        updater.verify_manifest(_signed(_payload(artifacts), key), _pub(key))
+        updater.verify_manifest(signed(_payload(artifacts), key), _pub(key))
 
 
 def test_loopback_http_and_https_artifacts_are_accepted():
     key = Ed25519PrivateKey.generate()
     for url in ("http://127.0.0.1:9/x.tar.gz", "http://localhost/x", "https://example.org/x"):
         manifest = updater.verify_manifest(
-            _signed(_payload({"source": _source(url=url)}), key), _pub(key)
+            signed(_payload({"source": _source(url=url)}), key), _pub(key)
         )
         assert manifest["artifacts"]["source"]["url"] == url

@@ -18,18 +18,9 @@ from common.statedir import state_path
 from console import platform, updater
 from hostconfig import store
 from tests.support.events import emitted
+from tests.support.release_signing import signed
 
 NEWER = "v2099.101.0-stable"
-
-
-def signed(payload: dict, key: Ed25519PrivateKey) -> bytes:
-    raw = json.dumps(payload).encode()
-    return json.dumps(
-        {
-            "payload": base64.b64encode(raw).decode(),
-            "signature": base64.b64encode(key.sign(raw)).decode(),
-        }
-    ).encode()
 
 
 @pytest.fixture
