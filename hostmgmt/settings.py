@@ -70,6 +70,7 @@ INSTALLED_APPS = [
     "compat",
     "native",
     "plugins",
+    "fleet",
 ]
 
 MIDDLEWARE = [
