@@ -267,9 +267,10 @@ def switch(journal: dict) -> None:
     update_journal.set_active_tree(Path(journal["staged"]))
 
 
-def start(force: bool, manifest: dict | None, root: Path) -> dict:
+def start(force: bool, manifest: dict | None, root: Path, by: str = "api") -> dict:
     """Start an apply of `manifest` (the last accepted one) in the background; ApplyRefused
-    says why not. Returns the new job's journal."""
+    says why not. `by`: who started it (`api`, or `auto`: console/update_auto.py), kept in the
+    journal. Returns the new job's journal."""
     live = streaming_services.live_records()
     if live and not force:
         raise ApplyRefused(
@@ -290,7 +291,8 @@ def start(force: bool, manifest: dict | None, root: Path) -> dict:
         if current.get("state") in ("running", "staged", "switched"):
             raise ApplyRefused(f"an apply to {current.get('to')} is already in progress")
         journal = new_journal(manifest, root)
-        _record(journal, "start", "done", f"{VERSION} -> {manifest['version']}")
+        journal["by"] = by
+        _record(journal, "start", "done", f"{VERSION} -> {manifest['version']} (by {by})")
     threading.Thread(target=run_job, args=(manifest, root, journal), daemon=True).start()
     return journal
 

@@ -264,6 +264,8 @@ class Supervisor:
 
     def run(self) -> int:
         self.install_signals()
+        # Its own periodic jobs ask for a restart as children do (update-auto's apply).
+        os.environ["HOST_SUPERVISOR_PID"] = str(os.getpid())
         self._start_sentinel()
         try:
             self._start()
