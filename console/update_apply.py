@@ -40,6 +40,7 @@ FETCH_TIMEOUT_S = 30
 # A state file larger than this is not copied into a backup (logs, caches: not state).
 MAX_STATE_FILE_BYTES = 16 * 1024 * 1024
 STEPS = ("download", "verify", "stage", "environment", "backup")
+RUNNING_TREE = Path(__file__).resolve().parent.parent
 
 
 class ApplyError(RuntimeError):
@@ -50,12 +51,8 @@ class ApplyRefused(DomainError):
     status = 409
 
 
-def releases_dir(root: Path) -> Path:
-    """Where staged trees live: beside the running checkout, never inside it."""
-    return root.parent / f"{root.name}.releases"
-
-
 # -- the journal ------------------------------------------------------------------------------
+releases_dir = update_journal.releases_dir
 load_journal = update_journal.load
 updates_dir = update_journal.updates_dir
 restore_state = update_journal.restore_state
@@ -263,6 +260,9 @@ def switch(journal: dict) -> None:
     the two still starts the new tree on probation (supervisor/launcher.py), never without."""
     journal["state"] = "switched"
     journal["checkout_mark"] = update_journal.checkout_mark(Path(journal["root"]))
+    # The tree running now: the cleanup after the gate keeps it (its launcher may stay the
+    # new version's parent process).
+    journal["from_tree"] = str(RUNNING_TREE)
     _record(journal, "switch", "done", f"{journal['from']} -> {journal['to']}")
     update_journal.set_active_tree(Path(journal["staged"]))
 
