@@ -224,6 +224,12 @@ def test_apply_restarts_into_the_new_version_and_announces_it_once(rig):
         assert len(_applied_events(host)) <= 1  # never again (the ring may not survive)
         journal = json.loads((host.state_dir / "updates" / "journal.json").read_text())
         assert journal["state"] == "done" and journal["announced"]
+        # The cleanup after the gate: the stage and this apply's backup stay (nothing older).
+        releases = host_tree.parent / "host.releases"
+        assert [p.name for p in releases.iterdir()] == [NEW_VERSION]
+        backups = list((host.state_dir / "updates").glob("backup-*"))
+        assert [p.name for p in backups] == [Path(journal["backup"]).name]
+        assert journal["from_tree"] == str(host_tree.resolve())
     finally:
         assert host.stop() == 0, host.log_tail(120)
 
