@@ -70,7 +70,10 @@ class UpdateStatusSerializer(serializers.Serializer):
     install_kind = serializers.CharField()
     channel = serializers.CharField()
     current_version = serializers.CharField()
-    apply = serializers.CharField()
+    apply = serializers.CharField(help_text="manual, or auto while update_auto is on")
+    auto_idle_minutes = serializers.IntegerField(
+        help_text="update_auto: idle minutes before an announced release applies itself (0: off)"
+    )
     channel_hint = serializers.CharField()
     check_disabled = serializers.BooleanField()
     available = serializers.BooleanField()

@@ -24,6 +24,11 @@ JOURNAL_FILE = "journal.json"
 ACTIVE_TREE_FILE = "active-tree"
 
 
+def releases_dir(root: Path) -> Path:
+    """Where staged trees live: beside the running checkout, never inside it."""
+    return root.parent / f"{root.name}.releases"
+
+
 def updates_dir() -> Path:
     path = state_dir() / "updates"
     path.mkdir(mode=0o700, parents=True, exist_ok=True)

@@ -69,7 +69,7 @@ def _rule(spec) -> str:
             rule += "; not supported on this host: " + ", ".join(spec.refused)
         return rule
     if spec.min is not None or spec.max is not None:
-        return f"{spec._fmt(spec.min)} to {spec._fmt(spec.max)}"
+        return spec.range_text()
     return {"bool": "true or false", "list": "comma-separated list", "url": "http(s) URL"}.get(
         spec.type, ""
     )

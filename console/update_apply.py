@@ -40,6 +40,7 @@ FETCH_TIMEOUT_S = 30
 # A state file larger than this is not copied into a backup (logs, caches: not state).
 MAX_STATE_FILE_BYTES = 16 * 1024 * 1024
 STEPS = ("download", "verify", "stage", "environment", "backup")
+RUNNING_TREE = Path(__file__).resolve().parent.parent
 
 
 class ApplyError(RuntimeError):
@@ -50,12 +51,8 @@ class ApplyRefused(DomainError):
     status = 409
 
 
-def releases_dir(root: Path) -> Path:
-    """Where staged trees live: beside the running checkout, never inside it."""
-    return root.parent / f"{root.name}.releases"
-
-
 # -- the journal ------------------------------------------------------------------------------
+releases_dir = update_journal.releases_dir
 load_journal = update_journal.load
 updates_dir = update_journal.updates_dir
 restore_state = update_journal.restore_state
@@ -263,13 +260,17 @@ def switch(journal: dict) -> None:
     the two still starts the new tree on probation (supervisor/launcher.py), never without."""
     journal["state"] = "switched"
     journal["checkout_mark"] = update_journal.checkout_mark(Path(journal["root"]))
+    # The tree running now: the cleanup after the gate keeps it (its launcher may stay the
+    # new version's parent process).
+    journal["from_tree"] = str(RUNNING_TREE)
     _record(journal, "switch", "done", f"{journal['from']} -> {journal['to']}")
     update_journal.set_active_tree(Path(journal["staged"]))
 
 
-def start(force: bool, manifest: dict | None, root: Path) -> dict:
+def start(force: bool, manifest: dict | None, root: Path, by: str = "api") -> dict:
     """Start an apply of `manifest` (the last accepted one) in the background; ApplyRefused
-    says why not. Returns the new job's journal."""
+    says why not. `by`: who started it (`api`, or `auto`: console/update_auto.py), kept in the
+    journal. Returns the new job's journal."""
     live = streaming_services.live_records()
     if live and not force:
         raise ApplyRefused(
@@ -290,7 +291,8 @@ def start(force: bool, manifest: dict | None, root: Path) -> dict:
         if current.get("state") in ("running", "staged", "switched"):
             raise ApplyRefused(f"an apply to {current.get('to')} is already in progress")
         journal = new_journal(manifest, root)
-        _record(journal, "start", "done", f"{VERSION} -> {manifest['version']}")
+        journal["by"] = by
+        _record(journal, "start", "done", f"{VERSION} -> {manifest['version']} (by {by})")
     threading.Thread(target=run_job, args=(manifest, root, journal), daemon=True).start()
     return journal
 

@@ -4,7 +4,8 @@ The manifest is fetched from `update_manifest_url` (a config schema key: host co
 the HOST_UPDATE_MANIFEST_URL environment; https, plain http only to loopback) and must carry a
 valid Ed25519 signature by the key pinned in `settings.UPDATE_PUBLIC_KEY`; anything else is
 recorded as `last_error` and never believed. Applying a release is console/update_apply.py's
-(`apply` is `manual`: started through POST /api/v1/update/apply; docs/updates.md).
+(`apply` is `manual`: started through POST /api/v1/update/apply; `auto` while the `update_auto`
+key applies it after that many idle minutes, console/update_auto.py; docs/updates.md).
 
 No release signing key exists yet, so this build pins none and refuses every manifest: the
 status says so in `refused` (and the console's dashboard shows it) instead of pretending that
@@ -351,13 +352,16 @@ def status(state: dict | None = None) -> dict:
     state = load_state() if state is None else state
     manifest = state.get("manifest") if isinstance(state.get("manifest"), dict) else None
     info = None
+    auto_minutes = auto_idle_minutes()
     if manifest:
         info = {**manifest, "stale": _stale(manifest.get("published_at", ""))}
     return {
         "install_kind": INSTALL_KIND,
         "channel": (manifest or {}).get("channel", "stable"),
         "current_version": VERSION,
-        "apply": "manual",
+        # `auto` while `update_auto` applies an announced release after that many idle minutes.
+        "apply": "auto" if auto_minutes else "manual",
+        "auto_idle_minutes": auto_minutes,
         "channel_hint": "git pull && make run",
         "check_disabled": check_disabled(),
         "available": bool(manifest and is_newer(manifest["version"])),
@@ -375,9 +379,17 @@ def status(state: dict | None = None) -> dict:
     }
 
 
+def auto_idle_minutes() -> int:
+    """`update_auto` (0: off); a broken file value reads as off."""
+    try:
+        return int(store.get("update_auto") or 0)
+    except (OSError, ValueError, TypeError):
+        return 0
+
+
 def _job() -> dict | None:
     journal = update_journal.load()
     if not journal:
         return None
-    keys = ("id", "state", "step", "from", "to", "error")
+    keys = ("id", "state", "step", "from", "to", "error", "by")
     return {**{k: journal.get(k) for k in keys}, "log": list(journal.get("log") or [])[-40:]}

@@ -67,6 +67,10 @@ EFFECTS: dict[str, str] = {
     "update_manifest_url": (
         "tests/console/test_updater_platform.py::test_manifest_url_env_fallback_goes_through_the_schema"
     ),
+    "update_auto": (
+        "tests/console/test_update_auto.py::test_the_job_applies_only_when_idle_long_enough_and_"
+        "never_twice_a_version"
+    ),
     "cert": _E + "test_cert_and_pkey_are_served_instead_of_the_generated_pair",
     "pkey": _E + "test_cert_and_pkey_are_served_instead_of_the_generated_pair",
     "sunshine_name": _E + "test_sunshine_name_is_the_host_name_clients_see",

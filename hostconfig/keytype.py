@@ -57,6 +57,8 @@ class Key:
     # commands, or names a file the host writes, executes or serves): the admin API then asks
     # for `config:exec` beside `config:set` (access/admin.py). Empty for ordinary keys.
     exec_power: str = ""
+    # int/float keys: one value outside min..max that switches the feature off (0 = never)
+    off: float | None = None
 
     def parse(self, raw: Any) -> Any:
         """Typed value of `raw` (a file string or a JSON value); ValueError when out of rule."""
@@ -230,11 +232,18 @@ class Key:
         return value
 
     def _check_range(self, value):
+        if self.off is not None and value == self.off:
+            return value
         if (self.min is not None and value < self.min) or (
             self.max is not None and value > self.max
         ):
-            raise ValueError(f"must be {self._fmt(self.min)} to {self._fmt(self.max)}")
+            raise ValueError(f"must be {self.range_text()}")
         return value
+
+    def range_text(self) -> str:
+        """`5 to 1440`, or `0 (off) or 5 to 1440` for a key with an off value."""
+        span = f"{self._fmt(self.min)} to {self._fmt(self.max)}"
+        return span if self.off is None else f"{self._fmt(self.off)} (off) or {span}"
 
     def _fmt(self, v):
         if v is None:

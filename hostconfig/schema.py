@@ -453,6 +453,19 @@ _SECURITY = _keys(
         max_len=2048,
         help="signed release manifest the updater checks (https; http only to loopback)",
     ),
+    # Host extension: apply an announced release by itself once the host has been idle this
+    # many minutes (console/update_auto.py; docs/updates.md, "Automatic apply").
+    I(
+        name="update_auto",
+        default=0,
+        min=5,
+        max=1440,
+        off=0,
+        group="general",
+        restart=False,
+        help="minutes without any session after which an announced release is applied by "
+        "itself (0: off, apply by hand); never while a session is live",
+    ),
 )
 
 # Inherited option names with a known rule; the rest of the inherited names are free strings.

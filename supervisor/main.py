@@ -30,7 +30,7 @@ from django.conf import settings
 from django.core.management import call_command
 
 from access import identity, tokens
-from common import netranges, update_journal
+from common import netranges, update_cleanup, update_journal
 from common.ports import PortMap, busy_ports, validate_base_port
 from common.statedir import REDIS_SOCKET, state_dir
 from console import update_apply
@@ -139,6 +139,7 @@ class Supervisor:
         except tokens.TokenError as exc:
             raise StartupError(str(exc)) from None
         update_apply.recover()  # an apply a kill interrupted: remove what it left
+        self._cleanup()  # what a finished apply left, when a kill came before its cleanup
         call_command("migrate", interactive=False, verbosity=0)
         identity.ensure_identity()
         identity.ensure_tls()
@@ -264,6 +265,8 @@ class Supervisor:
 
     def run(self) -> int:
         self.install_signals()
+        # Its own periodic jobs ask for a restart as children do (update-auto's apply).
+        os.environ["HOST_SUPERVISOR_PID"] = str(os.getpid())
         self._start_sentinel()
         try:
             self._start()
@@ -327,7 +330,16 @@ class Supervisor:
             update_apply.announce_applied()
         except Exception:  # the update stands; a lost event must not stop the host
             log.warning("could not announce update.applied", exc_info=True)
+        self._cleanup()
         return True
+
+    @staticmethod
+    def _cleanup() -> None:
+        """Old staged trees and backups, once an apply is `done` (common/update_cleanup)."""
+        try:
+            update_cleanup.prune()
+        except OSError:  # disk space stays taken; the host runs on
+            log.warning("could not remove old staged trees and backups", exc_info=True)
 
     def _fail_gate(self, reason: str) -> None:
         self._gate_failed = reason

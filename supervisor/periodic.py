@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from console import logfile, telemetry, updater
+from console import logfile, telemetry, update_auto, updater
 from displays import reaper
 from games import lifecycle
 from hooks import events
@@ -60,6 +60,8 @@ def jobs() -> list[Job]:
             updater.scheduled_check,
             first_s=updater.next_check_in(),
         ),
+        # `update_auto`: the announced release applied once no session ran for N minutes.
+        Job("update-auto", update_auto.TICK_S, update_auto.AutoApply()),
     ]
 
 

@@ -224,6 +224,12 @@ def test_apply_restarts_into_the_new_version_and_announces_it_once(rig):
         assert len(_applied_events(host)) <= 1  # never again (the ring may not survive)
         journal = json.loads((host.state_dir / "updates" / "journal.json").read_text())
         assert journal["state"] == "done" and journal["announced"]
+        # The cleanup after the gate: the stage and this apply's backup stay (nothing older).
+        releases = host_tree.parent / "host.releases"
+        assert [p.name for p in releases.iterdir()] == [NEW_VERSION]
+        backups = list((host.state_dir / "updates").glob("backup-*"))
+        assert [p.name for p in backups] == [Path(journal["backup"]).name]
+        assert journal["from_tree"] == str(host_tree.resolve())
     finally:
         assert host.stop() == 0, host.log_tail(120)
 
@@ -360,3 +366,102 @@ def test_a_kill_during_probation_rolls_back_at_the_next_start(rig):
             assert "Kept Game" in json.dumps(c.get("/api/v1/library").json())
     finally:
         assert again.stop() == 0, again.log_tail(120)
+
+
+# Test rig only, appended to the running tree's copy of common/update_journal.py (never to the
+# release, never to the repository): holds an apply at one journal write, named in the state
+# dir's `test-update-pause` as `before|after <step> <state>`, so a kill lands there.
+PAUSE_PATCH = """
+
+_unpaused_record = record
+
+
+def record(journal, step, state, detail=""):
+    try:
+        pause = (state_dir() / "test-update-pause").read_text().strip()
+    except OSError:
+        pause = ""
+    if pause == f"before {step} {state}":
+        time.sleep(600)
+    _unpaused_record(journal, step, state, detail)
+    if pause == f"after {step} {state}":
+        time.sleep(600)
+"""
+
+# Where each kill lands, and what shows the host is held there: the step's work is complete
+# but the journal still says `started` (the next start must remove what it made), or, for the
+# switch, the journal says `switched` and `active-tree` is not written yet.
+KILL_POINTS = [
+    ("stage", "before stage done", lambda staged, j: staged.is_dir()),
+    ("environment", "before environment done", lambda staged, j: (staged / ".venv").is_symlink()),
+    ("backup", "before backup done", lambda staged, j: Path(j["backup"]).is_dir()),
+    ("switch", "after switch done", lambda staged, j: j.get("state") == "switched"),
+]
+
+
+def _kill_when(host, check, what: str) -> None:
+    journal_path = host.state_dir / "updates" / "journal.json"
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        try:
+            journal = json.loads(journal_path.read_text())
+        except (FileNotFoundError, ValueError):
+            journal = {}
+        if journal.get("state") in ("running", "staged", "switched") and check(journal):
+            break
+        time.sleep(0.1)
+    else:
+        raise AssertionError(f"never held at {what}:\n{host.log_tail(80)}")
+    host.proc.kill()  # kill -9 of the supervisor; its children die with it
+    host.proc.wait()
+    host.stop()
+
+
+def test_a_kill_at_each_step_between_download_and_probation_is_settled_at_the_next_start(rig):
+    """One host, killed at stage, environment and backup (each: the next start marks the job
+    failed, removes the stage and the backup, runs the previous version with its data), then at
+    the switch (the next start runs the new version on probation, which passes its gate)."""
+    host_tree, release, env = rig
+    release()
+    journal_file = host_tree / "common" / "update_journal.py"
+    journal_file.write_text(journal_file.read_text() + PAUSE_PATCH)
+    host = start_host(tree=host_tree, env=env)
+    pause = host.state_dir / "test-update-pause"
+    updates = host.state_dir / "updates"
+    staged = host_tree.parent / "host.releases" / NEW_VERSION
+    try:
+        with host.mgmt() as c:
+            assert c.post("/api/v1/library/custom", json={"title": "Kept Game"}).status_code == 201
+            assert c.post("/api/v1/update/check").json()["available"]
+        for step, point, held in KILL_POINTS:
+            pause.write_text(point)
+            with host.mgmt() as c:
+                r = c.post("/api/v1/update/apply", json={})
+                assert r.status_code == 202, (step, r.text)
+            _kill_when(host, lambda j, held=held: held(staged, j), point)
+            pause.unlink()
+            _wait_ports_free(host)
+            host = start_host(tree=host_tree, env=env, state_dir=host.state_dir,
+                              base_port=host.base_port)  # fmt: skip
+            if step == "switch":
+                status = _wait_job(host, {"done", "rolled_back", "failed"})
+                assert status["job"]["state"] == "done", (step, status["job"])
+                assert status["current_version"] == NEW_VERSION
+                steps = [(e["step"], e["state"]) for e in status["job"]["log"]]
+                assert ("restart", "started") in steps and ("health", "done") in steps, steps
+            else:
+                job = _status(host)["job"]
+                assert job["state"] == "failed", (step, job)
+                assert f"interrupted during {step}" in job["error"], (step, job)
+                assert not any(e["step"] == "restart" for e in job["log"]), (step, job)
+                assert _status(host)["current_version"] == OLD_VERSION, step
+                assert (
+                    not staged.exists() and not staged.with_name(staged.name + ".partial").exists()
+                )
+                assert not list(updates.glob("backup-*")), (step, list(updates.iterdir()))
+                assert not (updates / "active-tree").exists(), step
+            with host.mgmt() as c:
+                assert "Kept Game" in json.dumps(c.get("/api/v1/library").json()), step
+    finally:
+        pause.unlink(missing_ok=True)
+        assert host.stop() == 0, host.log_tail(120)

@@ -159,3 +159,16 @@ def test_apply_starts_one_job_at_a_time(no_sessions, mgmt, journal, monkeypatch)
             break
         time.sleep(0.02)
     assert len(started) == 1 and started[0][0] == release
+
+
+@pytest.mark.django_db
+def test_dashboard_says_whether_releases_apply_themselves(browser, journal):
+    from hostconfig import store
+
+    page = browser.get("/").content.decode()
+    assert 'id="update-auto">off: apply by hand' in page
+    store.update({"update_auto": 30})
+    journal.write_text(json.dumps({"state": "failed", "from": "v1", "to": "v2", "by": "auto"}))
+    page = browser.get("/").content.decode()
+    assert "applies automatically after 30 idle minutes" in page
+    assert "(started automatically)" in page

@@ -31,6 +31,7 @@ def test_registry_holds_every_periodic_job_with_its_interval(monkeypatch):
         "log-rotation": 2.0,
         "library-poll": 15,
         "update-check": 6 * 3600,
+        "update-auto": 60.0,
     }
     assert all(callable(job.run) for job in jobs.values())
     # What runs at once at host start: countdowns and grace windows that ran out while the
