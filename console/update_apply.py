@@ -3,43 +3,38 @@ the restart that follows, `update.applied`, and the recovery a start runs after 
 (docs/updates.md, "Apply").
 
 Here: download (bounded by the manifest's size), sha256 check, staging beside the running tree,
-its environment, the backup of the database (sqlite3 backup API) and state files, the switch and
-the restart request. What runs after the restart (probation, health gate, rollback) is
-supervisor/launcher.py's and supervisor.main's.
+its environment, a check of the room the backup needs, the switch and the restart request. What
+runs after the restart (the backup, probation, health gate, rollback) is supervisor/launcher.py's
+and supervisor.main's: the backup is taken once the running version no longer writes.
 """
 
 from __future__ import annotations
 
-import contextlib
 import fcntl
 import hashlib
 import http.client
 import logging
 import os
 import shutil
-import sqlite3
 import tarfile
 import threading
 import time
 import urllib.request
 from pathlib import Path, PurePosixPath
 
-from common import supervisorctl, update_journal
+from common import supervisorctl, update_backup, update_journal
 from common.errors import DomainError
-from common.statedir import DB_FILE, state_dir
+from common.statedir import state_dir
 from common.version import VERSION
 from console.updater import is_newer
 from hooks import event_kinds, events
-from hooks.events import SEQ_FILE
 from streaming import services as streaming_services
 
 log = logging.getLogger(__name__)
 
 CHUNK = 64 * 1024
 FETCH_TIMEOUT_S = 30
-# A state file larger than this is not copied into a backup (logs, caches: not state).
-MAX_STATE_FILE_BYTES = 16 * 1024 * 1024
-STEPS = ("download", "verify", "stage", "environment", "backup")
+STEPS = ("download", "verify", "stage", "environment", "room")
 
 
 class ApplyError(RuntimeError):
@@ -58,7 +53,6 @@ def releases_dir(root: Path) -> Path:
 # -- the journal ------------------------------------------------------------------------------
 load_journal = update_journal.load
 updates_dir = update_journal.updates_dir
-restore_state = update_journal.restore_state
 _save = update_journal.save
 _record = update_journal.record
 JOURNAL_FILE = update_journal.JOURNAL_FILE
@@ -178,55 +172,23 @@ def environment(root: Path, staged: Path) -> None:
     os.symlink(root / ".venv", staged / ".venv")
 
 
-def backup_database(db: Path, dest: Path) -> None:
-    """A consistent copy of the live database (sqlite3 backup API: other writers may run)."""
-    source = sqlite3.connect(db)
-    try:
-        with contextlib.closing(sqlite3.connect(dest)) as target:
-            source.backup(target)
-    finally:
-        source.close()
-
-
-# Never put back: the event bus's sequence floor must only rise (a rewound one would reuse seq
-# numbers consumers already saw); lock files hold nothing.
-NOT_RESTORED = {SEQ_FILE}
-
-
-def _state_files(where: Path) -> list[Path]:
-    skip = {DB_FILE, f"{DB_FILE}-wal", f"{DB_FILE}-shm", f"{DB_FILE}-journal", *NOT_RESTORED}
-    return sorted(
-        p
-        for p in where.iterdir()
-        if p.name not in skip
-        and not p.name.endswith(".lock")
-        and p.is_file()
-        and not p.is_symlink()
-        and p.stat().st_size <= MAX_STATE_FILE_BYTES
-    )
-
-
-def backup_state(where: Path, dest: Path) -> None:
-    """The database and the state dir's top-level files into `dest` (complete or absent)."""
-    partial = dest.with_name(dest.name + ".partial")
-    shutil.rmtree(partial, ignore_errors=True)
-    try:
-        (partial / "files").mkdir(parents=True, mode=0o700)
-        if (where / DB_FILE).exists():
-            backup_database(where / DB_FILE, partial / DB_FILE)
-        for path in _state_files(where):
-            shutil.copy2(path, partial / "files" / path.name)
-        os.replace(partial, dest)
-    except (OSError, sqlite3.Error) as exc:
-        raise ApplyError(f"backup failed: {exc}") from None
-    finally:
-        shutil.rmtree(partial, ignore_errors=True)
+def check_room(where: Path) -> None:
+    """Free space for what the apply writes into the state dir before and at the restart (the
+    launcher's backup, the migration dry run's copy): refused here, before any switch."""
+    need = update_backup.room_needed(where)
+    free = shutil.disk_usage(updates_dir()).free
+    if free < need:
+        raise ApplyError(
+            f"not enough free space in {updates_dir()} for the backup: "
+            f"{free // 2**20} MiB free, {need // 2**20 + 1} MiB needed"
+        )
 
 
 # -- running the steps, and recovering after a kill -------------------------------------------
 def prepare(manifest: dict, root: Path, journal: dict | None = None) -> dict:
-    """Download, verify, stage and back up; the journal ends `staged` or `failed` (with the
-    reason). The running tree is never touched."""
+    """Download, verify, stage, build its environment and check there is room for the backup
+    the launcher takes at the restart; the journal ends `staged` or `failed` (with the reason).
+    The running tree and its data are never touched."""
     if "artifacts" not in manifest:
         raise ApplyError("the manifest names no release archive (a report-only manifest)")
     journal = journal or new_journal(manifest, root)
@@ -238,7 +200,7 @@ def prepare(manifest: dict, root: Path, journal: dict | None = None) -> dict:
         "verify": lambda: verify(archive, source["sha256"]),
         "stage": lambda: (_clear_stage(staged), stage(archive, staged)),
         "environment": lambda: environment(root, staged),
-        "backup": lambda: backup_state(state_dir(), Path(journal["backup"])),
+        "room": lambda: check_room(state_dir()),
     }
     try:
         for step in STEPS:
@@ -254,7 +216,7 @@ def prepare(manifest: dict, root: Path, journal: dict | None = None) -> dict:
     finally:
         archive.unlink(missing_ok=True)
     journal["state"] = "staged"
-    _record(journal, "backup", "done", "staged")
+    _record(journal, STEPS[-1], "done", "staged")
     return journal
 
 

@@ -1,15 +1,17 @@
 """The apply steps before the switch, with real files: a bounded download checked against the
-signed sha256, staging beside the running tree, database backup and restore, and recovery
-after a kill. The running tree is never touched."""
+signed sha256, staging beside the running tree, the room check for the backup, database backup
+and restore, and recovery after a kill. The running tree is never touched."""
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import hashlib
 import io
 import json
 import os
 import sqlite3
+import sys
 import tarfile
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -17,7 +19,9 @@ from pathlib import Path
 
 import pytest
 
+from common import update_backup, update_journal
 from console import update_apply
+from supervisor import launcher
 
 VERSION = "v2099.101.0-stable"
 REQS = b"Django==5.2.19\n"
@@ -63,7 +67,8 @@ def root(tmp_path):
     tree.mkdir()
     (tree / "manage.py").write_text("running\n")
     (tree / "requirements.txt").write_text("Django==5.2.19\n")
-    (tree / ".venv").mkdir()
+    (tree / ".venv" / "bin").mkdir(parents=True)
+    (tree / ".venv" / "bin" / "python").symlink_to(sys.executable)
     yield tree
     (update_apply.updates_dir() / update_apply.JOURNAL_FILE).unlink(missing_ok=True)
 
@@ -79,7 +84,7 @@ def _steps(journal: dict) -> list[tuple[str, str]]:
     return [(e["step"], e["state"]) for e in journal["log"]]
 
 
-def test_prepare_stages_beside_the_running_tree_and_backs_up(server, root):
+def test_prepare_stages_beside_the_running_tree(server, root):
     served, url = server
     served["body"] = _archive(
         {"manage.py": b"new\n", "bin/run.sh": b"#!/bin/sh\n", "requirements.txt": REQS}
@@ -91,7 +96,7 @@ def test_prepare_stages_beside_the_running_tree_and_backs_up(server, root):
     assert (staged / "bin/run.sh").stat().st_mode & 0o111
     assert (staged / ".venv").resolve() == (root / ".venv").resolve()  # same requirements
     assert (root / "manage.py").read_text() == "running\n"
-    assert (Path(journal["backup"]) / "files").is_dir()
+    assert not Path(journal["backup"]).exists()  # the launcher's, at the restart
     assert _steps(journal)[:2] == [("download", "started"), ("download", "done")]
     assert update_apply.load_journal()["state"] == "staged"
     assert not list(update_apply.updates_dir().glob("*.tar.gz*"))
@@ -199,7 +204,7 @@ def test_backup_and_restore_bring_back_the_database_and_files(tmp_path):
     (where / "host.conf").write_text("a=1\n")
     (where / "events-seq").write_text("100")
     (where / "events-seq.lock").write_text("")
-    update_apply.backup_state(where, tmp_path / "backup")
+    update_backup.backup_state(where, tmp_path / "backup")
     assert sorted(p.name for p in (tmp_path / "backup" / "files").iterdir()) == ["host.conf"]
     with sqlite3.connect(db) as conn:  # a failing migration's damage
         conn.execute("delete from t")
@@ -207,7 +212,7 @@ def test_backup_and_restore_bring_back_the_database_and_files(tmp_path):
     conn.close()
     (where / "host.conf").write_text("a=2\n")
     (where / "events-seq").write_text("150")
-    update_apply.restore_state(tmp_path / "backup", where)
+    update_backup.restore_state(tmp_path / "backup", where)
     conn = sqlite3.connect(db)
     assert conn.execute("select v from t").fetchall() == [("before",)]
     assert conn.execute("select name from sqlite_master where name='added'").fetchall() == []
@@ -237,3 +242,75 @@ def test_recover_after_a_kill_at_each_step_removes_the_leftovers(root, step):
     assert not Path(journal["backup"] + ".partial").exists()
     assert (root / "manage.py").read_text() == "running\n"
     assert update_apply.recover() is None  # settled once
+
+
+def test_the_event_floor_is_never_restored():
+    from hooks.events import SEQ_FILE
+
+    assert SEQ_FILE in update_backup.NOT_RESTORED
+
+
+def test_no_room_for_the_backup_fails_before_the_switch(server, root, monkeypatch):
+    served, url = server
+    served["body"] = _archive({"manage.py": b"new\n", "requirements.txt": REQS})
+    need = update_backup.room_needed(update_apply.state_dir())
+    real = update_apply.shutil.disk_usage
+
+    def nearly_full(path):
+        return real(path)._replace(free=need - 1)
+
+    monkeypatch.setattr(update_apply.shutil, "disk_usage", nearly_full)
+    with pytest.raises(update_apply.ApplyError, match="not enough free space"):
+        update_apply.prepare(_manifest(served["body"], url), root)
+    journal = update_apply.load_journal()
+    assert journal["state"] == "failed" and journal["step"] == "room"
+    assert not update_apply.releases_dir(root).joinpath(VERSION).exists()
+    assert update_journal.active_tree() is None
+
+
+CRASHING_TREE = """
+import os, sqlite3, sys
+conn = sqlite3.connect(os.path.join(os.environ["HOST_STATE_DIR"], "db.sqlite3"))
+conn.execute("delete from t")  # the failing version's damage
+conn.commit()
+sys.exit(7)
+"""
+
+
+def _rows(db: Path) -> list:
+    conn = sqlite3.connect(db)
+    try:
+        return [v for (v,) in conn.execute("select v from t order by rowid")]
+    finally:
+        conn.close()
+
+
+@pytest.mark.parametrize("backup_at", ["prepare", "restart"])
+def test_a_write_after_prepare_survives_a_rollback(server, root, tmp_path, monkeypatch, backup_at):
+    """The backup comes after the running version's last write: one taken when prepare() ran
+    (`prepare`, what an apply did before the launcher took it) loses a write made between
+    prepare() and the restart; the launcher's (`restart`) keeps it."""
+    state = tmp_path / "state"
+    state.mkdir()
+    monkeypatch.setenv("HOST_STATE_DIR", str(state))
+    monkeypatch.delenv(launcher.PROBATION_ENV, raising=False)
+    db = state / "db.sqlite3"
+    with contextlib.closing(sqlite3.connect(db)) as conn, conn:
+        conn.execute("create table t (v text)")
+        conn.execute("insert into t values ('before')")
+    served, url = server
+    served["body"] = _archive({"manage.py": CRASHING_TREE.encode(), "requirements.txt": REQS})
+    journal = update_apply.prepare(_manifest(served["body"], url), root)
+    if backup_at == "prepare":
+        update_backup.backup_state(state, Path(journal["backup"]))
+    with contextlib.closing(sqlite3.connect(db)) as conn, conn:  # the host still runs
+        conn.execute("insert into t values ('after prepare')")
+    update_apply.switch(journal)
+    staged = Path(journal["staged"])
+    if backup_at == "prepare":  # the old order: the launcher restores what prepare() saved
+        monkeypatch.setattr(launcher, "_backup", lambda journal: True)
+    launcher.follow(["manage.py", "runhost"])  # the new tree crashes: rolled back
+    assert update_journal.load()["state"] == "rolled_back"
+    assert update_journal.active_tree() is None and staged.is_dir()
+    expected = ["before"] if backup_at == "prepare" else ["before", "after prepare"]
+    assert _rows(db) == expected
