@@ -3,9 +3,10 @@ the restart that follows, `update.applied`, and the recovery a start runs after 
 (docs/updates.md, "Apply").
 
 Here: download (bounded by the manifest's size), sha256 check, staging beside the running tree,
-its environment, a check of the room the backup needs, the switch and the restart request. What
-runs after the restart (the backup, probation, health gate, rollback) is supervisor/launcher.py's
-and supervisor.main's: the backup is taken once the running version no longer writes.
+its environment, a check of the room the backup needs, a dry run of its migrations on a copy of
+the database, the switch and the restart request. What runs after the restart (the backup,
+probation, health gate, rollback) is supervisor/launcher.py's and supervisor.main's: the backup
+is taken once the running version no longer writes.
 """
 
 from __future__ import annotations
@@ -16,6 +17,9 @@ import http.client
 import logging
 import os
 import shutil
+import signal
+import sqlite3
+import subprocess
 import tarfile
 import threading
 import time
@@ -24,7 +28,7 @@ from pathlib import Path, PurePosixPath
 
 from common import supervisorctl, update_backup, update_journal
 from common.errors import DomainError
-from common.statedir import state_dir
+from common.statedir import DB_FILE, state_dir
 from common.version import VERSION
 from console.updater import is_newer
 from hooks import event_kinds, events
@@ -34,7 +38,12 @@ log = logging.getLogger(__name__)
 
 CHUNK = 64 * 1024
 FETCH_TIMEOUT_S = 30
-STEPS = ("download", "verify", "stage", "environment", "room")
+STEPS = ("download", "verify", "stage", "environment", "room", "migrate")
+# How long the staged tree's migrations may take on the copy of the database.
+MIGRATE_TIMEOUT_S = float(os.environ.get("HOST_UPDATE_MIGRATE_TIMEOUT_S", "600"))
+# How much of a failed migration's output the journal keeps (its last lines).
+MIGRATE_TAIL_LINES = 12
+MIGRATE_TAIL_BYTES = 4096
 
 
 class ApplyError(RuntimeError):
@@ -184,10 +193,70 @@ def check_room(where: Path) -> None:
         )
 
 
+def migrate_check_dir(journal: dict) -> Path:
+    return updates_dir() / f"migrate-check-{journal['id']}"
+
+
+def _tail(path: Path) -> str:
+    """The last lines of a bounded read of the output's end."""
+    with open(path, "rb") as fh:
+        fh.seek(max(0, fh.seek(0, os.SEEK_END) - MIGRATE_TAIL_BYTES))
+        text = fh.read().decode("utf-8", "replace")
+    return "\n".join(text.strip().splitlines()[-MIGRATE_TAIL_LINES:])
+
+
+def migrate_check(staged: Path, where: Path, scratch: Path) -> None:
+    """A dry run of the staged tree's migrations, with its own python, on a copy of the
+    database in a state dir of its own (HOST_STATE_DIR): a release whose migration fails is
+    refused before the switch, the real database untouched. The copy always goes."""
+    shutil.rmtree(scratch, ignore_errors=True)
+    try:
+        scratch.mkdir(mode=0o700)
+        if (where / DB_FILE).exists():
+            update_backup.copy_database(where / DB_FILE, scratch / DB_FILE)
+        output = scratch / "migrate.log"
+        # Nothing of the running host's environment (its tokens, its Redis): the settings'
+        # defaults and the copy are all a migration needs.
+        env = {
+            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+            "HOME": os.environ.get("HOME", str(scratch)),
+            "LANG": os.environ.get("LANG", "C.UTF-8"),
+            "HOST_STATE_DIR": str(scratch),
+            "DJANGO_SETTINGS_MODULE": "hostmgmt.settings",
+            "PYTHONUNBUFFERED": "1",
+        }
+        python = staged / ".venv" / "bin" / "python"
+        with open(output, "wb") as out:
+            proc = subprocess.Popen(
+                [str(python), str(staged / "manage.py"), "migrate", "--noinput"],
+                cwd=staged, env=env, stdin=subprocess.DEVNULL, stdout=out,
+                stderr=subprocess.STDOUT, start_new_session=True,
+            )  # fmt: skip
+            try:
+                code = proc.wait(timeout=MIGRATE_TIMEOUT_S)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+                raise ApplyError(
+                    f"the release's migrations did not finish in {MIGRATE_TIMEOUT_S:.0f} s "
+                    "on a copy of the database"
+                ) from None
+        if code != 0:
+            raise ApplyError(
+                f"the release's migrations fail on a copy of the database (exit {code}):\n"
+                + _tail(output)
+            )
+    except (OSError, sqlite3.Error) as exc:
+        raise ApplyError(f"migration dry run failed: {exc}") from None
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
 # -- running the steps, and recovering after a kill -------------------------------------------
 def prepare(manifest: dict, root: Path, journal: dict | None = None) -> dict:
-    """Download, verify, stage, build its environment and check there is room for the backup
-    the launcher takes at the restart; the journal ends `staged` or `failed` (with the reason).
+    """Download, verify, stage, build its environment, check there is room for the backup the
+    launcher takes at the restart and run the release's migrations on a copy of the database;
+    the journal ends `staged` or `failed` (with the reason).
     The running tree and its data are never touched."""
     if "artifacts" not in manifest:
         raise ApplyError("the manifest names no release archive (a report-only manifest)")
@@ -201,6 +270,7 @@ def prepare(manifest: dict, root: Path, journal: dict | None = None) -> dict:
         "stage": lambda: (_clear_stage(staged), stage(archive, staged)),
         "environment": lambda: environment(root, staged),
         "room": lambda: check_room(state_dir()),
+        "migrate": lambda: migrate_check(staged, state_dir(), migrate_check_dir(journal)),
     }
     try:
         for step in STEPS:
@@ -284,6 +354,7 @@ def _discard(journal: dict) -> None:
         shutil.rmtree(path, ignore_errors=True)
     (updates_dir() / f"{journal['id']}.tar.gz").unlink(missing_ok=True)
     (updates_dir() / f"{journal['id']}.tar.gz.partial").unlink(missing_ok=True)
+    shutil.rmtree(migrate_check_dir(journal), ignore_errors=True)
 
 
 def _fail(journal: dict, reason: str) -> None:

@@ -25,6 +25,8 @@ from supervisor import launcher
 
 VERSION = "v2099.101.0-stable"
 REQS = b"Django==5.2.19\n"
+# The staged tree's manage.py: `migrate` (the dry run on a copy of the database) succeeds.
+NEW_MANAGE = b"# new\nimport sys\nsys.exit(0)\n"
 
 
 def _archive(files: dict[str, bytes], prefix: str = "host-x/", extra=None) -> bytes:
@@ -87,12 +89,12 @@ def _steps(journal: dict) -> list[tuple[str, str]]:
 def test_prepare_stages_beside_the_running_tree(server, root):
     served, url = server
     served["body"] = _archive(
-        {"manage.py": b"new\n", "bin/run.sh": b"#!/bin/sh\n", "requirements.txt": REQS}
+        {"manage.py": NEW_MANAGE, "bin/run.sh": b"#!/bin/sh\n", "requirements.txt": REQS}
     )
     journal = update_apply.prepare(_manifest(served["body"], url), root)
     staged = update_apply.releases_dir(root) / VERSION
     assert journal["state"] == "staged" and Path(journal["staged"]) == staged
-    assert (staged / "manage.py").read_text() == "new\n"
+    assert (staged / "manage.py").read_bytes() == NEW_MANAGE
     assert (staged / "bin/run.sh").stat().st_mode & 0o111
     assert (staged / ".venv").resolve() == (root / ".venv").resolve()  # same requirements
     assert (root / "manage.py").read_text() == "running\n"
@@ -270,6 +272,8 @@ def test_no_room_for_the_backup_fails_before_the_switch(server, root, monkeypatc
 
 CRASHING_TREE = """
 import os, sqlite3, sys
+if sys.argv[1] == "migrate":
+    sys.exit(0)
 conn = sqlite3.connect(os.path.join(os.environ["HOST_STATE_DIR"], "db.sqlite3"))
 conn.execute("delete from t")  # the failing version's damage
 conn.commit()
@@ -314,3 +318,58 @@ def test_a_write_after_prepare_survives_a_rollback(server, root, tmp_path, monke
     assert update_journal.active_tree() is None and staged.is_dir()
     expected = ["before"] if backup_at == "prepare" else ["before", "after prepare"]
     assert _rows(db) == expected
+
+
+FAILING_MIGRATION = """
+import os, sqlite3, sys
+assert sys.argv[1:] == ["migrate", "--noinput"], sys.argv
+conn = sqlite3.connect(os.path.join(os.environ["HOST_STATE_DIR"], "db.sqlite3"))
+conn.execute("delete from t")  # the migration's damage, on the copy
+conn.commit()
+print("Applying library.0003_fails...")
+print("token in my environment:", os.environ.get("HOST_MGMT_TOKEN", "none"))
+raise RuntimeError("this migration fails")
+"""
+
+
+@pytest.fixture
+def state(tmp_path, monkeypatch):
+    where = tmp_path / "state"
+    where.mkdir()
+    monkeypatch.setenv("HOST_STATE_DIR", str(where))
+    with contextlib.closing(sqlite3.connect(where / "db.sqlite3")) as conn, conn:
+        conn.execute("create table t (v text)")
+        conn.execute("insert into t values ('kept')")
+    return where
+
+
+def test_a_failing_migration_is_refused_before_the_switch(server, root, state, monkeypatch):
+    monkeypatch.setenv("HOST_MGMT_TOKEN", "s3cret-token-value")
+    served, url = server
+    served["body"] = _archive({"manage.py": FAILING_MIGRATION.encode(), "requirements.txt": REQS})
+    with pytest.raises(update_apply.ApplyError, match="migrations fail") as failed:
+        update_apply.prepare(_manifest(served["body"], url), root)
+    journal = update_apply.load_journal()
+    assert journal["state"] == "failed" and journal["step"] == "migrate"
+    assert "this migration fails" in journal["error"] and "exit 1" in journal["error"]
+    assert "s3cret" not in json.dumps(journal) and "s3cret" not in str(failed.value)
+    assert "token in my environment: none" in journal["error"]
+    assert _rows(state / "db.sqlite3") == ["kept"]  # the copy took the damage
+    assert not list(update_apply.updates_dir().glob("migrate-check-*"))
+    assert update_journal.active_tree() is None
+    assert not update_apply.releases_dir(root).joinpath(VERSION).exists()
+
+
+def test_a_migration_that_hangs_is_stopped_and_refused(server, root, state, tmp_path, monkeypatch):
+    monkeypatch.setattr(update_apply, "MIGRATE_TIMEOUT_S", 1.0)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    served, url = server
+    hang = b"import os, time\nopen(os.path.expanduser('~/hang.pid'), 'w').write(str(os.getpid()))\n"
+    hang += b"time.sleep(60)\n"
+    served["body"] = _archive({"manage.py": hang, "requirements.txt": REQS})
+    with pytest.raises(update_apply.ApplyError, match="did not finish in 1 s"):
+        update_apply.prepare(_manifest(served["body"], url), root)
+    assert update_apply.load_journal()["step"] == "migrate"
+    assert not list(update_apply.updates_dir().glob("migrate-check-*"))
+    pid = int((tmp_path / "hang.pid").read_text())
+    assert not Path(f"/proc/{pid}").exists()  # killed and reaped

@@ -2,7 +2,8 @@
 signed by scripts/sign_release.py with a test key pinned through HOST_UPDATE_PUBLIC_KEY and
 served on loopback. The host stages it, switches, restarts on probation, passes the health gate
 and emits `update.applied` once; a release that damages the database and crashes at start is
-rolled back, the database restored from the backup."""
+rolled back, the database restored from the backup; one whose migration fails is refused before
+the switch."""
 
 from __future__ import annotations
 
@@ -229,12 +230,14 @@ def test_apply_restarts_into_the_new_version_and_announces_it_once(rig):
 
 
 def _crash_at_start(src: Path) -> None:
-    """The new version damages the data (as a bad migration would), then dies at start."""
+    """The new version damages the data (as a bad migration would), then dies at start (not
+    in the migration dry run before the switch: that runs `manage.py migrate`)."""
     settings_py = src / "hostmgmt" / "settings.py"
     settings_py.write_text(
-        settings_py.read_text() + "\nimport sqlite3 as _sq\n_c = _sq.connect(STATE_DIR / DB_FILE)\n"
-        "_c.execute('delete from library_customentry')\n_c.commit()\n_c.close()\n"
-        "raise SystemExit(9)\n"
+        settings_py.read_text() + "\nimport sys as _sys\nif 'runhost' in _sys.argv:\n"
+        "    import sqlite3 as _sq\n    _c = _sq.connect(STATE_DIR / DB_FILE)\n"
+        "    _c.execute('delete from library_customentry')\n    _c.commit()\n    _c.close()\n"
+        "    raise SystemExit(9)\n"
     )
 
 
@@ -268,7 +271,6 @@ def _child_dies_in_grace(src: Path) -> None:
     ("patch", "reason"),
     [
         (_crash_at_start, "exited with 9"),
-        (_failing_migration, "exited with"),
         (_child_dies_in_grace, "exited with 3"),
     ],
 )
@@ -290,6 +292,29 @@ def test_a_release_that_fails_to_start_is_rolled_back_with_the_data_intact(rig, 
             names = json.dumps(c.get("/api/v1/library").json())
         assert "Kept Game" in names
         assert _applied_events(host) == []
+    finally:
+        assert host.stop() == 0, host.log_tail(120)
+
+
+def test_a_release_whose_migration_fails_is_refused_before_the_switch(rig):
+    """The dry run of its migrations on a copy of the database fails: the job fails with the
+    migration's last lines, the host never restarts, the data and the running version stay."""
+    host_tree, release, env = rig
+    release(_failing_migration)
+    host = start_host(tree=host_tree, env=env)
+    try:
+        with host.mgmt() as c:
+            assert c.post("/api/v1/library/custom", json={"title": "Kept Game"}).status_code == 201
+        _apply(host)
+        job = _wait_job(host, {"rolled_back", "failed", "done"})["job"]
+        assert job["state"] == "failed", json.dumps(job)
+        assert "migrations fail" in job["error"] and "this migration fails" in job["error"], job
+        assert _status(host)["current_version"] == OLD_VERSION
+        with host.mgmt() as c:
+            assert "Kept Game" in json.dumps(c.get("/api/v1/library").json())
+        assert host.log_tail(400).count("Console: https://") == 1  # never restarted
+        assert not (host_tree.parent / "host.releases" / NEW_VERSION).exists()
+        assert not list((host.state_dir / "updates").glob("migrate-check-*"))
     finally:
         assert host.stop() == 0, host.log_tail(120)
 
