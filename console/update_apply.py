@@ -17,9 +17,7 @@ import http.client
 import logging
 import os
 import shutil
-import signal
 import sqlite3
-import subprocess
 import tarfile
 import threading
 import time
@@ -30,6 +28,7 @@ from common import supervisorctl, update_backup, update_journal
 from common.errors import DomainError
 from common.statedir import DB_FILE, state_dir
 from common.version import VERSION
+from console import update_run, update_venv
 from console.updater import is_newer
 from hooks import event_kinds, events
 from streaming import services as streaming_services
@@ -41,9 +40,6 @@ FETCH_TIMEOUT_S = 30
 STEPS = ("download", "verify", "stage", "environment", "room", "migrate")
 # How long the staged tree's migrations may take on the copy of the database.
 MIGRATE_TIMEOUT_S = float(os.environ.get("HOST_UPDATE_MIGRATE_TIMEOUT_S", "600"))
-# How much of a failed migration's output the journal keeps (its last lines).
-MIGRATE_TAIL_LINES = 12
-MIGRATE_TAIL_BYTES = 4096
 
 
 class ApplyError(RuntimeError):
@@ -170,15 +166,18 @@ def stage(archive: Path, target: Path) -> None:
         shutil.rmtree(partial, ignore_errors=True)
 
 
-def environment(root: Path, staged: Path) -> None:
-    """The new tree's .venv: the running one when its pinned requirements are the same bytes
-    (nothing to install, nothing to fetch); a release that changes them is refused."""
-    if (staged / "requirements.txt").read_bytes() != (root / "requirements.txt").read_bytes():
-        raise ApplyError(
-            "the release changes requirements.txt; building a new environment is not built "
-            "(apply it with `git pull && make run`)"
-        )
-    os.symlink(root / ".venv", staged / ".venv")
+def environment(root: Path, staged: Path, journal: dict) -> None:
+    """The new tree's own .venv (console/update_venv.py): the running one's packages, and the
+    changed requirements installed through the wheel cache. The journal says how; a failure's
+    reason carries the last lines of the command's output."""
+    log_path = updates_dir() / f"environment-{journal['id']}.log"
+    try:
+        how = update_venv.build(root, staged, updates_dir() / "wheels", log_path)
+    except update_venv.VenvError as exc:
+        raise ApplyError(f"environment: {exc}") from None
+    finally:
+        log_path.unlink(missing_ok=True)
+    _record(journal, "environment", "built", how)
 
 
 def check_room(where: Path) -> None:
@@ -195,14 +194,6 @@ def check_room(where: Path) -> None:
 
 def migrate_check_dir(journal: dict) -> Path:
     return updates_dir() / f"migrate-check-{journal['id']}"
-
-
-def _tail(path: Path) -> str:
-    """The last lines of a bounded read of the output's end."""
-    with open(path, "rb") as fh:
-        fh.seek(max(0, fh.seek(0, os.SEEK_END) - MIGRATE_TAIL_BYTES))
-        text = fh.read().decode("utf-8", "replace")
-    return "\n".join(text.strip().splitlines()[-MIGRATE_TAIL_LINES:])
 
 
 def migrate_check(staged: Path, where: Path, scratch: Path) -> None:
@@ -225,26 +216,18 @@ def migrate_check(staged: Path, where: Path, scratch: Path) -> None:
             "DJANGO_SETTINGS_MODULE": "hostmgmt.settings",
             "PYTHONUNBUFFERED": "1",
         }
-        python = staged / ".venv" / "bin" / "python"
-        with open(output, "wb") as out:
-            proc = subprocess.Popen(
-                [str(python), str(staged / "manage.py"), "migrate", "--noinput"],
-                cwd=staged, env=env, stdin=subprocess.DEVNULL, stdout=out,
-                stderr=subprocess.STDOUT, start_new_session=True,
-            )  # fmt: skip
-            try:
-                code = proc.wait(timeout=MIGRATE_TIMEOUT_S)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
-                raise ApplyError(
-                    f"the release's migrations did not finish in {MIGRATE_TIMEOUT_S:.0f} s "
-                    "on a copy of the database"
-                ) from None
+        argv = [str(staged / ".venv" / "bin" / "python"), str(staged / "manage.py"), "migrate",
+                "--noinput"]  # fmt: skip
+        try:
+            code = update_run.run(
+                argv, cwd=staged, env=env, timeout_s=MIGRATE_TIMEOUT_S, output=output
+            )
+        except update_run.Timeout as exc:
+            raise ApplyError(f"the release's migrations {exc} on a copy of the database") from None
         if code != 0:
             raise ApplyError(
                 f"the release's migrations fail on a copy of the database (exit {code}):\n"
-                + _tail(output)
+                + update_run.tail(output)
             )
     except (OSError, sqlite3.Error) as exc:
         raise ApplyError(f"migration dry run failed: {exc}") from None
@@ -268,7 +251,7 @@ def prepare(manifest: dict, root: Path, journal: dict | None = None) -> dict:
         "download": lambda: download(source["url"], source["size"], archive),
         "verify": lambda: verify(archive, source["sha256"]),
         "stage": lambda: (_clear_stage(staged), stage(archive, staged)),
-        "environment": lambda: environment(root, staged),
+        "environment": lambda: environment(root, staged, journal),
         "room": lambda: check_room(state_dir()),
         "migrate": lambda: migrate_check(staged, state_dir(), migrate_check_dir(journal)),
     }
@@ -354,6 +337,7 @@ def _discard(journal: dict) -> None:
         shutil.rmtree(path, ignore_errors=True)
     (updates_dir() / f"{journal['id']}.tar.gz").unlink(missing_ok=True)
     (updates_dir() / f"{journal['id']}.tar.gz.partial").unlink(missing_ok=True)
+    (updates_dir() / f"environment-{journal['id']}.log").unlink(missing_ok=True)
     shutil.rmtree(migrate_check_dir(journal), ignore_errors=True)
 
 

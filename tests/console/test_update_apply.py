@@ -69,8 +69,16 @@ def root(tmp_path):
     tree.mkdir()
     (tree / "manage.py").write_text("running\n")
     (tree / "requirements.txt").write_text("Django==5.2.19\n")
+    # A stand-in for the running venv: its python (this one) and an empty site-packages.
     (tree / ".venv" / "bin").mkdir(parents=True)
     (tree / ".venv" / "bin" / "python").symlink_to(sys.executable)
+    (
+        tree
+        / ".venv"
+        / "lib"
+        / f"python{sys.version_info[0]}.{sys.version_info[1]}"
+        / "site-packages"
+    ).mkdir(parents=True)
     yield tree
     (update_apply.updates_dir() / update_apply.JOURNAL_FILE).unlink(missing_ok=True)
 
@@ -96,7 +104,8 @@ def test_prepare_stages_beside_the_running_tree(server, root):
     assert journal["state"] == "staged" and Path(journal["staged"]) == staged
     assert (staged / "manage.py").read_bytes() == NEW_MANAGE
     assert (staged / "bin/run.sh").stat().st_mode & 0o111
-    assert (staged / ".venv").resolve() == (root / ".venv").resolve()  # same requirements
+    assert (staged / ".venv" / "pyvenv.cfg").is_file()  # its own
+    assert not (staged / ".venv").is_symlink()
     assert (root / "manage.py").read_text() == "running\n"
     assert not Path(journal["backup"]).exists()  # the launcher's, at the restart
     assert _steps(journal)[:2] == [("download", "started"), ("download", "done")]
@@ -123,15 +132,6 @@ def test_bad_download_fails_and_leaves_nothing(server, root, over, cut, reason):
     assert not update_apply.releases_dir(root).joinpath(VERSION).exists()
     assert not Path(journal["backup"]).exists()
     assert (root / "manage.py").read_text() == "running\n"
-
-
-def test_a_release_that_changes_requirements_is_refused(server, root):
-    served, url = server
-    served["body"] = _archive({"manage.py": b"new\n", "requirements.txt": b"Django==9\n"})
-    with pytest.raises(update_apply.ApplyError, match="changes requirements.txt"):
-        update_apply.prepare(_manifest(served["body"], url), root)
-    assert update_apply.load_journal()["state"] == "failed"
-    assert not update_apply.releases_dir(root).joinpath(VERSION).exists()
 
 
 def test_report_only_manifest_cannot_be_applied(root):
