@@ -225,6 +225,15 @@ def test_apply_restarts_into_the_new_version_and_announces_it_once(rig):
         assert len(_applied_events(host)) <= 1  # never again (the ring may not survive)
         journal = json.loads((host.state_dir / "updates" / "journal.json").read_text())
         assert journal["state"] == "done" and journal["announced"]
+        # The backup came after the switch, once the old version had stopped, before the start.
+        steps = [(e["step"], e["state"]) for e in journal["log"]]
+        assert (
+            steps.index(("switch", "done"))
+            < steps.index(("backup", "done"))
+            < steps.index(("restart", "started"))
+        ), steps
+        venv = host_tree.parent / "host.releases" / NEW_VERSION / ".venv"
+        assert venv.is_dir() and not venv.is_symlink()  # its own, not the checkout's
     finally:
         assert host.stop() == 0, host.log_tail(120)
 
