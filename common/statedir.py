@@ -48,3 +48,4 @@ PLUGIN_TOKEN_FILE = "plugin-token"
 IDENTITY_FILE = "identity.json"
 REDIS_SOCKET = "redis.sock"
 LOG_DIR = "logs"
+EVENTS_SEQ_FILE = "events-seq"  # the event bus's sequence floor (hooks/events.py)

@@ -3,22 +3,21 @@ because `manage.py runhost` reads them before Django loads (supervisor/launcher.
 which tree runs (docs/updates.md, "Apply").
 
 States of a job: running (steps before the switch) -> staged -> switched (the new tree is on
-probation) -> done, or failed (before the switch: nothing changed) or rolled_back (after it:
-the previous tree and the backup are back).
+probation) -> done, or failed (nothing changed: before the switch, or a backup the launcher
+could not take) or rolled_back (the new tree ran: the previous tree and the backup are back).
 """
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import os
-import sqlite3
 import time
 from pathlib import Path
 
+from common import update_backup
 from common.files import atomic_write
-from common.statedir import DB_FILE, state_dir
+from common.statedir import state_dir
 
 JOURNAL_FILE = "journal.json"
 ACTIVE_TREE_FILE = "active-tree"
@@ -83,31 +82,24 @@ def checkout_mark(root: Path) -> str:
         return ""
 
 
-def restore_database(backup: Path, db: Path) -> None:
-    """The backup's content into the database file, page by page (the host is stopped)."""
-    with (
-        contextlib.closing(sqlite3.connect(backup)) as source,
-        contextlib.closing(sqlite3.connect(db)) as target,
-    ):
-        source.backup(target)
-
-
-def restore_state(backup: Path, where: Path) -> None:
-    """Put back what a backup saved: the database and every saved top-level file."""
-    if (backup / DB_FILE).exists():
-        restore_database(backup / DB_FILE, where / DB_FILE)
-    for path in sorted((backup / "files").iterdir()):
-        atomic_write(where / path.name, path.read_bytes(), mode=path.stat().st_mode & 0o777)
-
-
 def rollback(journal: dict, reason: str) -> None:
     """After a switch: the checkout runs again, with the database and files of the backup."""
     clear_active_tree()
     backup = Path(journal.get("backup") or "")
     restored = "restored" if backup.is_dir() else "no backup to restore"
     if backup.is_dir():
-        restore_state(backup, state_dir())
+        update_backup.restore_state(backup, state_dir())
     journal["state"] = "rolled_back"
     journal["error"] = reason
     record(journal, "rollback", "done", f"{reason}; {journal.get('from')} runs again ({restored})")
+    os.sync()
+
+
+def abandon(journal: dict, reason: str) -> None:
+    """After a switch, before the new tree ran (its backup could not be taken): the checkout
+    runs again; the data was never touched, so nothing is restored."""
+    clear_active_tree()
+    journal["state"] = "failed"
+    journal["error"] = reason
+    record(journal, "backup", "failed", f"{reason}; {journal.get('from')} runs again")
     os.sync()

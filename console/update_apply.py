@@ -3,14 +3,14 @@ the restart that follows, `update.applied`, and the recovery a start runs after 
 (docs/updates.md, "Apply").
 
 Here: download (bounded by the manifest's size), sha256 check, staging beside the running tree,
-its environment, the backup of the database (sqlite3 backup API) and state files, the switch and
-the restart request. What runs after the restart (probation, health gate, rollback) is
-supervisor/launcher.py's and supervisor.main's.
+its environment, a check of the room the backup needs, a dry run of its migrations on a copy of
+the database, the switch and the restart request. What runs after the restart (the backup,
+probation, health gate, rollback) is supervisor/launcher.py's and supervisor.main's: the backup
+is taken once the running version no longer writes.
 """
 
 from __future__ import annotations
 
-import contextlib
 import fcntl
 import hashlib
 import http.client
@@ -24,22 +24,22 @@ import time
 import urllib.request
 from pathlib import Path, PurePosixPath
 
-from common import supervisorctl, update_journal
+from common import supervisorctl, update_backup, update_journal
 from common.errors import DomainError
 from common.statedir import DB_FILE, state_dir
 from common.version import VERSION
+from console import update_run, update_venv
 from console.updater import is_newer
 from hooks import event_kinds, events
-from hooks.events import SEQ_FILE
 from streaming import services as streaming_services
 
 log = logging.getLogger(__name__)
 
 CHUNK = 64 * 1024
 FETCH_TIMEOUT_S = 30
-# A state file larger than this is not copied into a backup (logs, caches: not state).
-MAX_STATE_FILE_BYTES = 16 * 1024 * 1024
-STEPS = ("download", "verify", "stage", "environment", "backup")
+STEPS = ("download", "verify", "stage", "environment", "room", "migrate")
+# How long the staged tree's migrations may take on the copy of the database.
+MIGRATE_TIMEOUT_S = float(os.environ.get("HOST_UPDATE_MIGRATE_TIMEOUT_S", "600"))
 RUNNING_TREE = Path(__file__).resolve().parent.parent
 
 
@@ -55,7 +55,6 @@ class ApplyRefused(DomainError):
 releases_dir = update_journal.releases_dir
 load_journal = update_journal.load
 updates_dir = update_journal.updates_dir
-restore_state = update_journal.restore_state
 _save = update_journal.save
 _record = update_journal.record
 JOURNAL_FILE = update_journal.JOURNAL_FILE
@@ -164,66 +163,81 @@ def stage(archive: Path, target: Path) -> None:
         shutil.rmtree(partial, ignore_errors=True)
 
 
-def environment(root: Path, staged: Path) -> None:
-    """The new tree's .venv: the running one when its pinned requirements are the same bytes
-    (nothing to install, nothing to fetch); a release that changes them is refused."""
-    if (staged / "requirements.txt").read_bytes() != (root / "requirements.txt").read_bytes():
+def environment(root: Path, staged: Path, journal: dict) -> None:
+    """The new tree's own .venv (console/update_venv.py): the running one's packages, and the
+    changed requirements installed through the wheel cache. The journal says how; a failure's
+    reason carries the last lines of the command's output."""
+    log_path = updates_dir() / f"environment-{journal['id']}.log"
+    try:
+        how = update_venv.build(root, staged, updates_dir() / "wheels", log_path)
+    except update_venv.VenvError as exc:
+        raise ApplyError(f"environment: {exc}") from None
+    finally:
+        log_path.unlink(missing_ok=True)
+    _record(journal, "environment", "built", how)
+
+
+def check_room(where: Path) -> None:
+    """Free space for what the apply writes into the state dir before and at the restart (the
+    launcher's backup, the migration dry run's copy): refused here, before any switch."""
+    need = update_backup.room_needed(where)
+    free = shutil.disk_usage(updates_dir()).free
+    if free < need:
         raise ApplyError(
-            "the release changes requirements.txt; building a new environment is not built "
-            "(apply it with `git pull && make run`)"
+            f"not enough free space in {updates_dir()} for the backup: "
+            f"{free // 2**20} MiB free, {need // 2**20 + 1} MiB needed"
         )
-    os.symlink(root / ".venv", staged / ".venv")
 
 
-def backup_database(db: Path, dest: Path) -> None:
-    """A consistent copy of the live database (sqlite3 backup API: other writers may run)."""
-    source = sqlite3.connect(db)
+def migrate_check_dir(journal: dict) -> Path:
+    return updates_dir() / f"migrate-check-{journal['id']}"
+
+
+def migrate_check(staged: Path, where: Path, scratch: Path) -> None:
+    """A dry run of the staged tree's migrations, with its own python, on a copy of the
+    database in a state dir of its own (HOST_STATE_DIR): a release whose migration fails is
+    refused before the switch, the real database untouched. The copy always goes."""
+    shutil.rmtree(scratch, ignore_errors=True)
     try:
-        with contextlib.closing(sqlite3.connect(dest)) as target:
-            source.backup(target)
-    finally:
-        source.close()
-
-
-# Never put back: the event bus's sequence floor must only rise (a rewound one would reuse seq
-# numbers consumers already saw); lock files hold nothing.
-NOT_RESTORED = {SEQ_FILE}
-
-
-def _state_files(where: Path) -> list[Path]:
-    skip = {DB_FILE, f"{DB_FILE}-wal", f"{DB_FILE}-shm", f"{DB_FILE}-journal", *NOT_RESTORED}
-    return sorted(
-        p
-        for p in where.iterdir()
-        if p.name not in skip
-        and not p.name.endswith(".lock")
-        and p.is_file()
-        and not p.is_symlink()
-        and p.stat().st_size <= MAX_STATE_FILE_BYTES
-    )
-
-
-def backup_state(where: Path, dest: Path) -> None:
-    """The database and the state dir's top-level files into `dest` (complete or absent)."""
-    partial = dest.with_name(dest.name + ".partial")
-    shutil.rmtree(partial, ignore_errors=True)
-    try:
-        (partial / "files").mkdir(parents=True, mode=0o700)
+        scratch.mkdir(mode=0o700)
         if (where / DB_FILE).exists():
-            backup_database(where / DB_FILE, partial / DB_FILE)
-        for path in _state_files(where):
-            shutil.copy2(path, partial / "files" / path.name)
-        os.replace(partial, dest)
+            update_backup.copy_database(where / DB_FILE, scratch / DB_FILE)
+        output = scratch / "migrate.log"
+        # Nothing of the running host's environment (its tokens, its Redis): the settings'
+        # defaults and the copy are all a migration needs.
+        env = {
+            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+            "HOME": os.environ.get("HOME", str(scratch)),
+            "LANG": os.environ.get("LANG", "C.UTF-8"),
+            "HOST_STATE_DIR": str(scratch),
+            "DJANGO_SETTINGS_MODULE": "hostmgmt.settings",
+            "PYTHONUNBUFFERED": "1",
+        }
+        argv = [str(staged / ".venv" / "bin" / "python"), str(staged / "manage.py"), "migrate",
+                "--noinput"]  # fmt: skip
+        try:
+            code = update_run.run(
+                argv, cwd=staged, env=env, timeout_s=MIGRATE_TIMEOUT_S, output=output
+            )
+        except update_run.Timeout as exc:
+            raise ApplyError(f"the release's migrations {exc} on a copy of the database") from None
+        if code != 0:
+            raise ApplyError(
+                f"the release's migrations fail on a copy of the database (exit {code}):\n"
+                + update_run.tail(output)
+            )
     except (OSError, sqlite3.Error) as exc:
-        raise ApplyError(f"backup failed: {exc}") from None
+        raise ApplyError(f"migration dry run failed: {exc}") from None
     finally:
-        shutil.rmtree(partial, ignore_errors=True)
+        shutil.rmtree(scratch, ignore_errors=True)
 
 
 # -- running the steps, and recovering after a kill -------------------------------------------
 def prepare(manifest: dict, root: Path, journal: dict | None = None) -> dict:
-    """Download, verify, stage and back up; the journal ends `staged` or `failed` (with the
-    reason). The running tree is never touched."""
+    """Download, verify, stage, build its environment, check there is room for the backup the
+    launcher takes at the restart and run the release's migrations on a copy of the database;
+    the journal ends `staged` or `failed` (with the reason).
+    The running tree and its data are never touched."""
     if "artifacts" not in manifest:
         raise ApplyError("the manifest names no release archive (a report-only manifest)")
     journal = journal or new_journal(manifest, root)
@@ -234,8 +248,9 @@ def prepare(manifest: dict, root: Path, journal: dict | None = None) -> dict:
         "download": lambda: download(source["url"], source["size"], archive),
         "verify": lambda: verify(archive, source["sha256"]),
         "stage": lambda: (_clear_stage(staged), stage(archive, staged)),
-        "environment": lambda: environment(root, staged),
-        "backup": lambda: backup_state(state_dir(), Path(journal["backup"])),
+        "environment": lambda: environment(root, staged, journal),
+        "room": lambda: check_room(state_dir()),
+        "migrate": lambda: migrate_check(staged, state_dir(), migrate_check_dir(journal)),
     }
     try:
         for step in STEPS:
@@ -251,7 +266,7 @@ def prepare(manifest: dict, root: Path, journal: dict | None = None) -> dict:
     finally:
         archive.unlink(missing_ok=True)
     journal["state"] = "staged"
-    _record(journal, "backup", "done", "staged")
+    _record(journal, STEPS[-1], "done", "staged")
     return journal
 
 
@@ -324,6 +339,8 @@ def _discard(journal: dict) -> None:
         shutil.rmtree(path, ignore_errors=True)
     (updates_dir() / f"{journal['id']}.tar.gz").unlink(missing_ok=True)
     (updates_dir() / f"{journal['id']}.tar.gz.partial").unlink(missing_ok=True)
+    (updates_dir() / f"environment-{journal['id']}.log").unlink(missing_ok=True)
+    shutil.rmtree(migrate_check_dir(journal), ignore_errors=True)
 
 
 def _fail(journal: dict, reason: str) -> None:

@@ -29,13 +29,13 @@ from functools import partial
 
 from common import redis_client
 from common.files import atomic_write
-from common.statedir import state_path
+from common.statedir import EVENTS_SEQ_FILE, state_path
 from hooks import conf, dispatch, outbox
 from hooks.event_kinds import KINDS, RESERVED_KEYS, SCHEMA_VERSION
 
 log = logging.getLogger("hooks.events")
 
-SEQ_FILE = "events-seq"
+SEQ_FILE = EVENTS_SEQ_FILE
 
 # KEYS: seq, reserved, ring, kept-event id key.  ARGV: doc prefix, doc suffix, ring size,
 # channel, kept-event id ('' for a direct emit).

@@ -1,12 +1,15 @@
 """Which tree `manage.py runhost` runs, decided before Django loads (docs/updates.md, "Apply").
 
-Without an apply the checkout runs itself. After a switch the new tree first runs on
-probation, as a child of this process: it passes its health gate (supervisor.main writes `done`
-into the journal) or, when it exits before that (crash at start, failed migration, failed
-gate, killed), this process puts the previous tree and the backup back and starts the checkout
-again. A start that finds a probation an earlier run began and never finished (the host was
-killed) rolls back the same way. After `done`, later starts exec the new tree directly, until
-the checkout itself changes (a `git pull`): then the checkout runs again.
+Without an apply the checkout runs itself. After a switch this process backs up the database
+and state files (the previous version no longer runs, so no write of it comes after the
+backup; a backup that fails leaves the checkout running, the job failed), then the new tree
+first runs on probation, as a child of this process: it passes its health gate
+(supervisor.main writes `done` into the journal) or, when it exits before that (crash at
+start, failed migration, failed gate, killed), this process puts the previous tree and the
+backup back and starts the checkout again. A start that finds a probation an earlier run began
+and never finished (the host was killed) rolls back the same way. After `done`, later starts
+exec the new tree directly, until the checkout itself changes (a `git pull`): then the checkout
+runs again.
 """
 
 from __future__ import annotations
@@ -17,7 +20,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from common import procs, update_journal
+from common import procs, update_backup, update_journal
+from common.statedir import state_dir
 
 PROBATION_ENV = "HOST_UPDATE_PROBATION"
 THIS_TREE = Path(__file__).resolve().parent.parent
@@ -67,6 +71,21 @@ def follow(argv: list[str]) -> None:
     os.execv(_argv(target, argv)[0], _argv(target, argv))
 
 
+def _backup(journal: dict) -> bool:
+    """The backup a rollback restores, taken here: the previous version's processes are gone
+    (the supervisor's restart waited for them), so no write of theirs is missing from it. False
+    when it could not be taken: the checkout runs again, the new tree never started."""
+    update_journal.record(journal, "backup", "started")
+    try:
+        update_backup.backup_state(state_dir(), Path(journal["backup"]))
+    except update_backup.BackupError as exc:
+        update_journal.abandon(journal, f"{exc}; the new version was not started")
+        _say(f"update to {journal.get('to')} not applied: {journal['error']}")
+        return False
+    update_journal.record(journal, "backup", "done")
+    return True
+
+
 def _probation(journal: dict, argv: list[str]) -> None:
     """Run the new tree as a child until it exits. Returns (to run this tree) only after a
     rollback the host was not asked to stop during; exits otherwise."""
@@ -74,6 +93,8 @@ def _probation(journal: dict, argv: list[str]) -> None:
     if not _runnable(staged):
         update_journal.rollback(journal, f"{staged} cannot run (no manage.py or .venv)")
         _say(f"update rolled back: {journal['error']}")
+        return
+    if not _backup(journal):
         return
     journal["probation_started"] = True
     update_journal.record(journal, "restart", "started", f"{journal.get('to')} on probation")

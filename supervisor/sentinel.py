@@ -117,7 +117,9 @@ class Sentinel:
 
     def release(self, timeout_s: float = GRACE_S + 3.0) -> None:
         """Close the pipe (the sweep starts) and wait for the sweep to finish: a restart must
-        not start new processes the old run's sweep would take for its own."""
+        not start new processes the old run's sweep would take for its own, and an update's
+        backup (supervisor/launcher.py) must come after the last write of this run. A sweep
+        that does not finish in time is finished here."""
         if self.proc is None:
             return
         try:
@@ -126,6 +128,7 @@ class Sentinel:
         except (OSError, subprocess.TimeoutExpired):
             self.proc.kill()
             self.proc.wait()
+            kill_all(self.state_dir, self.instance, 0.0)
 
 
 def main(argv: list[str]) -> int:

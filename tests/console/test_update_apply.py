@@ -1,15 +1,17 @@
 """The apply steps before the switch, with real files: a bounded download checked against the
-signed sha256, staging beside the running tree, database backup and restore, and recovery
-after a kill. The running tree is never touched."""
+signed sha256, staging beside the running tree, the room check for the backup, database backup
+and restore, and recovery after a kill. The running tree is never touched."""
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import hashlib
 import io
 import json
 import os
 import sqlite3
+import sys
 import tarfile
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -17,10 +19,14 @@ from pathlib import Path
 
 import pytest
 
+from common import update_backup, update_journal
 from console import update_apply
+from supervisor import launcher
 
 VERSION = "v2099.101.0-stable"
 REQS = b"Django==5.2.19\n"
+# The staged tree's manage.py: `migrate` (the dry run on a copy of the database) succeeds.
+NEW_MANAGE = b"# new\nimport sys\nsys.exit(0)\n"
 
 
 def _archive(files: dict[str, bytes], prefix: str = "host-x/", extra=None) -> bytes:
@@ -63,7 +69,16 @@ def root(tmp_path):
     tree.mkdir()
     (tree / "manage.py").write_text("running\n")
     (tree / "requirements.txt").write_text("Django==5.2.19\n")
-    (tree / ".venv").mkdir()
+    # A stand-in for the running venv: its python (this one) and an empty site-packages.
+    (tree / ".venv" / "bin").mkdir(parents=True)
+    (tree / ".venv" / "bin" / "python").symlink_to(sys.executable)
+    (
+        tree
+        / ".venv"
+        / "lib"
+        / f"python{sys.version_info[0]}.{sys.version_info[1]}"
+        / "site-packages"
+    ).mkdir(parents=True)
     yield tree
     (update_apply.updates_dir() / update_apply.JOURNAL_FILE).unlink(missing_ok=True)
 
@@ -79,19 +94,20 @@ def _steps(journal: dict) -> list[tuple[str, str]]:
     return [(e["step"], e["state"]) for e in journal["log"]]
 
 
-def test_prepare_stages_beside_the_running_tree_and_backs_up(server, root):
+def test_prepare_stages_beside_the_running_tree(server, root):
     served, url = server
     served["body"] = _archive(
-        {"manage.py": b"new\n", "bin/run.sh": b"#!/bin/sh\n", "requirements.txt": REQS}
+        {"manage.py": NEW_MANAGE, "bin/run.sh": b"#!/bin/sh\n", "requirements.txt": REQS}
     )
     journal = update_apply.prepare(_manifest(served["body"], url), root)
     staged = update_apply.releases_dir(root) / VERSION
     assert journal["state"] == "staged" and Path(journal["staged"]) == staged
-    assert (staged / "manage.py").read_text() == "new\n"
+    assert (staged / "manage.py").read_bytes() == NEW_MANAGE
     assert (staged / "bin/run.sh").stat().st_mode & 0o111
-    assert (staged / ".venv").resolve() == (root / ".venv").resolve()  # same requirements
+    assert (staged / ".venv" / "pyvenv.cfg").is_file()  # its own
+    assert not (staged / ".venv").is_symlink()
     assert (root / "manage.py").read_text() == "running\n"
-    assert (Path(journal["backup"]) / "files").is_dir()
+    assert not Path(journal["backup"]).exists()  # the launcher's, at the restart
     assert _steps(journal)[:2] == [("download", "started"), ("download", "done")]
     assert update_apply.load_journal()["state"] == "staged"
     assert not list(update_apply.updates_dir().glob("*.tar.gz*"))
@@ -116,15 +132,6 @@ def test_bad_download_fails_and_leaves_nothing(server, root, over, cut, reason):
     assert not update_apply.releases_dir(root).joinpath(VERSION).exists()
     assert not Path(journal["backup"]).exists()
     assert (root / "manage.py").read_text() == "running\n"
-
-
-def test_a_release_that_changes_requirements_is_refused(server, root):
-    served, url = server
-    served["body"] = _archive({"manage.py": b"new\n", "requirements.txt": b"Django==9\n"})
-    with pytest.raises(update_apply.ApplyError, match="changes requirements.txt"):
-        update_apply.prepare(_manifest(served["body"], url), root)
-    assert update_apply.load_journal()["state"] == "failed"
-    assert not update_apply.releases_dir(root).joinpath(VERSION).exists()
 
 
 def test_report_only_manifest_cannot_be_applied(root):
@@ -199,7 +206,7 @@ def test_backup_and_restore_bring_back_the_database_and_files(tmp_path):
     (where / "host.conf").write_text("a=1\n")
     (where / "events-seq").write_text("100")
     (where / "events-seq.lock").write_text("")
-    update_apply.backup_state(where, tmp_path / "backup")
+    update_backup.backup_state(where, tmp_path / "backup")
     assert sorted(p.name for p in (tmp_path / "backup" / "files").iterdir()) == ["host.conf"]
     with sqlite3.connect(db) as conn:  # a failing migration's damage
         conn.execute("delete from t")
@@ -207,7 +214,7 @@ def test_backup_and_restore_bring_back_the_database_and_files(tmp_path):
     conn.close()
     (where / "host.conf").write_text("a=2\n")
     (where / "events-seq").write_text("150")
-    update_apply.restore_state(tmp_path / "backup", where)
+    update_backup.restore_state(tmp_path / "backup", where)
     conn = sqlite3.connect(db)
     assert conn.execute("select v from t").fetchall() == [("before",)]
     assert conn.execute("select name from sqlite_master where name='added'").fetchall() == []
@@ -237,3 +244,132 @@ def test_recover_after_a_kill_at_each_step_removes_the_leftovers(root, step):
     assert not Path(journal["backup"] + ".partial").exists()
     assert (root / "manage.py").read_text() == "running\n"
     assert update_apply.recover() is None  # settled once
+
+
+def test_the_event_floor_is_never_restored():
+    from hooks.events import SEQ_FILE
+
+    assert SEQ_FILE in update_backup.NOT_RESTORED
+
+
+def test_no_room_for_the_backup_fails_before_the_switch(server, root, monkeypatch):
+    served, url = server
+    served["body"] = _archive({"manage.py": b"new\n", "requirements.txt": REQS})
+    need = update_backup.room_needed(update_apply.state_dir())
+    real = update_apply.shutil.disk_usage
+
+    def nearly_full(path):
+        return real(path)._replace(free=need - 1)
+
+    monkeypatch.setattr(update_apply.shutil, "disk_usage", nearly_full)
+    with pytest.raises(update_apply.ApplyError, match="not enough free space"):
+        update_apply.prepare(_manifest(served["body"], url), root)
+    journal = update_apply.load_journal()
+    assert journal["state"] == "failed" and journal["step"] == "room"
+    assert not update_apply.releases_dir(root).joinpath(VERSION).exists()
+    assert update_journal.active_tree() is None
+
+
+CRASHING_TREE = """
+import os, sqlite3, sys
+if sys.argv[1] == "migrate":
+    sys.exit(0)
+conn = sqlite3.connect(os.path.join(os.environ["HOST_STATE_DIR"], "db.sqlite3"))
+conn.execute("delete from t")  # the failing version's damage
+conn.commit()
+sys.exit(7)
+"""
+
+
+def _rows(db: Path) -> list:
+    conn = sqlite3.connect(db)
+    try:
+        return [v for (v,) in conn.execute("select v from t order by rowid")]
+    finally:
+        conn.close()
+
+
+@pytest.mark.parametrize("backup_at", ["prepare", "restart"])
+def test_a_write_after_prepare_survives_a_rollback(server, root, tmp_path, monkeypatch, backup_at):
+    """The backup comes after the running version's last write: one taken when prepare() ran
+    (`prepare`, what an apply did before the launcher took it) loses a write made between
+    prepare() and the restart; the launcher's (`restart`) keeps it."""
+    state = tmp_path / "state"
+    state.mkdir()
+    monkeypatch.setenv("HOST_STATE_DIR", str(state))
+    monkeypatch.delenv(launcher.PROBATION_ENV, raising=False)
+    db = state / "db.sqlite3"
+    with contextlib.closing(sqlite3.connect(db)) as conn, conn:
+        conn.execute("create table t (v text)")
+        conn.execute("insert into t values ('before')")
+    served, url = server
+    served["body"] = _archive({"manage.py": CRASHING_TREE.encode(), "requirements.txt": REQS})
+    journal = update_apply.prepare(_manifest(served["body"], url), root)
+    if backup_at == "prepare":
+        update_backup.backup_state(state, Path(journal["backup"]))
+    with contextlib.closing(sqlite3.connect(db)) as conn, conn:  # the host still runs
+        conn.execute("insert into t values ('after prepare')")
+    update_apply.switch(journal)
+    staged = Path(journal["staged"])
+    if backup_at == "prepare":  # the old order: the launcher restores what prepare() saved
+        monkeypatch.setattr(launcher, "_backup", lambda journal: True)
+    launcher.follow(["manage.py", "runhost"])  # the new tree crashes: rolled back
+    assert update_journal.load()["state"] == "rolled_back"
+    assert update_journal.active_tree() is None and staged.is_dir()
+    expected = ["before"] if backup_at == "prepare" else ["before", "after prepare"]
+    assert _rows(db) == expected
+
+
+FAILING_MIGRATION = """
+import os, sqlite3, sys
+assert sys.argv[1:] == ["migrate", "--noinput"], sys.argv
+conn = sqlite3.connect(os.path.join(os.environ["HOST_STATE_DIR"], "db.sqlite3"))
+conn.execute("delete from t")  # the migration's damage, on the copy
+conn.commit()
+print("Applying library.0003_fails...")
+print("token in my environment:", os.environ.get("HOST_MGMT_TOKEN", "none"))
+raise RuntimeError("this migration fails")
+"""
+
+
+@pytest.fixture
+def state(tmp_path, monkeypatch):
+    where = tmp_path / "state"
+    where.mkdir()
+    monkeypatch.setenv("HOST_STATE_DIR", str(where))
+    with contextlib.closing(sqlite3.connect(where / "db.sqlite3")) as conn, conn:
+        conn.execute("create table t (v text)")
+        conn.execute("insert into t values ('kept')")
+    return where
+
+
+def test_a_failing_migration_is_refused_before_the_switch(server, root, state, monkeypatch):
+    monkeypatch.setenv("HOST_MGMT_TOKEN", "s3cret-token-value")
+    served, url = server
+    served["body"] = _archive({"manage.py": FAILING_MIGRATION.encode(), "requirements.txt": REQS})
+    with pytest.raises(update_apply.ApplyError, match="migrations fail") as failed:
+        update_apply.prepare(_manifest(served["body"], url), root)
+    journal = update_apply.load_journal()
+    assert journal["state"] == "failed" and journal["step"] == "migrate"
+    assert "this migration fails" in journal["error"] and "exit 1" in journal["error"]
+    assert "s3cret" not in json.dumps(journal) and "s3cret" not in str(failed.value)
+    assert "token in my environment: none" in journal["error"]
+    assert _rows(state / "db.sqlite3") == ["kept"]  # the copy took the damage
+    assert not list(update_apply.updates_dir().glob("migrate-check-*"))
+    assert update_journal.active_tree() is None
+    assert not update_apply.releases_dir(root).joinpath(VERSION).exists()
+
+
+def test_a_migration_that_hangs_is_stopped_and_refused(server, root, state, tmp_path, monkeypatch):
+    monkeypatch.setattr(update_apply, "MIGRATE_TIMEOUT_S", 1.0)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    served, url = server
+    hang = b"import os, time\nopen(os.path.expanduser('~/hang.pid'), 'w').write(str(os.getpid()))\n"
+    hang += b"time.sleep(60)\n"
+    served["body"] = _archive({"manage.py": hang, "requirements.txt": REQS})
+    with pytest.raises(update_apply.ApplyError, match="did not finish in 1 s"):
+        update_apply.prepare(_manifest(served["body"], url), root)
+    assert update_apply.load_journal()["step"] == "migrate"
+    assert not list(update_apply.updates_dir().glob("migrate-check-*"))
+    pid = int((tmp_path / "hang.pid").read_text())
+    assert not Path(f"/proc/{pid}").exists()  # killed and reaped

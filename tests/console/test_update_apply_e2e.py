@@ -2,7 +2,8 @@
 signed by scripts/sign_release.py with a test key pinned through HOST_UPDATE_PUBLIC_KEY and
 served on loopback. The host stages it, switches, restarts on probation, passes the health gate
 and emits `update.applied` once; a release that damages the database and crashes at start is
-rolled back, the database restored from the backup."""
+rolled back, the database restored from the backup; one whose migration fails is refused before
+the switch."""
 
 from __future__ import annotations
 
@@ -230,17 +231,28 @@ def test_apply_restarts_into_the_new_version_and_announces_it_once(rig):
         backups = list((host.state_dir / "updates").glob("backup-*"))
         assert [p.name for p in backups] == [Path(journal["backup"]).name]
         assert journal["from_tree"] == str(host_tree.resolve())
+        # The backup came after the switch, once the old version had stopped, before the start.
+        steps = [(e["step"], e["state"]) for e in journal["log"]]
+        assert (
+            steps.index(("switch", "done"))
+            < steps.index(("backup", "done"))
+            < steps.index(("restart", "started"))
+        ), steps
+        venv = host_tree.parent / "host.releases" / NEW_VERSION / ".venv"
+        assert venv.is_dir() and not venv.is_symlink()  # its own, not the checkout's
     finally:
         assert host.stop() == 0, host.log_tail(120)
 
 
 def _crash_at_start(src: Path) -> None:
-    """The new version damages the data (as a bad migration would), then dies at start."""
+    """The new version damages the data (as a bad migration would), then dies at start (not
+    in the migration dry run before the switch: that runs `manage.py migrate`)."""
     settings_py = src / "hostmgmt" / "settings.py"
     settings_py.write_text(
-        settings_py.read_text() + "\nimport sqlite3 as _sq\n_c = _sq.connect(STATE_DIR / DB_FILE)\n"
-        "_c.execute('delete from library_customentry')\n_c.commit()\n_c.close()\n"
-        "raise SystemExit(9)\n"
+        settings_py.read_text() + "\nimport sys as _sys\nif 'runhost' in _sys.argv:\n"
+        "    import sqlite3 as _sq\n    _c = _sq.connect(STATE_DIR / DB_FILE)\n"
+        "    _c.execute('delete from library_customentry')\n    _c.commit()\n    _c.close()\n"
+        "    raise SystemExit(9)\n"
     )
 
 
@@ -274,7 +286,6 @@ def _child_dies_in_grace(src: Path) -> None:
     ("patch", "reason"),
     [
         (_crash_at_start, "exited with 9"),
-        (_failing_migration, "exited with"),
         (_child_dies_in_grace, "exited with 3"),
     ],
 )
@@ -296,6 +307,29 @@ def test_a_release_that_fails_to_start_is_rolled_back_with_the_data_intact(rig, 
             names = json.dumps(c.get("/api/v1/library").json())
         assert "Kept Game" in names
         assert _applied_events(host) == []
+    finally:
+        assert host.stop() == 0, host.log_tail(120)
+
+
+def test_a_release_whose_migration_fails_is_refused_before_the_switch(rig):
+    """The dry run of its migrations on a copy of the database fails: the job fails with the
+    migration's last lines, the host never restarts, the data and the running version stay."""
+    host_tree, release, env = rig
+    release(_failing_migration)
+    host = start_host(tree=host_tree, env=env)
+    try:
+        with host.mgmt() as c:
+            assert c.post("/api/v1/library/custom", json={"title": "Kept Game"}).status_code == 201
+        _apply(host)
+        job = _wait_job(host, {"rolled_back", "failed", "done"})["job"]
+        assert job["state"] == "failed", json.dumps(job)
+        assert "migrations fail" in job["error"] and "this migration fails" in job["error"], job
+        assert _status(host)["current_version"] == OLD_VERSION
+        with host.mgmt() as c:
+            assert "Kept Game" in json.dumps(c.get("/api/v1/library").json())
+        assert host.log_tail(400).count("Console: https://") == 1  # never restarted
+        assert not (host_tree.parent / "host.releases" / NEW_VERSION).exists()
+        assert not list((host.state_dir / "updates").glob("migrate-check-*"))
     finally:
         assert host.stop() == 0, host.log_tail(120)
 
@@ -393,8 +427,8 @@ def record(journal, step, state, detail=""):
 # switch, the journal says `switched` and `active-tree` is not written yet.
 KILL_POINTS = [
     ("stage", "before stage done", lambda staged, j: staged.is_dir()),
-    ("environment", "before environment done", lambda staged, j: (staged / ".venv").is_symlink()),
-    ("backup", "before backup done", lambda staged, j: Path(j["backup"]).is_dir()),
+    ("environment", "before environment done", lambda staged, j: (staged / ".venv").is_dir()),
+    ("migrate", "before migrate done", lambda staged, j: j["log"][-1]["step"] == "migrate"),
     ("switch", "after switch done", lambda staged, j: j.get("state") == "switched"),
 ]
 
@@ -418,8 +452,8 @@ def _kill_when(host, check, what: str) -> None:
 
 
 def test_a_kill_at_each_step_between_download_and_probation_is_settled_at_the_next_start(rig):
-    """One host, killed at stage, environment and backup (each: the next start marks the job
-    failed, removes the stage and the backup, runs the previous version with its data), then at
+    """One host, killed at stage, environment and migrate (each: the next start marks the job
+    failed, removes what the step made, runs the previous version with its data), then at
     the switch (the next start runs the new version on probation, which passes its gate)."""
     host_tree, release, env = rig
     release()
@@ -458,7 +492,8 @@ def test_a_kill_at_each_step_between_download_and_probation_is_settled_at_the_ne
                 assert (
                     not staged.exists() and not staged.with_name(staged.name + ".partial").exists()
                 )
-                assert not list(updates.glob("backup-*")), (step, list(updates.iterdir()))
+                leftovers = [*updates.glob("backup-*"), *updates.glob("migrate-check-*")]
+                assert not leftovers, (step, list(updates.iterdir()))
                 assert not (updates / "active-tree").exists(), step
             with host.mgmt() as c:
                 assert "Kept Game" in json.dumps(c.get("/api/v1/library").json()), step

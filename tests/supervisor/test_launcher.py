@@ -80,6 +80,39 @@ def test_a_new_version_that_exits_before_its_gate_is_rolled_back(rig):
     assert (state / "child-env").read_text() == "job1"
 
 
+def test_the_backup_is_taken_at_the_restart_before_the_new_version_runs(rig, tmp_path):
+    state, new = rig
+    (new / "behaviour").write_text("crash")
+    conn = sqlite3.connect(state / "db.sqlite3")
+    conn.execute("insert into t values ('written before the restart')")
+    conn.commit()
+    conn.close()
+    launcher.follow(["manage.py", "runhost"])
+    journal = update_journal.load()
+    assert ("backup", "done") in [(e["step"], e["state"]) for e in journal["log"]]
+    assert journal["state"] == "rolled_back"
+    assert _rows(state) == [("kept",), ("written before the restart",)]
+
+
+def test_a_backup_that_fails_leaves_the_previous_version_and_its_data(rig, tmp_path):
+    """No backup (here: its folder cannot be made, as on a full or broken disk): the new tree
+    is never started, the checkout runs again, the job says why."""
+    state, new = rig
+    (new / "behaviour").write_text("crash")
+    (tmp_path / "not-a-folder").write_text("")
+    journal = update_journal.load()
+    journal["backup"] = str(tmp_path / "not-a-folder" / "backup-job1")
+    update_journal.save(journal)
+    launcher.follow(["manage.py", "runhost"])  # returns: the checkout runs
+    journal = update_journal.load()
+    assert journal["state"] == "failed", journal
+    assert "backup failed" in journal["error"] and "not started" in journal["error"]
+    assert update_journal.active_tree() is None
+    assert not journal.get("probation_started")
+    assert not (state / "child-env").exists()  # the new version never ran
+    assert _rows(state) == [("kept",)]
+
+
 def test_a_new_version_that_passes_its_gate_keeps_running(rig):
     state, new = rig
     (new / "behaviour").write_text("pass")

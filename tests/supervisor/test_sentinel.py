@@ -135,3 +135,28 @@ def test_the_display_marks_are_the_ones_the_display_backends_set():
     assert sentinel.COMPOSITOR_OWNER_ENV == sway.OWNER_ENV
     assert xvfb._owner() == str(state_dir())
     assert sentinel.compositor_owner(str(state_dir())) == headless.owner() + ":"
+
+
+def test_a_sentinel_that_does_not_finish_its_sweep_in_time_has_it_finished_by_release(tmp_path):
+    """A restart (and an update's backup after it) must come after the last process of the
+    run: release() finishes the sweep itself when the sentinel does not."""
+    instance = "stuck-sweep"
+    stuck = sentinel.Sentinel(str(tmp_path), instance)
+    stuck.proc = subprocess.Popen(  # a sentinel that never ends its sweep
+        [sys.executable, "-c", "import time; time.sleep(60)"], stdin=subprocess.PIPE
+    )
+    left = subprocess.Popen(
+        [sys.executable, "-c", "import time; time.sleep(60)"],
+        env={**os.environ, sentinel.INSTANCE_ENV: instance},
+    )
+    try:
+        started = time.monotonic()
+        stuck.release(timeout_s=0.5)
+        assert time.monotonic() - started < 5
+        assert left.wait(timeout=5) == -signal.SIGKILL
+        assert stuck.proc.poll() is not None
+    finally:
+        for proc in (left, stuck.proc):
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
