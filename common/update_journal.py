@@ -23,6 +23,17 @@ JOURNAL_FILE = "journal.json"
 ACTIVE_TREE_FILE = "active-tree"
 
 
+# Set by the launcher for every tree it runs: the README's clone, whichever tree runs now.
+CHECKOUT_ENV = "HOST_CHECKOUT_ROOT"
+
+
+def checkout_root(running: Path) -> Path:
+    """The checkout (`git clone` of the README): staged trees go beside it and a rollback
+    returns to it, also when the tree running now is an applied release."""
+    named = os.environ.get(CHECKOUT_ENV)
+    return Path(named) if named and Path(named).is_dir() else running
+
+
 def releases_dir(root: Path) -> Path:
     """Where staged trees live: beside the running checkout, never inside it."""
     return root.parent / f"{root.name}.releases"
@@ -82,9 +93,29 @@ def checkout_mark(root: Path) -> str:
         return ""
 
 
+def _previous_tree(journal: dict) -> Path | None:
+    """The applied tree that ran before this job's switch (None: the checkout did)."""
+    previous = journal.get("from_tree")
+    if not previous or Path(previous).resolve() == Path(journal.get("root") or "").resolve():
+        return None
+    tree = Path(previous)
+    return tree if (tree / "manage.py").is_file() else None
+
+
+def restore_previous_tree(journal: dict) -> None:
+    """The switch file back to what ran before the job: an earlier applied release keeps
+    running on its migrated data, never the checkout's older code on it."""
+    previous = _previous_tree(journal)
+    if previous is None:
+        clear_active_tree()
+    else:
+        set_active_tree(previous)
+
+
 def rollback(journal: dict, reason: str) -> None:
-    """After a switch: the checkout runs again, with the database and files of the backup."""
-    clear_active_tree()
+    """After a switch: the tree that ran before runs again, with the database and files of
+    the backup."""
+    restore_previous_tree(journal)
     backup = Path(journal.get("backup") or "")
     restored = "restored" if backup.is_dir() else "no backup to restore"
     if backup.is_dir():
@@ -98,7 +129,7 @@ def rollback(journal: dict, reason: str) -> None:
 def abandon(journal: dict, reason: str) -> None:
     """After a switch, before the new tree ran (its backup could not be taken): the checkout
     runs again; the data was never touched, so nothing is restored."""
-    clear_active_tree()
+    restore_previous_tree(journal)
     journal["state"] = "failed"
     journal["error"] = reason
     record(journal, "backup", "failed", f"{reason}; {journal.get('from')} runs again")

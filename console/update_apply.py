@@ -61,16 +61,20 @@ JOURNAL_FILE = update_journal.JOURNAL_FILE
 
 
 def new_journal(manifest: dict, root: Path) -> dict:
+    """`root` is the tree running now (its venv is the one the stage's is made from); the
+    stage goes beside the checkout, which is `root` unless `root` is itself an applied release."""
     source = manifest["artifacts"]["source"]
     job_id = f"{int(time.time())}-{source['sha256'][:12]}"
-    staged = releases_dir(root) / manifest["version"]
+    checkout = update_journal.checkout_root(root)
+    staged = releases_dir(checkout) / manifest["version"]
     return {
         "id": job_id,
         "state": "running",
         "step": None,
         "from": VERSION,
         "to": manifest["version"],
-        "root": str(root),
+        "root": str(checkout),
+        "running": str(root),
         "staged": str(staged),
         "artifact": source,
         "backup": str(updates_dir() / f"backup-{job_id}"),
@@ -277,7 +281,7 @@ def switch(journal: dict) -> None:
     journal["checkout_mark"] = update_journal.checkout_mark(Path(journal["root"]))
     # The tree running now: the cleanup after the gate keeps it (its launcher may stay the
     # new version's parent process).
-    journal["from_tree"] = str(RUNNING_TREE)
+    journal["from_tree"] = journal.get("running") or str(RUNNING_TREE)
     _record(journal, "switch", "done", f"{journal['from']} -> {journal['to']}")
     update_journal.set_active_tree(Path(journal["staged"]))
 

@@ -24,6 +24,8 @@ from common import procs, update_backup, update_journal
 from common.statedir import state_dir
 
 PROBATION_ENV = "HOST_UPDATE_PROBATION"
+# The exit code of a supervisor on probation asked to restart: its launcher starts over.
+RESTART_EXIT = 75
 THIS_TREE = Path(__file__).resolve().parent.parent
 
 
@@ -53,22 +55,37 @@ def follow(argv: list[str]) -> None:
             _say(f"update to {journal.get('to')} rolled back: {journal['error']}")
         else:
             _probation(journal, argv)
-        return
+        journal = update_journal.load()  # after a rollback: the tree that ran before runs
     target = update_journal.active_tree()
     if target is None or target.resolve() == THIS_TREE:
         return
+    checkout = update_journal.checkout_root(THIS_TREE)
     if journal and journal.get("checkout_mark") not in (
         None,
-        update_journal.checkout_mark(THIS_TREE),
+        update_journal.checkout_mark(checkout),
     ):
         update_journal.clear_active_tree()  # the operator updated the checkout by hand since
-        _say(f"{THIS_TREE} changed since the update to {journal.get('to')}; running it")
+        _say(f"{checkout} changed since the update to {journal.get('to')}; running it")
         return
     if not _runnable(target):
         _say(f"{target} (the applied update) cannot run: it lacks manage.py or .venv; running "
              f"{THIS_TREE}")  # fmt: skip
         return
-    os.execv(_argv(target, argv)[0], _argv(target, argv))
+    os.execve(_argv(target, argv)[0], _argv(target, argv), _tree_env())
+
+
+def _tree_env(**extra: str) -> dict[str, str]:
+    """The environment of a tree this launcher runs: it learns where the checkout is (its
+    own applies stage beside the checkout, not beside itself)."""
+    checkout = os.environ.get(update_journal.CHECKOUT_ENV) or str(THIS_TREE)
+    return {**os.environ, update_journal.CHECKOUT_ENV: checkout, **extra}
+
+
+def _again(argv: list[str]) -> None:
+    """Start over as a fresh `runhost` of this tree: a restart asked of a tree running as this
+    process's child (another apply switched since, or the applied tree now runs directly)."""
+    env = {k: v for k, v in os.environ.items() if k != PROBATION_ENV}
+    os.execve(_argv(THIS_TREE, argv)[0], _argv(THIS_TREE, argv), env)
 
 
 def _backup(journal: dict) -> bool:
@@ -98,7 +115,7 @@ def _probation(journal: dict, argv: list[str]) -> None:
         return
     journal["probation_started"] = True
     update_journal.record(journal, "restart", "started", f"{journal.get('to')} on probation")
-    env = {**os.environ, PROBATION_ENV: str(journal.get("id") or "1")}
+    env = _tree_env(**{PROBATION_ENV: str(journal.get("id") or "1")})
     # The new version stops with this process, even after a kill -9 of it: the next start
     # then finds the probation unfinished and rolls back. Its own session: a terminal's Ctrl-C
     # reaches it once, forwarded from here.
@@ -122,7 +139,11 @@ def _probation(journal: dict, argv: list[str]) -> None:
     for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(signum, signal.SIG_DFL)
     current = update_journal.load() or {}
+    if code == RESTART_EXIT and not stopping and current.get("id") != journal.get("id"):
+        _again(argv)  # a newer apply switched: it runs on probation as this tree's child
     if current.get("state") == "done":
+        if code == RESTART_EXIT and not stopping:
+            _again(argv)  # a restart of the applied tree: it runs directly from now on
         sys.exit(code)
     update_journal.rollback(
         current or journal,

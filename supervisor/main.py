@@ -287,6 +287,9 @@ class Supervisor:
         if self._gate_failed:
             log.error("update health gate failed: %s; rolling back", self._gate_failed)
             return GATE_FAILED_EXIT  # the launcher puts the previous tree and the backup back
+        if self._restart and os.environ.get(launcher.PROBATION_ENV):
+            log.info("restarting through the update launcher")
+            return launcher.RESTART_EXIT  # it runs whatever tree the journal names now
         if self._restart:
             log.info("restarting")
             env = {k: v for k, v in os.environ.items() if k != sentinel.INSTANCE_ENV}

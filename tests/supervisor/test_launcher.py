@@ -19,7 +19,14 @@ import json, os, sys
 from pathlib import Path
 state = Path(os.environ["HOST_STATE_DIR"])
 (state / "child-env").write_text(os.environ.get("HOST_UPDATE_PROBATION", ""))
+(state / "child-checkout").write_text(os.environ.get("HOST_CHECKOUT_ROOT", ""))
 behaviour = (Path(__file__).parent / "behaviour").read_text()
+if behaviour == "restart-after-newer-switch":
+    path = state / "updates" / "journal.json"
+    journal = json.loads(path.read_text())
+    journal.update(id="job2", state="switched", to="v3", probation_started=False)
+    path.write_text(json.dumps(journal))
+    sys.exit(75)
 if behaviour == "pass":
     path = state / "updates" / "journal.json"
     journal = json.loads(path.read_text())
@@ -42,6 +49,7 @@ def rig(tmp_path, monkeypatch):
     state.mkdir()
     monkeypatch.setenv("HOST_STATE_DIR", str(state))
     monkeypatch.delenv(launcher.PROBATION_ENV, raising=False)
+    monkeypatch.delenv(update_journal.CHECKOUT_ENV, raising=False)
     conn = sqlite3.connect(state / "db.sqlite3")
     conn.execute("create table t (v text)")
     conn.execute("insert into t values ('kept')")
@@ -78,6 +86,8 @@ def test_a_new_version_that_exits_before_its_gate_is_rolled_back(rig):
     assert update_journal.active_tree() is None
     assert _rows(state) == [("kept",)]  # the backup is back
     assert (state / "child-env").read_text() == "job1"
+    # The new tree learns where the checkout is: its own applies stage beside it.
+    assert (state / "child-checkout").read_text() == str(launcher.THIS_TREE)
 
 
 def test_the_backup_is_taken_at_the_restart_before_the_new_version_runs(rig, tmp_path):
@@ -145,7 +155,7 @@ def test_after_a_passed_gate_later_starts_exec_the_new_tree(rig, monkeypatch):
     journal["checkout_mark"] = update_journal.checkout_mark(launcher.THIS_TREE)
     update_journal.save(journal)
     calls = []
-    monkeypatch.setattr(launcher.os, "execv", lambda path, argv: calls.append(argv))
+    monkeypatch.setattr(launcher.os, "execve", lambda path, argv, env: calls.append(argv))
     launcher.follow(["manage.py", "runhost", "--no-mgmt-token"])
     assert calls == [[str(new / ".venv/bin/python"), str(new / "manage.py"), "runhost",
                       "--no-mgmt-token"]]  # fmt: skip
@@ -156,7 +166,7 @@ def test_a_checkout_updated_by_hand_since_wins_over_the_applied_tree(rig, monkey
     journal["state"] = "done"
     journal["checkout_mark"] = "an older version file"
     update_journal.save(journal)
-    monkeypatch.setattr(launcher.os, "execv", lambda *a: pytest.fail("ran the applied tree"))
+    monkeypatch.setattr(launcher.os, "execve", lambda *a: pytest.fail("ran the applied tree"))
     launcher.follow(["manage.py", "runhost"])
     assert update_journal.active_tree() is None
 
@@ -169,6 +179,61 @@ def test_a_tree_on_probation_runs_itself(rig, monkeypatch):
 
 def test_no_apply_runs_the_checkout(tmp_path, monkeypatch):
     monkeypatch.setenv("HOST_STATE_DIR", str(tmp_path))
-    monkeypatch.setattr(launcher.os, "execv", lambda *a: pytest.fail("exec without an apply"))
+    monkeypatch.setattr(launcher.os, "execve", lambda *a: pytest.fail("exec without an apply"))
     launcher.follow(["manage.py", "runhost"])
     assert json.dumps(update_journal.load()) == "null"
+
+
+def test_a_rollback_returns_to_the_applied_tree_that_ran_before(rig, tmp_path, monkeypatch):
+    """An apply from an applied release (v2 -> v3) that fails: v2 runs again on its own data,
+    never the checkout's older code on data v2 migrated."""
+    state, new = rig
+    (new / "behaviour").write_text("crash")
+    previous = tmp_path / "previous"
+    previous.mkdir()
+    (previous / "manage.py").write_text("")
+    journal = update_journal.load()
+    journal.update(root=str(launcher.THIS_TREE), from_tree=str(previous))
+    update_journal.save(journal)
+    calls = []
+    monkeypatch.setattr(launcher.os, "execve", lambda path, argv, env: calls.append(argv))
+    monkeypatch.setattr(launcher, "_runnable", lambda tree: (tree / "manage.py").is_file())
+    launcher.follow(["manage.py", "runhost"])
+    assert update_journal.load()["state"] == "rolled_back"
+    assert update_journal.active_tree() == previous
+    assert calls and calls[0][1] == str(previous / "manage.py")  # it runs again
+    assert _rows(state) == [("kept",)]
+
+
+def test_a_restart_after_a_newer_switch_starts_the_launcher_over(rig, monkeypatch):
+    """The applied tree, running as the launcher's child, is asked to restart for a newer
+    apply (exit 75): the launcher starts over so the newer tree runs on probation, and the
+    newer job is not rolled back for its predecessor's exit."""
+    state, new = rig
+    (new / "behaviour").write_text("restart-after-newer-switch")
+    again = []
+
+    def execve(path, argv, env):
+        again.append(env)
+        raise SystemExit(0)
+
+    monkeypatch.setattr(launcher.os, "execve", execve)
+    with pytest.raises(SystemExit):
+        launcher.follow(["manage.py", "runhost"])
+    journal = update_journal.load()
+    assert journal["id"] == "job2" and journal["state"] == "switched", journal
+    assert again and launcher.PROBATION_ENV not in again[0]
+
+
+def test_the_stage_goes_beside_the_checkout_when_an_applied_tree_runs(tmp_path, monkeypatch):
+    from console import update_apply
+
+    checkout = tmp_path / "host"
+    checkout.mkdir()
+    monkeypatch.setenv("HOST_STATE_DIR", str(tmp_path / "state"))
+    monkeypatch.setenv(update_journal.CHECKOUT_ENV, str(checkout))
+    running = tmp_path / "host.releases" / "v2"
+    manifest = {"version": "v3", "artifacts": {"source": {"sha256": "a" * 64}}}
+    journal = update_apply.new_journal(manifest, running)
+    assert journal["staged"] == str(tmp_path / "host.releases" / "v3")
+    assert journal["root"] == str(checkout)
