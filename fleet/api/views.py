@@ -20,25 +20,47 @@ from apikit.schema import error
 from fleet import identity, membership, view
 from fleet.models import Member
 
-_MEMBER_FIELDS = {
-    "id": serializers.IntegerField(),
-    "name": serializers.CharField(help_text="what the member reports (not its identity)"),
-    "previous_name": serializers.CharField(allow_null=True),
-    "url": serializers.CharField(),
-    "fingerprint": serializers.CharField(help_text="the pinned certificate's SHA-256"),
-    "reachable": serializers.BooleanField(),
-    "error": serializers.CharField(help_text="why the last refresh failed; '' when it did not"),
-    "version": serializers.CharField(allow_null=True),
-    "live_sessions": serializers.IntegerField(allow_null=True),
-    "gpus": serializers.ListField(child=serializers.DictField()),
-    "gpu_selected": serializers.CharField(allow_null=True),
-    "gpu_active": serializers.CharField(allow_null=True),
-    "displays": serializers.DictField(allow_null=True),
-    "refreshed_at": serializers.DateTimeField(allow_null=True),
-    "refresh_ms": serializers.FloatField(allow_null=True),
-    "created_at": serializers.DateTimeField(),
-}
-_MEMBER = inline_serializer("FleetMember", _MEMBER_FIELDS)
+
+class FleetGpuSerializer(serializers.Serializer):
+    id = serializers.CharField()
+    name = serializers.CharField()
+    vendor = serializers.CharField()
+    vram_mb = serializers.IntegerField(allow_null=True)
+
+
+class FleetDisplaysSerializer(serializers.Serializer):
+    total = serializers.IntegerField()
+    active = serializers.IntegerField()
+    lingering = serializers.IntegerField()
+    pinned = serializers.IntegerField()
+
+
+class FleetMemberSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    name = serializers.CharField(help_text="what the member reports (not its identity)")
+    previous_name = serializers.CharField(
+        allow_null=True, help_text="the name it reported before it changed"
+    )
+    url = serializers.CharField()
+    fingerprint = serializers.CharField(help_text="the pinned certificate's SHA-256")
+    reachable = serializers.BooleanField()
+    error = serializers.CharField(help_text="why the last refresh failed; '' when it did not")
+    version = serializers.CharField(allow_null=True)
+    live_sessions = serializers.IntegerField(allow_null=True)
+    gpus = FleetGpuSerializer(many=True)
+    gpu_selected = serializers.CharField(allow_null=True)
+    gpu_active = serializers.CharField(allow_null=True)
+    displays = FleetDisplaysSerializer(allow_null=True)
+    refreshed_at = serializers.DateTimeField(allow_null=True)
+    refresh_ms = serializers.FloatField(allow_null=True)
+    created_at = serializers.DateTimeField()
+
+
+class FleetTokenIssuedSerializer(serializers.Serializer):
+    name = serializers.CharField()
+    created = serializers.CharField(help_text="ISO 8601, UTC")
+
+
 _JOIN = inline_serializer(
     "FleetJoin",
     {
@@ -47,12 +69,11 @@ _JOIN = inline_serializer(
         "fingerprint": serializers.CharField(help_text="the member's certificate SHA-256"),
     },
 )
-_TOKEN_FIELDS = {"name": serializers.CharField(), "created": serializers.CharField()}
 
 
 class MembersView(ConsoleMgmtAPIView):
     @extend_schema(
-        responses=inline_serializer("FleetMember", _MEMBER_FIELDS, many=True),
+        responses=FleetMemberSerializer(many=True),
         summary="The fleet's members and their state",
     )
     def get(self, request):
@@ -61,7 +82,7 @@ class MembersView(ConsoleMgmtAPIView):
     @extend_schema(
         request=_JOIN,
         responses={
-            201: _MEMBER,
+            201: FleetMemberSerializer,
             400: error("a field is invalid (`fields`), or the fingerprint is this host's"),
             409: error("already a member"),
             422: error(
@@ -80,7 +101,9 @@ class MembersView(ConsoleMgmtAPIView):
 
 
 class MemberView(ConsoleMgmtAPIView):
-    @extend_schema(responses={200: _MEMBER, 404: error("no such member")}, summary="A member")
+    @extend_schema(
+        responses={200: FleetMemberSerializer, 404: error("no such member")}, summary="A member"
+    )
     def get(self, request, member_id: int):
         return Response(view.public(membership.get(member_id)))
 
@@ -95,7 +118,7 @@ class MemberView(ConsoleMgmtAPIView):
 
 class TokensView(ConsoleMgmtAPIView):
     @extend_schema(
-        responses=inline_serializer("FleetTokenIssued", _TOKEN_FIELDS, many=True),
+        responses=FleetTokenIssuedSerializer(many=True),
         summary="Fleet tokens this host issued",
     )
     def get(self, request):
@@ -126,7 +149,8 @@ class TokensView(ConsoleMgmtAPIView):
 
 class TokenView(ConsoleMgmtAPIView):
     @extend_schema(
-        responses={204: None, 404: error("no such token")}, summary="Revoke a fleet token"
+        responses={204: None, 400: error("not a token name"), 404: error("no such token")},
+        summary="Revoke a fleet token",
     )
     def delete(self, request, name: str):
         try:
