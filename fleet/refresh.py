@@ -49,6 +49,7 @@ class Refresher:
         self._failures: dict[int, int] = {}
         self._next_at: dict[int, float] = {}
         self._clients: dict[int, tuple[tuple[str, str, str], MemberClient]] = {}
+        self._closed = False
 
     def __call__(self) -> list[Future]:
         return self.run()
@@ -75,6 +76,7 @@ class Refresher:
         return min(max(interval_s(), 1.0) * 2 ** (failures - 1), BACKOFF_MAX_S)
 
     def close(self) -> None:
+        self._closed = True
         self.pool.shutdown(wait=False, cancel_futures=True)
         with self._lock:
             for _key, client in self._clients.values():
@@ -109,7 +111,11 @@ class Refresher:
         try:
             try:
                 client = self._client(member)
-                answers = [client.get_json(path) for path in PATHS]
+                answers = []
+                for path in PATHS:
+                    if self._closed:
+                        return  # the host is stopping: no more requests
+                    answers.append(_ask(client, path))
             except (MemberError, DomainError) as exc:
                 self._failed(member, str(exc), started)
                 return
@@ -156,6 +162,17 @@ class Refresher:
             refreshed_at=timezone.now(),
             refresh_ms=round((time.monotonic() - started) * 1000, 1),
         )
+
+
+def _ask(client: MemberClient, path: str):
+    answer = client.request("GET", path)
+    if answer.status == 401:
+        raise MemberError("the member refused the token (401: revoked?); remove and join again")
+    if answer.status == 403:
+        raise MemberError(f"the token may not read {path} (403: not a fleet token?)")
+    if answer.status != 200:
+        raise MemberError(f"GET {path} answered {answer.status}")
+    return answer.json()
 
 
 _default: Refresher | None = None

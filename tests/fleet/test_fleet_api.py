@@ -154,6 +154,12 @@ def test_join_refresh_and_remove(member, caplog):
     got = call("GET", "/api/v1/fleet/members").json()[0]
     assert got["name"] == "evil[31m" + "n" * 56
     assert got["previous_name"] == "member-a"
+
+    member.token = "cd" * 32  # the member revoked ours
+    for f in runner.run():
+        f.result(10)
+    got = call("GET", "/api/v1/fleet/members").json()[0]
+    assert not got["reachable"] and "refused the token (401" in got["error"]
     runner.close()
 
     listing = call("GET", "/api/v1/fleet/members").content.decode()
