@@ -7,6 +7,10 @@ why every other route is refused; the auth matrix test checks the two tables cov
 A plugin's own token (`plugin_tokens`, given by the plugin runner) is a plugin principal with
 its id: it also reaches `PLUGIN_OWN` routes whose `plugin_id` is its own.
 
+A fleet token (`fleet_tokens`, minted by this host's admin for a fleet host that manages it) is
+an allow list of its own, `FLEET_ALLOWED`, under the same rule: every route not named there is
+refused, so a route added later stays out of a fleet host's reach until classified.
+
 A host started with `--no-mgmt-token` has no credential to check, so any web page the
 operator opens could otherwise POST here: state-changing requests must prove they are not a
 cross-site "simple" request (`tokenless_write_refusal`).
@@ -22,18 +26,20 @@ from rest_framework.authentication import BaseAuthentication, get_authorization_
 from rest_framework.exceptions import AuthenticationFailed, PermissionDenied
 from rest_framework.permissions import BasePermission
 
-from access import plugin_tokens, tokens
+from access import fleet_tokens, plugin_tokens, tokens
 from access.origin import allowed_origins, origin_matches
 from access.secrets import is_token_shaped, parse_bearer, tokens_equal
 
 REALM = 'Bearer realm="hostmgmt"'
 V1_ROUTE_PREFIX = "api/v1/"
 PLUGIN_FORBIDDEN = "the plugin token may not use this route"
+FLEET_FORBIDDEN = "the fleet token may not use this route"
 
 
 @dataclass(frozen=True)
 class MgmtPrincipal:
-    """Who called: `admin` (management token or tokenless host) or `plugin` (plugin token).
+    """Who called: `admin` (management token or tokenless host), `plugin` (plugin token) or
+    `fleet` (a fleet token; `fleet_name` is the name it was minted under).
 
     `tokenless` marks the admin a `--no-mgmt-token` host grants to a caller without a token.
     """
@@ -43,6 +49,7 @@ class MgmtPrincipal:
     plugin_id: str | None = (
         None  # a per-plugin token's id (access/plugin_tokens.py); None otherwise
     )
+    fleet_name: str | None = None
 
     @property
     def is_authenticated(self) -> bool:
@@ -82,6 +89,8 @@ PLUGIN_ALLOWED: dict[str, frozenset[str]] = {
     "game/end": frozenset({"POST"}),
     # plugins: the directory (secret-free)
     "plugins": frozenset({"GET"}),
+    # who the token is (a fleet host checks a presented token with it)
+    "fleet/whoami": frozenset({"GET"}),
 }
 
 # Routes a plugin's OWN token (bound to an id, access/plugin_tokens.py) may call for its own id only
@@ -141,6 +150,35 @@ PLUGIN_DENIED: dict[str, str] = {
     "plugins/<str:plugin_id>/ui-credential": "another plugin's UI credential (own id only)",
     "store/runtime": "plugin store",
     "streams/<str:session_id>/thumbnail": "the screen's contents (operator only)",
+    "fleet/tokens": "fleet administration",
+    "fleet/tokens/<str:name>": "fleet administration",
+    "fleet/identity": "fleet administration",
+    "fleet/members": "fleet administration",
+    "fleet/members/<int:member_id>": "fleet administration",
+}
+
+# The fleet token's whole reach (docs/fleet.md): what a fleet host shows of its members and the
+# sessions it ends there. Reads of configuration that carries commands or paths are not here.
+FLEET_ALLOWED: dict[str, frozenset[str]] = {
+    # status and health
+    "health": frozenset({"GET"}),
+    "host": frozenset({"GET"}),
+    "status": frozenset({"GET"}),
+    "fleet/whoami": frozenset({"GET"}),
+    # events
+    "events": frozenset({"GET"}),
+    # library (the listing and its art; one custom entry's detect paths and prep are not here)
+    "library": frozenset({"GET"}),
+    "library/art/<str:entry_id>/<str:kind>": frozenset({"GET"}),
+    # GPUs and displays: what is there and what is free
+    "gpus": frozenset({"GET"}),
+    "display/state": frozenset({"GET"}),
+    "display/monitors": frozenset({"GET"}),
+    # sessions: their status and ending them
+    "session": frozenset({"DELETE"}),
+    "session/settings": frozenset({"GET"}),
+    "streams": frozenset({"GET"}),
+    "streams/<str:session_id>": frozenset({"DELETE"}),
 }
 
 
@@ -158,6 +196,19 @@ def plugin_allowed(route: str | None, method: str) -> bool:
     if method == "OPTIONS":
         return True
     return method in methods
+
+
+def fleet_allowed(route: str | None, method: str) -> bool:
+    """Whether a fleet token may call `method` on the URL pattern `route`; unknown or
+    unclassified routes are refused."""
+    if not route or not route.startswith(V1_ROUTE_PREFIX):
+        return False
+    methods = FLEET_ALLOWED.get(route[len(V1_ROUTE_PREFIX) :])
+    if methods is None:
+        return False
+    method = method.upper()
+    method = "GET" if method == "HEAD" else method
+    return method == "OPTIONS" or method in methods
 
 
 def plugin_own_allowed(route: str | None, method: str, kwargs: dict, plugin_id: str | None):
@@ -181,6 +232,17 @@ def plugin_denied(request, principal: MgmtPrincipal | None = None) -> bool:
     plugin_id = principal.plugin_id if principal is not None else None
     kwargs = getattr(match, "kwargs", None) or {}
     return not plugin_own_allowed(route, request.method, kwargs, plugin_id)
+
+
+def scope_refusal(request, principal: MgmtPrincipal) -> str | None:
+    """Why a plugin or fleet principal may not make this (resolved) request, or None."""
+    if principal.role == "plugin" and plugin_denied(request, principal):
+        return PLUGIN_FORBIDDEN
+    if principal.role == "fleet":
+        match = getattr(request, "resolver_match", None)
+        if not fleet_allowed(getattr(match, "route", None), request.method):
+            return FLEET_FORBIDDEN
+    return None
 
 
 # --- tokenless mode: no cross-site simple writes -------------------------------------------
@@ -243,6 +305,9 @@ def resolve(header: bytes) -> MgmtPrincipal | None:
     plugin_id = plugin_tokens.lookup(token)
     if plugin_id:
         return MgmtPrincipal("plugin", plugin_id=plugin_id)
+    fleet_name = fleet_tokens.lookup(token)
+    if fleet_name:
+        return MgmtPrincipal("fleet", fleet_name=fleet_name)
     return None
 
 
@@ -282,7 +347,10 @@ class MgmtPermission(BasePermission):
             if reason:
                 raise PermissionDenied(reason)
             return True
-        return not (principal.role == "plugin" and plugin_denied(request, principal))
+        reason = scope_refusal(request, principal)
+        if reason:
+            raise PermissionDenied(reason)
+        return True
 
 
 # --- the web console's session ---------------------------------------------------------------

@@ -28,6 +28,7 @@ urlpatterns = [
     path("config", views.config, name="console-config"),
     path("sessions", views.sessions, name="console-sessions"),
     path("tokens", views.tokens, name="console-tokens"),
+    path("fleet", views.fleet, name="console-fleet"),
     path("logs", views.logs, name="console-logs"),
     path("streaming", live_pages.streaming, name="console-streaming"),
     path("displays", live_pages.displays, name="console-displays"),

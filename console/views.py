@@ -22,6 +22,7 @@ from access.admin import client_ip
 from access.backends import BACKEND
 from access.scopes import SCOPES
 from console import configform, runtime, telemetry, updater
+from fleet import identity as fleet_identity
 from hooks import sse
 from hooks.event_kinds import DOMAINS, KINDS
 from host import services
@@ -43,6 +44,7 @@ NAV = [
     ("/config", "Configuration"),
     ("/sessions", "Sessions"),
     ("/tokens", "Tokens"),
+    ("/fleet", "Fleet"),
     ("/logs", "Logs"),
 ]
 
@@ -158,6 +160,11 @@ def library(request):
 def hooks(request):
     patterns = sorted(KINDS) + sorted(f"{d}.*" for d in DOMAINS)
     return page(request, "hooks.html", {"patterns": patterns})
+
+
+@console_page
+def fleet(request):
+    return page(request, "fleet.html", {"identity": fleet_identity.describe()})
 
 
 @console_page

@@ -420,8 +420,9 @@ async def events_view(request):
         return json_error(
             request.path, 401, "invalid or missing bearer token", {"WWW-Authenticate": mgmt.REALM}
         )
-    if principal.role == "plugin" and mgmt.plugin_denied(request, principal):
-        return json_error(request.path, 403, mgmt.PLUGIN_FORBIDDEN)
+    refusal = mgmt.scope_refusal(request, principal)
+    if refusal:
+        return json_error(request.path, 403, refusal)
     return await stream_response(request)
 
 

@@ -274,3 +274,7 @@ LOGGING = {
 # HOST_UPDATE_PUBLIC_KEY overrides it for test rigs and private builds only.
 # The manifest URL is the config schema key `update_manifest_url` (hostconfig/schema.py).
 UPDATE_PUBLIC_KEY = env_str("HOST_UPDATE_PUBLIC_KEY", "")
+
+# Fleet: how often this host asks each member for its state (docs/fleet.md); 0 turns it off.
+# A member that fails is asked again after an exponential backoff capped at 5 minutes.
+FLEET_REFRESH_S = env_int("HOST_FLEET_REFRESH_S", 10)

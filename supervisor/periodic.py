@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 from console import logfile, telemetry, update_auto, updater
 from displays import reaper
+from fleet import refresh as fleet_refresh
 from games import lifecycle
 from hooks import events
 from library import conf as library_conf
@@ -53,6 +54,8 @@ def jobs() -> list[Job]:
         Job("log-rotation", telemetry.INTERVAL_S, logfile.rotate_if_needed),
         # Store files and apps.json hand edits; a change enqueues a rescan.
         Job("library-poll", library_conf.poll_interval_s(), StorePoller(), first_s=0),
+        # The fleet's members: their state from their own APIs (fleet/refresh.py).
+        Job("fleet-refresh", fleet_refresh.interval_s(), fleet_refresh.tick, first_s=1.0),
         # The signed release manifest (every 6 h, counted from the last check across restarts).
         Job(
             "update-check",

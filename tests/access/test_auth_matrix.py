@@ -123,7 +123,7 @@ def test_route_answers_each_credential_as_documented(live_host, scoped_tokens, p
 
 
 V1_CALLS = sorted((route, method) for route, methods in v1_routes().items() for method in methods)
-V1_CREDENTIALS = ["none", "wrong", "basic", "scoped", "plugin", "own-x", "own-y", "mgmt"]
+V1_CREDENTIALS = ["none", "wrong", "basic", "scoped", "plugin", "own-x", "own-y", "fleet", "mgmt"]
 
 
 @pytest.fixture(scope="module")
@@ -132,13 +132,18 @@ def own_tokens(live_host):
     written where the runner keeps them in the live host's state dir."""
     import os
 
-    from access import plugin_tokens
+    from access import fleet_tokens, plugin_tokens
 
     old = os.environ.get("HOST_STATE_DIR")
     os.environ["HOST_STATE_DIR"] = str(live_host.state_dir)
     try:
-        yield {"own-x": plugin_tokens.ensure("x"), "own-y": plugin_tokens.ensure("y")}
+        yield {
+            "own-x": plugin_tokens.ensure("x"),
+            "own-y": plugin_tokens.ensure("y"),
+            "fleet": fleet_tokens.mint("matrix"),
+        }
         plugin_tokens.prune(set())
+        fleet_tokens.revoke("matrix")
     finally:
         if old is None:
             os.environ.pop("HOST_STATE_DIR", None)
@@ -154,7 +159,8 @@ def test_every_v1_route_and_method_answers_each_credential(
 
     The plugin token reaches exactly `PLUGIN_ALLOWED` (anything else: 403 and the v1 error
     body, before the view runs); a plugin's own token (bound to `x`) reaches that plus
-    `PLUGIN_OWN` for `x`, and one bound to `y` no more than the shared token; no other
+    `PLUGIN_OWN` for `x`, and one bound to `y` no more than the shared token; a fleet token
+    reaches exactly `FLEET_ALLOWED` (anything else: 403 with its own body); no other
     non-management credential gets past 401. The management token is sent on reads only: its
     writes restart or stop the host.
     """
@@ -173,6 +179,7 @@ def test_every_v1_route_and_method_answers_each_credential(
         "plugin": {"Authorization": f"Bearer {live_host.plugin_token}"},
         "own-x": {"Authorization": f"Bearer {own_tokens['own-x']}"},
         "own-y": {"Authorization": f"Bearer {own_tokens['own-y']}"},
+        "fleet": {"Authorization": f"Bearer {own_tokens['fleet']}"},
         "mgmt": {"Authorization": f"Bearer {live_host.mgmt_token}"},
     }
     results = {}
@@ -188,6 +195,8 @@ def test_every_v1_route_and_method_answers_each_credential(
                     assert set(r.json()) == {"error"}, (cred, r.text)
                 if cred in ("plugin", "own-x", "own-y") and r.status_code == 403:
                     assert r.json() == {"error": mgmt.PLUGIN_FORBIDDEN}
+                if cred == "fleet" and r.status_code == 403:
+                    assert r.json() == {"error": mgmt.FLEET_FORBIDDEN}
     open_route = route == "health"
     for cred in ("none", "wrong", "basic", "scoped"):
         assert (results[cred] == 401) != open_route, (cred, results)
@@ -196,5 +205,9 @@ def test_every_v1_route_and_method_answers_each_credential(
             assert results[cred] not in (401, 403), (cred, results)
         else:
             assert results[cred] == 403, (cred, results)
+    if mgmt.fleet_allowed(mgmt.V1_ROUTE_PREFIX + route, method):
+        assert results["fleet"] not in (401, 403), results
+    else:
+        assert results["fleet"] == 403, results
     if "mgmt" in results:
         assert results["mgmt"] not in (401, 403), results

@@ -19,7 +19,8 @@ from tests.support.moonlight import Moonlight
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 CONSOLE_PAGES = ["/", "/streaming", "/displays", "/pair", "/clients", "/apps", "/library",
-                 "/hooks", "/store", "/config", "/sessions", "/tokens", "/logs", "/plugins",
+                 "/hooks", "/store", "/config", "/sessions", "/tokens", "/fleet", "/logs",
+                 "/plugins",
                  "/pin"]  # fmt: skip
 PHONE_PAGES = CONSOLE_PAGES  # /pin, /pair, approvals, the dashboard and Now streaming above all
 PHONE = {"width": 390, "height": 844}

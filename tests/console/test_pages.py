@@ -13,7 +13,8 @@ from streaming import history
 
 pytestmark = pytest.mark.django_db
 
-PAGES = ["/", "/clients", "/apps", "/library", "/hooks", "/config", "/sessions", "/tokens", "/logs"]
+PAGES = ["/", "/clients", "/apps", "/library", "/hooks", "/config", "/sessions", "/tokens",
+         "/fleet", "/logs"]  # fmt: skip
 
 
 @pytest.fixture

@@ -30,6 +30,7 @@ def test_registry_holds_every_periodic_job_with_its_interval(monkeypatch):
         "telemetry": 2.0,
         "log-rotation": 2.0,
         "library-poll": 15,
+        "fleet-refresh": 10.0,
         "update-check": 6 * 3600,
         "update-auto": 60.0,
     }

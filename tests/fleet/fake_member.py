@@ -1,0 +1,97 @@
+"""A member stand-in for in-process fleet tests: a real TLS HTTP server on loopback that
+answers the routes a fleet host asks, records every request, and can be slow or refuse."""
+
+from __future__ import annotations
+
+import http.server
+import json
+import ssl
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from cryptography.hazmat.primitives import serialization
+
+from fleet import pinned
+from tests.support.certs import identity, pem
+
+
+@dataclass
+class FakeMember:
+    url: str
+    fingerprint: str
+    token: str
+    role: str = "fleet"
+    name: str = "member-a"
+    delay_s: float = 0.0
+    seen: list[tuple[str, str | None]] = field(default_factory=list)
+    server: http.server.ThreadingHTTPServer | None = None
+
+    def answers(self) -> dict[str, object]:
+        return {
+            "/api/v1/fleet/whoami": {"role": self.role, "reach": []},
+            "/api/v1/host": {"hostname": self.name, "version": "9.9.9"},
+            "/api/v1/status": {"active_sessions": 1, "sessions": [{"id": "0000abcd"}]},
+            "/api/v1/gpus": {
+                "gpus": [{"id": "10de-2684-0", "name": "RTX", "vendor": "nvidia", "vram_mb": 24}],
+                "selected": {"id": "10de-2684-0"},
+                "active": None,
+            },
+            "/api/v1/display/state": {"displays": [{"state": "active"}, {"state": "pinned"}]},
+        }
+
+    def stop(self) -> None:
+        if self.server is not None:
+            self.server.shutdown()
+            self.server.server_close()
+
+
+def start(tmp: Path, token: str, seed: int = 7, **kw) -> FakeMember:
+    key, cert = identity(seed)
+    (tmp / f"c{seed}.pem").write_bytes(pem(cert))
+    (tmp / f"k{seed}.pem").write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.TraditionalOpenSSL,
+            serialization.NoEncryption(),
+        )
+    )
+    der = cert.public_bytes(serialization.Encoding.DER)
+    member = FakeMember("", pinned.certificate_fingerprint(der), token, **kw)
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def do_GET(self):
+            member.seen.append((self.path, self.headers.get("Authorization")))
+            if member.delay_s:
+                time.sleep(member.delay_s)
+            if self.headers.get("Authorization") != f"Bearer {member.token}":
+                status, body = 401, {"error": "invalid or missing bearer token"}
+            elif self.path in member.answers():
+                status, body = 200, member.answers()[self.path]
+            else:
+                status, body = 404, {"error": "not found"}
+            data = json.dumps(body).encode()
+            try:
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+            except OSError:
+                pass
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.daemon_threads = True
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(tmp / f"c{seed}.pem", tmp / f"k{seed}.pem")
+    server.socket = context.wrap_socket(server.socket, server_side=True)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    member.server = server
+    member.url = f"https://127.0.0.1:{server.server_address[1]}"
+    return member
