@@ -128,6 +128,22 @@ def test_delay_slows_a_hosts_answers(lan):
         host.restore()
 
 
+def test_relay_is_a_slow_link_to_a_host_with_its_certificate(lan):
+    host = lan.hosts[1]
+    relay = lan.relay(host, delay_ms=0)
+    url = lan.relay_url(relay)
+    assert peer_fingerprint(lan.gateway, relay.port) == host.fingerprint
+    with httpx.Client(base_url=url, verify=host.ssl_context(), timeout=10) as c:
+        started = time.monotonic()
+        assert c.get("/api/v1/health").status_code == 200
+        fast = time.monotonic() - started
+        relay.delay_ms = 400
+        started = time.monotonic()
+        assert c.get("/api/v1/health").status_code == 200  # the kept connection: one trip
+        slow = time.monotonic() - started
+    assert slow >= 0.8 > fast, (fast, slow)  # request and answer each 400 ms late
+
+
 def test_restart_keeps_identity_tokens_and_data(lan):
     host = lan.hosts[0]
     name = f"netns-{host.namespace}"

@@ -17,8 +17,9 @@ names whose pid is gone: the next run sweeps them.
 
 Impairments act on the host's root-side veth: `cut()` / `restore()` take the link down and
 up (connections hang, as on a pulled cable); `delay(ms, loss_pct)` uses `tc netem`, which
-some kernels lack (`netem_available()`); that is refused with `NetnsUnavailable` rather
-than imitated.
+some kernels lack (`netem_available()`: refused with `NetnsUnavailable` there). Where it is
+missing, `lan.relay(host, delay_ms)` is a user-space slow link to the host at another URL
+(tests/support/netem_relay.py).
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ import httpx
 
 from common.statedir import MGMT_TOKEN_FILE, PLUGIN_TOKEN_FILE, TLS_CERT_FILE
 from tests.support.livehost import ROOT, LiveHost, read_token, start_host
+from tests.support.netem_relay import DelayedTcpRelay
 
 BASE_PORT = 20000  # below the ephemeral range, so no outgoing socket takes a host's port
 PREFIX = "hm"
@@ -345,7 +347,10 @@ class NetnsHost:
         """tc netem on the host's outgoing and incoming path (root end of its veth: the delay
         applies to what the root namespace and the other hosts receive from it)."""
         if not netem_available():
-            raise NetnsUnavailable("the kernel has no netem qdisc (sch_netem)")
+            raise NetnsUnavailable(
+                "the kernel has no netem qdisc (sch_netem); lan.relay(host, delay_ms) is a "
+                "user-space slow link to the host"
+            )
         argv = ["tc", "qdisc", "replace", "dev", self.veth, "root", "netem"]
         argv += ["delay", f"{ms}ms", *([f"{jitter_ms}ms"] if jitter_ms else [])]
         if loss_pct:
@@ -362,6 +367,22 @@ class NetnsLan:
     bridge: str
     gateway: str
     hosts: list[NetnsHost]
+    relays: list[DelayedTcpRelay] = field(default_factory=list)
+
+    def relay(self, host: NetnsHost, delay_ms: float = 0.0) -> DelayedTcpRelay:
+        """A TCP relay on the gateway address to `host`'s management port, each chunk
+        `delay_ms` late (`relay.delay_ms` may change): join the host at `relay_url(relay)` to
+        reach it over a slow link. TLS passes through, so the fingerprint is the host's."""
+        relay = DelayedTcpRelay((self.gateway, 0), (host.ip, host.port), delay_ms)
+        self.relays.append(relay)
+        return relay
+
+    def relay_url(self, relay: DelayedTcpRelay) -> str:
+        return f"https://{self.gateway}:{relay.port}"
+
+    def close_relays(self) -> None:
+        while self.relays:
+            self.relays.pop().close()
 
 
 @contextmanager
@@ -381,6 +402,7 @@ def netns_hosts(count: int, *, start: bool = True, env: dict | None = None) -> I
     lan = NetnsLan(subnet, bridge, gateway, [])
     with ExitStack() as cleanup:
         cleanup.callback(shutil.rmtree, workdir, ignore_errors=True)
+        cleanup.callback(lan.close_relays)
         _ip("link", "add", bridge, "type", "bridge")
         cleanup.callback(_ip, "link", "del", bridge, check=False)
         _ip("addr", "add", f"{gateway}/{subnet.prefixlen}", "dev", bridge)
