@@ -69,7 +69,7 @@ def test_each_host_answers_at_its_own_address_with_its_own_certificate(lan):
     assert len({h.mgmt_token for h in lan.hosts}) == 3
 
 
-def test_hosts_reach_each_other_and_the_root_namespace_only_by_the_lan(lan):
+def test_hosts_reach_each_other_over_the_lan(lan):
     a, b = lan.hosts[0], lan.hosts[1]
     probe = "import socket, sys; socket.create_connection((sys.argv[1], int(sys.argv[2])), 5)"
     run = ["ip", "netns", "exec", a.namespace, sys.executable, "-c", probe]

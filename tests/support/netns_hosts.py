@@ -358,6 +358,28 @@ class NetnsHost:
         _run(argv)
 
 
+def stop_all(hosts: list[NetnsHost]) -> None:
+    """Stop the hosts side by side: each supervisor gets its one SIGTERM (a second one would
+    cut its stop short), then each is waited for and its namespace emptied."""
+    for host in hosts:
+        if host.running:
+            host.live.proc.send_signal(signal.SIGTERM)
+    for host in hosts:
+        if host.running:
+            try:
+                host.live.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                pass  # stop() kills it
+    errors = []
+    for host in hosts:
+        try:
+            host.stop()
+        except RuntimeError as exc:
+            errors.append(exc)
+    if errors:
+        raise errors[0]
+
+
 @dataclass
 class NetnsLan:
     """The namespaces' LAN: its bridge and the root namespace's address on it (a fleet host
@@ -418,10 +440,10 @@ def netns_hosts(count: int, *, start: bool = True, env: dict | None = None) -> I
             )
             _ip("netns", "add", host.namespace)
             cleanup.callback(_ip, "netns", "del", host.namespace, check=False)
+            cleanup.callback(_kill_namespace, host.namespace, 0)
             _ip("link", "add", host.veth, "type", "veth", "peer", "name", "eth0",
                 "netns", host.namespace)  # fmt: skip
             cleanup.callback(_ip, "link", "del", host.veth, check=False)
-            cleanup.callback(host.stop)  # first of this host's (LIFO): processes, then links
             _ip("link", "set", host.veth, "master", bridge)
             _ip("link", "set", host.veth, "up")
             ns = ["-n", host.namespace]
@@ -430,6 +452,7 @@ def netns_hosts(count: int, *, start: bool = True, env: dict | None = None) -> I
             _ip(*ns, "link", "set", "lo", "up")
             _ip(*ns, "route", "add", "default", "via", gateway)
             lan.hosts.append(host)
+        cleanup.callback(stop_all, lan.hosts)  # first (LIFO): processes, then links
         if start:
             for host in lan.hosts:
                 host.launch()
