@@ -68,6 +68,9 @@ check /usr/libexec/xdg-desktop-portal-gnome xdg-desktop-portal-gnome test
 # the same PipeWire, session bus and GStreamer pieces; `capture = kwin` on a person's desktop
 # needs only the GStreamer packages above (docs/kde-capture.md).
 check kwin_wayland kwin-wayland test
+# Several real hosts on one machine, each in its own network namespace on a private LAN
+# (tests/support/netns_hosts.py): `ip netns`, veth, bridge and `tc`.
+check ip iproute2 test
 # `systemd-analyze verify` checks the user unit install_user_service writes.
 check systemd-analyze systemd test
 

@@ -79,6 +79,8 @@ class LiveHost:
     proc: subprocess.Popen
     log_path: Path
     extra_env: dict = field(default_factory=dict)
+    # The address the host binds and the tests reach it at (HOST_BIND when not loopback).
+    address: str = "127.0.0.1"
 
     @property
     def mgmt_port(self) -> int:
@@ -86,7 +88,7 @@ class LiveHost:
 
     @property
     def url(self) -> str:
-        return f"https://127.0.0.1:{self.mgmt_port}"
+        return f"https://{self.address}:{self.mgmt_port}"
 
     @property
     def cert_path(self) -> Path:
@@ -101,8 +103,11 @@ class LiveHost:
         return read_token(self.state_dir / "plugin-token")
 
     def ssl_context(self) -> ssl.SSLContext:
-        """Trust exactly the host's self-signed certificate: the TLS under test is real."""
+        """Trust exactly the host's self-signed certificate: the TLS under test is real. The
+        certificate names loopback only, so on another address the certificate itself (the
+        one trust anchor) is the check, not the name."""
         ctx = ssl.create_default_context(cafile=str(self.cert_path))
+        ctx.check_hostname = self.address == "127.0.0.1"
         return ctx
 
     def client(self, **kwargs) -> httpx.Client:
@@ -143,7 +148,7 @@ class LiveHost:
     def _compat_listening(self) -> bool:
         """The compat plane's nvhttp port accepts connections (it starts beside daphne)."""
         try:
-            socket.create_connection(("127.0.0.1", self.base_port), timeout=0.5).close()
+            socket.create_connection((self.address, self.base_port), timeout=0.5).close()
             return True
         except OSError:
             return False
@@ -166,7 +171,12 @@ def start_host(
     env: dict | None = None,
     wait: bool = True,
     tree: Path = ROOT,
+    bind: str | None = None,
+    prefix: list[str] | None = None,
 ) -> LiveHost:
+    """`bind`: the address the host listens on (HOST_BIND). `prefix`: argv the command runs
+    under, e.g. `["ip", "netns", "exec", NAME]` (it must exec the command, so the process
+    stopped is the host's supervisor)."""
     state_dir = state_dir or Path(tempfile.mkdtemp(prefix="hostmgmt-e2e-"))
     base_port = base_port or free_base_port()
     full_env = {k: v for k, v in os.environ.items() if not k.startswith("HOST_")}
@@ -188,17 +198,19 @@ def start_host(
             "HOST_WEB_PROCESSES": os.environ.get("TEST_HOST_WEB_PROCESSES", "1"),
         }
     )
+    if bind is not None:
+        full_env["HOST_BIND"] = bind
     full_env.update(env or {})
     log_path = state_dir.parent / f"{state_dir.name}.out"
     log_file = open(log_path, "ab")  # noqa: SIM115 - owned by the process for its lifetime
     proc = subprocess.Popen(
-        [sys.executable, str(tree / "manage.py"), "runhost", *(args or [])],
+        [*(prefix or []), sys.executable, str(tree / "manage.py"), "runhost", *(args or [])],
         cwd=tree,
         env=full_env,
         stdout=log_file,
         stderr=subprocess.STDOUT,
     )
-    host = LiveHost(state_dir, base_port, proc, log_path, env or {})
+    host = LiveHost(state_dir, base_port, proc, log_path, env or {}, bind or "127.0.0.1")
     if wait:
         try:
             host.wait_ready()

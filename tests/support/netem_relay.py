@@ -164,3 +164,86 @@ class TcpRelay:
         self.stop.set()
         self.thread.join(2)
         self.listener.close()
+
+
+class DelayedTcpRelay:
+    """Each connection to `front` is piped to `host`, every chunk in each direction forwarded
+    `delay_ms` after it arrived (order kept): a slow link for TCP where the kernel has no
+    netem. `delay_ms` may change while connections run. Connections stay open however long
+    they idle (event streams); `close()` ends them all."""
+
+    def __init__(self, front: tuple[str, int], host: tuple[str, int], delay_ms: float = 0.0):
+        self.listener = socket.create_server(front)
+        self.listener.settimeout(0.1)
+        self.port = self.listener.getsockname()[1]
+        self.host, self.delay_ms = host, delay_ms
+        self.stop = threading.Event()
+        self._sockets: set[socket.socket] = set()
+        self._lock = threading.Lock()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        while not self.stop.is_set():
+            try:
+                conn, _ = self.listener.accept()
+            except (TimeoutError, OSError):
+                continue
+            try:
+                up = socket.create_connection(self.host, timeout=10)
+            except OSError:
+                conn.close()
+                continue
+            conn.settimeout(None)
+            up.settimeout(None)
+            with self._lock:
+                self._sockets.update((conn, up))
+            for src, dst in ((conn, up), (up, conn)):
+                threading.Thread(target=self._pipe, args=(src, dst), daemon=True).start()
+
+    def _pipe(self, src: socket.socket, dst: socket.socket) -> None:
+        """Read `src`; a second thread writes each chunk to `dst` once it is due."""
+        queue: list[tuple[float, bytes]] = []
+        ready = threading.Condition()
+
+        def write() -> None:
+            while True:
+                with ready:
+                    while not queue:
+                        ready.wait()
+                    due, data = queue.pop(0)
+                wait = due - time.monotonic()
+                if wait > 0:
+                    time.sleep(wait)
+                try:
+                    if data:
+                        dst.sendall(data)
+                    else:
+                        dst.shutdown(socket.SHUT_WR)
+                        return
+                except OSError:
+                    return
+
+        threading.Thread(target=write, daemon=True).start()
+        while True:
+            try:
+                data = src.recv(65536)
+            except OSError:
+                data = b""
+            with ready:
+                queue.append((time.monotonic() + self.delay_ms / 1000, data))
+                ready.notify()
+            if not data:
+                return
+
+    def close(self) -> None:
+        self.stop.set()
+        self.thread.join(2)
+        self.listener.close()
+        with self._lock:
+            for sock in self._sockets:
+                try:
+                    sock.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+                sock.close()
