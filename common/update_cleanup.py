@@ -2,6 +2,8 @@
 (docs/updates.md, "Cleanup"): staged trees no process runs any more and backups no rollback
 will use. Stdlib only, beside the journal it reads (common/update_journal.py).
 
+The wheel cache goes too (only a stage's venv build reads it).
+
 Kept: the tree the apply switched to (running), the tree that ran before it (its launcher may
 still be the running version's parent process, with that tree's code loaded), whatever
 `active-tree` names, and this apply's backup. The checkout is never touched: only entries
@@ -66,6 +68,10 @@ def prune() -> list[Path]:
             if entry.name != backup.name:
                 _remove(entry)
                 removed.append(entry)
+        wheels = update_journal.updates_dir() / "wheels"
+        if wheels.is_dir():  # only a stage's venv build reads it; each tree's venv is its own
+            shutil.rmtree(wheels)
+            removed.append(wheels)
         if removed:
             names = ", ".join(p.name for p in removed)
             update_journal.record(journal, "cleanup", "done", f"removed {names}")

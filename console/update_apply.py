@@ -41,6 +41,9 @@ STEPS = ("download", "verify", "stage", "environment", "room", "migrate")
 # How long the staged tree's migrations may take on the copy of the database.
 MIGRATE_TIMEOUT_S = float(os.environ.get("HOST_UPDATE_MIGRATE_TIMEOUT_S", "600"))
 RUNNING_TREE = Path(__file__).resolve().parent.parent
+# How long a prepared release waits for sessions that started meanwhile before its switch.
+IDLE_WAIT_S = float(os.environ.get("HOST_UPDATE_IDLE_WAIT_S", str(6 * 3600)))
+IDLE_POLL_S = 5.0
 
 
 class ApplyError(RuntimeError):
@@ -311,6 +314,7 @@ def start(force: bool, manifest: dict | None, root: Path, by: str = "api") -> di
             raise ApplyRefused(f"an apply to {current.get('to')} is already in progress")
         journal = new_journal(manifest, root)
         journal["by"] = by
+        journal["force"] = force
         _record(journal, "start", "done", f"{VERSION} -> {manifest['version']} (by {by})")
     threading.Thread(target=run_job, args=(manifest, root, journal), daemon=True).start()
     return journal
@@ -329,8 +333,30 @@ def run_job(manifest: dict, root: Path, journal: dict | None = None) -> None:
         if journal.get("state") == "running":
             _fail(journal, f"internal error: {type(exc).__name__}")
         return
+    if not wait_for_idle(journal):
+        return  # recorded in the journal
     switch(journal)
     supervisorctl.request_restart()
+
+
+def wait_for_idle(journal: dict, clock=time.monotonic, sleep=time.sleep) -> bool:
+    """A session that started while the release was being prepared is not cut off by the
+    restart: the switch waits for it to end (at most IDLE_WAIT_S; then the job fails, marked
+    `retry`, so `update_auto` tries the release again later). A forced apply does not wait."""
+    if journal.get("force"):
+        return True
+    deadline = clock() + IDLE_WAIT_S
+    said = False
+    while live := streaming_services.live_records():
+        if not said:
+            _record(journal, "switch", "waiting", f"{len(live)} session(s) live; waiting for idle")
+            said = True
+        if clock() >= deadline:
+            journal["retry"] = True
+            _fail(journal, f"sessions stayed live for {int(IDLE_WAIT_S)} s; nothing was switched")
+            return False
+        sleep(IDLE_POLL_S)
+    return True
 
 
 def _discard(journal: dict) -> None:

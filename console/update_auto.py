@@ -83,7 +83,7 @@ class AutoApply:
         journal = update_apply.load_journal() or {}
         if journal.get("state") in IN_PROGRESS:
             return f"an apply to {journal.get('to')} is in progress"
-        if journal.get("to") == version:
+        if journal.get("to") == version and not journal.get("retry"):
             return (
                 f"an apply of {version} was tried already ({journal.get('state')}); it is not "
                 "repeated by itself (apply it by hand, or wait for a newer release)"

@@ -373,3 +373,39 @@ def test_a_migration_that_hangs_is_stopped_and_refused(server, root, state, tmp_
     assert not list(update_apply.updates_dir().glob("migrate-check-*"))
     pid = int((tmp_path / "hang.pid").read_text())
     assert not Path(f"/proc/{pid}").exists()  # killed and reaped
+
+
+def _waiting_journal(state_dir_path, force=False) -> dict:
+    journal = {"id": "job9", "state": "staged", "from": "v1", "to": "v2", "force": force,
+               "staged": str(state_dir_path / "nowhere"), "backup": str(state_dir_path / "b"),
+               "log": []}  # fmt: skip
+    update_apply._save(journal)
+    return journal
+
+
+def test_the_switch_waits_for_a_session_that_started_meanwhile(state, monkeypatch):
+    """A session that began while the release was prepared keeps playing: the switch waits
+    for it to end; after IDLE_WAIT_S it gives up (failed, marked for retry), and a forced
+    apply never waits."""
+    live = [["s1"], ["s1"], []]
+    monkeypatch.setattr(update_apply.streaming_services, "live_records", lambda: live.pop(0))
+    slept = []
+    journal = _waiting_journal(state)
+    assert update_apply.wait_for_idle(journal, sleep=slept.append)
+    assert len(slept) == 2
+    assert [(e["step"], e["state"]) for e in journal["log"]] == [("switch", "waiting")]
+
+    monkeypatch.setattr(update_apply.streaming_services, "live_records", lambda: ["s1"])
+    now = [0.0]
+    journal = _waiting_journal(state)
+
+    def sleep(seconds):
+        now[0] += seconds
+
+    assert not update_apply.wait_for_idle(journal, clock=lambda: now[0], sleep=sleep)
+    saved = update_apply.load_journal()
+    assert saved["state"] == "failed" and saved["retry"] is True
+    assert "stayed live" in saved["error"] and now[0] >= update_apply.IDLE_WAIT_S
+
+    forced = _waiting_journal(state, force=True)
+    assert update_apply.wait_for_idle(forced, sleep=lambda s: pytest.fail("a forced apply waited"))

@@ -135,6 +135,12 @@ def test_the_job_applies_only_when_idle_long_enough_and_never_twice_a_version(ri
     assert "was tried already (failed)" in tick()
     assert update_apply.load_journal()["id"] == journal["id"]
 
+    # Unless the job failed only because sessions kept the switch waiting: that one is retried.
+    failed = update_apply.load_journal()
+    update_apply._save({**failed, "retry": True})
+    assert tick() == f"started {VERSION}"
+    _settled()
+
     # A newer release is: the rule is per version.
     newer = {**manifest, "version": "v2099.102.0-stable", "serial": 4}
     updater._save_state({"manifest": newer})

@@ -60,12 +60,15 @@ def test_the_gate_passing_removes_old_trees_and_backups(layout, redis_db, monkey
 
 
 def test_a_start_after_a_kill_before_the_cleanup_does_it(layout):
-    root, releases, _ = layout
+    root, releases, updates = layout
+    (updates / "wheels").mkdir()
+    (updates / "wheels" / "x-1-py3-none-any.whl").write_bytes(b"PK")
     journal = update_journal.load()
     journal["state"] = "done"
     update_journal.save(journal)
     main.Supervisor._cleanup()  # what the supervisor's start runs
     assert _names(releases) == {"v1", "v2"}
+    assert not (updates / "wheels").exists()  # each tree's venv is its own: no longer read
     assert (root / "manage.py").exists()
 
 
