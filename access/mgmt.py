@@ -141,6 +141,8 @@ PLUGIN_DENIED: dict[str, str] = {
     "plugins/<str:plugin_id>/ui-credential": "another plugin's UI credential (own id only)",
     "store/runtime": "plugin store",
     "streams/<str:session_id>/thumbnail": "the screen's contents (operator only)",
+    # The fleet principal's (a fleet host vouching for a player it places here), never a plugin's.
+    "fleet/tickets": "fleet placement",
 }
 
 

@@ -17,6 +17,7 @@ v1_patterns = [
     path("", include("streaming.api.urls_v1")),
     path("", include("displays.api.urls_v1")),
     path("", include("plugins.api.urls_v1")),
+    path("", include("fleet.api.urls_v1")),
 ]
 
 admin_api_patterns = [

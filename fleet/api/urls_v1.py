@@ -1,0 +1,9 @@
+"""Management API routes of the `fleet` app (mounted at /api/v1/)."""
+
+from django.urls import path
+
+from fleet.api import views
+
+urlpatterns: list = [
+    path("fleet/tickets", views.TicketsView.as_view(), name="v1-fleet-tickets"),
+]
