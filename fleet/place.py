@@ -2,10 +2,9 @@
 placing a player (the rule in `fleet/placement.py`, then a ticket minted on the chosen member
 over its pinned client, the next candidate when one fails). docs/fleet.md.
 
-The player's device must be paired (and enabled) on this host first: the ticket tells the
-member "this host vouches for this device", and this host vouches only for devices it would
-let play itself. The ticket is bound to the device's fingerprint, so a fingerprint copied from
-another device's offer gets a pairing its copier cannot prove over DTLS.
+The player's device must be paired (and enabled) on this host first (`native.services.place`
+knocks): the ticket tells the member "this host vouches for this player", and this host vouches
+only for devices it would let play itself.
 """
 
 from __future__ import annotations
@@ -31,25 +30,22 @@ RETRY_AFTER_S = 10
 _UNPRINTABLE = re.compile(r"[^\x20-\x7e]")
 
 
-def candidates() -> list[Candidate]:
-    return [
-        Candidate(m.id, m.name or m.url, m.url, m.reachable, read(m.view))
-        for m in Member.objects.all()
-    ]
+def candidates(members) -> list[Candidate]:
+    return [Candidate(m.id, m.name or m.url, m.url, m.reachable, read(m.view)) for m in members]
 
 
 def member_titles() -> list[dict]:
     """`{id, name, members: [names]}` for every title some member has."""
-    return titles(candidates())
+    return titles(candidates(Member.objects.all()))
 
 
 def _shown(text, limit: int = 120) -> str:
     return _UNPRINTABLE.sub("?", text if isinstance(text, str) else "")[:limit]
 
 
-def _mint(member: Candidate, token: str, body: dict) -> str:
+def _mint(member: Candidate, pin: str, token: str, body: dict) -> str:
     """A ticket from the member, or MemberError saying (safely) why not."""
-    client = MemberClient(member.url, _fingerprint(member.id), token, timeout=MINT_TIMEOUT_S)
+    client = MemberClient(member.url, pin, token, timeout=MINT_TIMEOUT_S)
     try:
         answer = client.request("POST", TICKETS_PATH, body)
     finally:
@@ -68,20 +64,19 @@ def _mint(member: Candidate, token: str, body: dict) -> str:
     return ticket
 
 
-def _fingerprint(member_id: int) -> str:
-    return Member.objects.values_list("fingerprint", flat=True).get(pk=member_id)
-
-
-def place(app: str, title: str, name: str, fingerprint: str) -> dict:
+def place(app: str, title: str, name: str) -> dict:
     """Place a paired device's player of `app` (`title`) on a member: `{member, handoff,
-    skipped}`. NotFound when no member has the title, Unavailable (503) when every one that
-    has it is busy, unreachable or refused."""
-    choice = choose(candidates(), app, title)
+    skipped}` (`skipped`: the members tried first and why they could not take it). NotFound
+    when no member has the title, Unavailable (503) when every one that has it is busy,
+    unreachable or refused."""
+    members = list(Member.objects.all())
+    pins = {m.id: m.fingerprint for m in members}
+    choice = choose(candidates(members), app, title)
     if not choice.ranked:
         if choice.reason.startswith("no member"):
             raise NotFound(choice.reason)
         raise Unavailable(choice.reason, retry_after=RETRY_AFTER_S)
-    body = {"app": app, "name": name, "fingerprint": fingerprint, "by": identity.host_name()}
+    body = {"app": app, "name": name, "by": identity.host_name()}
     skipped = []
     for member in choice.ranked:
         token = member_tokens.get(member.id)
@@ -89,7 +84,7 @@ def place(app: str, title: str, name: str, fingerprint: str) -> dict:
             skipped.append(f"{member.name}: this host holds no token for it")
             continue
         try:
-            ticket = _mint(member, token, body)
+            ticket = _mint(member, pins[member.id], token, body)
         except MemberError as exc:
             log.warning("placement on member %s failed: %s", member.id, exc)
             skipped.append(f"{member.name}: {exc}")

@@ -1,15 +1,17 @@
 """The member's side of a placement: a one-use ticket the fleet host mints for a player, the
 approval a browser gets for it, and that approval's one use on `/native/offer`. docs/fleet.md.
 
-1. The fleet host (with the token it holds for this member) mints a ticket for one app, one
-   player name and one device fingerprint (the browser's DTLS identity the fleet host has
-   paired). Only the ticket's SHA-256 is stored (`fleet:ticket:<hash>`, `TICKET_TTL_S`):
+1. The fleet host (with the token it holds for this member) mints a ticket for one app and one
+   player name. Only the ticket's SHA-256 is stored (`fleet:ticket:<hash>`, `TICKET_TTL_S`):
    Redis never holds the secret, and a lookup by hash compares nothing by time.
 2. The browser brings the ticket in a form POST body (`/play/fleet`); redeeming deletes it in
    the same transaction that reads it (one use), and stores an approval
    (`fleet:approval:<id>`, `APPROVAL_TTL_S`) whose id rides in a signed cookie bound to the app.
-3. The browser's offer with that cookie, for that app and from that fingerprint, takes the
-   approval (again read-and-delete) and the device is paired as an operator approval pairs it.
+3. The browser's first offer with that cookie for that app takes the approval (again
+   read-and-delete) and its device is paired as an operator approval pairs it. Not bound to
+   the fingerprint the fleet host knows: a browser's identity is kept per origin, so on this
+   host's page the same browser offers another certificate. What binds it is the cookie: set
+   only in the browser that brought the ticket, HttpOnly, used once.
 
 The ticket and the approval id are never logged and never appear in a URL.
 """
@@ -34,18 +36,16 @@ APPROVAL_TTL_S = 300
 COOKIE = "fleet_approval"
 SALT = "fleet.approval"
 TICKET_RE = re.compile(r"[A-Za-z0-9_-]{43}")
-FP_RE = re.compile(r"[0-9a-f]{64}")
 TICKET_KEY = "fleet:ticket:"
 APPROVAL_KEY = "fleet:approval:"
 
 
 @dataclass(frozen=True)
 class Vouched:
-    """What the fleet host vouched for: this app, this player name, this device."""
+    """What the fleet host vouched for: a player of this app, under this name."""
 
     app: str
     name: str
-    fingerprint: str
     by: str  # the fleet host's name, shown to the player ("placed here by ...")
 
     def dump(self) -> str:
@@ -55,7 +55,7 @@ class Vouched:
     def load(cls, raw) -> Vouched | None:
         try:
             data = json.loads(raw)
-            return cls(**{k: str(data[k]) for k in ("app", "name", "fingerprint", "by")})
+            return cls(**{k: str(data[k]) for k in ("app", "name", "by")})
         except (TypeError, ValueError, KeyError):
             return None
 
@@ -114,42 +114,34 @@ def peek(cookie) -> Vouched | None:
     return Vouched.load(redis_client.client().get(APPROVAL_KEY + approval))
 
 
-def take(cookie, fingerprint: str, app: str) -> Vouched | None:
-    """Use the cookie's approval for an offer of `app` from `fingerprint`, once. None, and
-    nothing used, when the cookie is forged, expired, for another app or another device."""
+def take(cookie, app: str) -> Vouched | None:
+    """Use the cookie's approval for an offer of `app`, once. None, and nothing used, when the
+    cookie is forged, expired or for another app."""
     approval = _approval_id(cookie, app)
     if approval is None:
         return None
     key = APPROVAL_KEY + approval
     held = Vouched.load(redis_client.client().get(key))
-    if held is None or held.app != app or held.fingerprint != fingerprint:
+    if held is None or held.app != app:
         return None
     return Vouched.load(_take(key))
 
 
 def vouch(body) -> dict:
-    """`POST /api/v1/fleet/tickets`: `{app, name, fingerprint, by?}` -> `{ticket,
-    expires_in_secs}`. Invalid (400) for a malformed body, NotFound (404) for an app this host
-    cannot start."""
+    """`POST /api/v1/fleet/tickets`: `{app, name, by?}` -> `{ticket, expires_in_secs}`. Invalid
+    (400) for a malformed body, NotFound (404) for an app this host cannot start."""
     if not isinstance(body, dict):
         raise Invalid("request body must be a JSON object")
-    app, name, fp, by = (body.get(k) for k in ("app", "name", "fingerprint", "by"))
+    app, name, by = (body.get(k) for k in ("app", "name", "by"))
     if not isinstance(app, str) or not 0 < len(app) <= 200:
         raise Invalid("app must be the id of an app this host offers", fields={"app": "required"})
-    if not isinstance(fp, str) or not FP_RE.fullmatch(fp.strip().lower()):
-        raise Invalid(
-            "fingerprint must be the device's SHA-256 (64 hex digits)",
-            fields={"fingerprint": "64 hex digits"},
-        )
     if not isinstance(name, str) or (by is not None and not isinstance(by, str)):
         raise Invalid("name and by must be text", fields={"name": "text"})
     if apps.resolve(app) is None:
         raise NotFound(f"no app {app[:64]!r} in the catalog or library")
-    fp = fp.strip().lower()
     vouched = Vouched(
         app=app,
-        name=sanitize_name(name, fallback_seed=fp),
-        fingerprint=fp,
+        name=sanitize_name(name, fallback_seed=app),
         by=sanitize_name(by or "", fallback_seed="") or "the fleet host",
     )
     return {"ticket": mint(vouched), "expires_in_secs": TICKET_TTL_S}

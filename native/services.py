@@ -45,11 +45,10 @@ def sdp_fingerprint(sdp: str) -> str:
 def vouched(cookie, fingerprint: str, app: str) -> bool:
     """A fleet placement's approval (the `fleet_approval` cookie, fleet/tickets.py) used by
     this offer: the device is paired as by an operator's approval, once. False, and the
-    offer goes on as any other (pending), when there is no valid approval for this app and
-    device."""
+    offer goes on as any other (pending), when there is no valid approval for this app."""
     if not cookie:
         return False
-    held = tickets.take(cookie, fingerprint, app)
+    held = tickets.take(cookie, app)
     if held is None:
         return False
     pairing.pair_vouched(fingerprint, held.name)
@@ -105,7 +104,8 @@ def place(o: dict, ip: str) -> dict:
     """A validated placement (`PlaceSerializer`) from `ip`: this host vouches only for a device
     it has paired, so the device knocks here as an offer does (`pending` while the operator
     decides; a PIN pairs it), then `fleet.place` finds it a member: `{"status": "placed",
-    member, handoff, skipped}`."""
+    member, handoff, skipped}`. The fingerprint is the page's claim (no DTLS follows here),
+    as an offer's is until its DTLS proof: docs/fleet.md says what that allows."""
     fp = o["fingerprint"]
     limit("dev", fp)
     name = pairing.clean_name(o["name"], fp)
@@ -117,5 +117,5 @@ def place(o: dict, ip: str) -> dict:
             "fingerprint": fp,
             "message": "waiting for the operator to approve this device",
         }
-    placed = fleet.place(o["app"], o["title"], decision.client.name or name, fp)
+    placed = fleet.place(o["app"], o["title"], decision.client.name or name)
     return {"status": "placed", **placed}

@@ -15,7 +15,6 @@ _TicketRequest = inline_serializer(
     {
         "app": serializers.CharField(help_text="the app's id as this host's /play offers it"),
         "name": serializers.CharField(help_text="the player's device name"),
-        "fingerprint": serializers.CharField(help_text="the device's DTLS SHA-256, 64 hex"),
         "by": serializers.CharField(required=False, help_text="the fleet host's name (shown)"),
     },
 )
@@ -26,7 +25,7 @@ _Ticket = inline_serializer(
 
 
 class TicketsView(MgmtAPIView):
-    """A fleet host vouches for one player: a one-use ticket for one app and one device."""
+    """A fleet host vouches for one player: a one-use ticket for one app and player name."""
 
     needs_redis = True
 
