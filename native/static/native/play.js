@@ -149,6 +149,20 @@
     }
   }
 
+  // This page's device identity as an offer names it (SHA-256 of the DTLS certificate).
+  async function ownFingerprint() {
+    const cert = await certificate();
+    const listed = cert.getFingerprints ? cert.getFingerprints() : [];
+    const fp = listed.find((f) => f.algorithm === "sha-256");
+    if (fp) return fp.value;
+    const pc = new RTCPeerConnection({ certificates: [cert] });
+    pc.createDataChannel("id");
+    const offer = await pc.createOffer();
+    pc.close();
+    const m = offer.sdp.match(/^a=fingerprint:sha-256 ([0-9A-Fa-f:]+)/m);
+    return m ? m[1] : "";
+  }
+
   // A title of another host (a fleet member): this host picks the member and vouches for this
   // device there (it must be paired here first: pending, or a PIN, as for an offer); the page
   // then posts the member's one-use ticket to the member (a form POST: never in a URL), which
@@ -159,10 +173,8 @@
     const token = {};
     state.placing = token;
     say("Finding a host for this title…", "placing");
-    const cert = await certificate();
-    const fp = (cert.getFingerprints() || []).find((f) => f.algorithm === "sha-256");
     const body = { app: opt.dataset.fleetApp, title: opt.dataset.fleetTitle,
-                   name: $("name").value, fingerprint: fp ? fp.value : "",
+                   name: $("name").value, fingerprint: await ownFingerprint(),
                    pin: $("pin").value || undefined };
     $("stop").disabled = false;
     while (state.placing === token) {
