@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import re
+import time
 
 from access import identity
 from common.errors import NotFound, Unavailable
@@ -24,6 +25,7 @@ from fleet.tickets import TICKET_RE
 log = logging.getLogger("fleet.place")
 
 MINT_TIMEOUT_S = 3.0
+PLACE_BUDGET_S = 8.0  # all tries together: the player's request waits on them
 TICKETS_PATH = "/api/v1/fleet/tickets"
 HANDOFF_PATH = "/play/fleet"
 RETRY_AFTER_S = 10
@@ -43,9 +45,9 @@ def _shown(text, limit: int = 120) -> str:
     return _UNPRINTABLE.sub("?", text if isinstance(text, str) else "")[:limit]
 
 
-def _mint(member: Candidate, pin: str, token: str, body: dict) -> str:
+def _mint(member: Candidate, pin: str, token: str, body: dict, timeout: float) -> str:
     """A ticket from the member, or MemberError saying (safely) why not."""
-    client = MemberClient(member.url, pin, token, timeout=MINT_TIMEOUT_S)
+    client = MemberClient(member.url, pin, token, timeout=timeout)
     try:
         answer = client.request("POST", TICKETS_PATH, body)
     finally:
@@ -73,18 +75,23 @@ def place(app: str, title: str, name: str) -> dict:
     pins = {m.id: m.fingerprint for m in members}
     choice = choose(candidates(members), app, title)
     if not choice.ranked:
-        if choice.reason.startswith("no member"):
+        if choice.nobody_has:
             raise NotFound(choice.reason)
         raise Unavailable(choice.reason, retry_after=RETRY_AFTER_S)
     body = {"app": app, "name": name, "by": identity.host_name()}
     skipped = []
+    deadline = time.monotonic() + PLACE_BUDGET_S
     for member in choice.ranked:
+        left = deadline - time.monotonic()
+        if left < 0.5:
+            skipped.append(f"{member.name}: not tried (the others took the time)")
+            continue
         token = member_tokens.get(member.id)
         if not token:
             skipped.append(f"{member.name}: this host holds no token for it")
             continue
         try:
-            ticket = _mint(member, pins[member.id], token, body)
+            ticket = _mint(member, pins[member.id], token, body, min(MINT_TIMEOUT_S, left))
         except MemberError as exc:
             log.warning("placement on member %s failed: %s", member.id, exc)
             skipped.append(f"{member.name}: {exc}")

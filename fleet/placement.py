@@ -29,6 +29,7 @@ class Candidate:
 class Choice:
     ranked: list[Candidate]
     reason: str = ""  # set when `ranked` is empty
+    nobody_has: bool = False  # no member has the title at all (not a passing state)
 
 
 def has_title(candidate: Candidate, app: str, title: str) -> bool:
@@ -43,7 +44,7 @@ def choose(members: list[Candidate], app: str, title: str) -> Choice:
     """The members that may take a player of `app` (`title`), best first; or why none."""
     having = [m for m in members if has_title(m, app, title)]
     if not having:
-        return Choice([], f"no member has {title}")
+        return Choice([], f"no member has {title}", nobody_has=True)
     reachable = [m for m in having if m.reachable]
     if not reachable:
         return Choice([], f"every member with {title} is unreachable")

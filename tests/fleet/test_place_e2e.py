@@ -8,10 +8,13 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+import socket
+import time
 
 import pytest
 
 from fleet import tickets
+from fleet.place import MINT_TIMEOUT_S, PLACE_BUDGET_S
 from native.ratelimit import PER_IP_PLACE
 from native.services import sdp_fingerprint
 from tests.conftest import ADMIN_PASSWORD, ADMIN_USER
@@ -204,12 +207,21 @@ def test_failover_to_the_next_member_and_the_reasons_when_none_fits(
     fp = fake_fp()
     page = Page(live_host, source="127.0.0.31")
     gone = f"https://127.0.0.1:{free_base_port()}"
+    # A member that takes the connection and never answers: the pinned client's timeout.
+    silent = socket.socket()
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(8)
     try:
         approve_first = page.place(fp)
         assert approve_first.status_code == 202
         approve_on(live_host, fp)
-        # Better by the rule (a GPU encoder) and first: one that is down, one whose certificate
-        # is not the pinned one, one that refuses the token. The player lands on the member.
+        # Better by the rule (a GPU encoder) and first: one that never answers, one that is
+        # down, one whose certificate is not the pinned one, one that refuses the token. The
+        # player lands on the member.
+        slow_url = f"https://127.0.0.1:{silent.getsockname()[1]}"
+        slow = fleet.add(
+            slow_url, "00" * 32, "mute", view(gpu=True, max_sessions=4), token="33" * 32
+        )
         fleet.add(gone, "00" * 32, "ghost", view(gpu=True), token="11" * 32)
         # "liar": the fleet host's own address pinned to the member's certificate
         fleet.add(
@@ -226,15 +238,20 @@ def test_failover_to_the_next_member_and_the_reasons_when_none_fits(
             view(gpu=True),
             token="22" * 32,
         )
+        t0 = time.monotonic()
         r = page.place(fp)
+        took = time.monotonic() - t0
         assert r.status_code == 200, r.text
         placed = r.json()
         assert placed["member"]["name"] == "den"
         skipped = placed["skipped"]
-        assert [s.split(":")[0] for s in skipped] == ["ghost", "liar", "revoked"], skipped
-        assert "cannot connect" in skipped[0]
-        assert "does not match the pinned fingerprint" in skipped[1]
-        assert "refused the ticket (401" in skipped[2]
+        assert [s.split(":")[0] for s in skipped] == ["mute", "ghost", "liar", "revoked"]
+        assert "timed out" in skipped[0], skipped
+        assert "cannot connect" in skipped[1]
+        assert "does not match the pinned fingerprint" in skipped[2]
+        assert "refused the ticket (401" in skipped[3]
+        assert MINT_TIMEOUT_S <= took < PLACE_BUDGET_S + 2, took
+        fleet.set_view(slow, view(sessions=4, max_sessions=4, gpu=True))  # busy from here on
 
         # With the member busy too, nobody can take it: the reasons, and no secret in them.
         fleet.set_view(joined, view(max_sessions=2, sessions=2))
@@ -260,6 +277,7 @@ def test_failover_to_the_next_member_and_the_reasons_when_none_fits(
         unreachable = "every member with Desktop is unreachable"
         assert (r.status_code, r.json()["error"]) == (503, unreachable)
     finally:
+        silent.close()
         page.close()
         unpair_on(live_host, fp)
 

@@ -61,6 +61,7 @@ def test_the_title_is_its_id_and_its_name():
 
 def test_reasons_when_none_fits():
     assert choose([], *GAME).reason == "no member has Dota 2"
+    assert choose([], *GAME).nobody_has and not choose([member(1, free=0)], *GAME).nobody_has
     down = [member(1, reachable=False), member(2, reachable=False)]
     assert choose(down, *GAME).reason == "every member with Dota 2 is unreachable"
     busy = [member(1, free=0), member(2, free=None)]
