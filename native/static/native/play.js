@@ -461,6 +461,10 @@
   });
   $("setup").addEventListener("submit", start);
   $("name").value = $("name").value || localStorage.getItem("native-name") || "";
-  // Placed here by a fleet host: the player already pressed Start there.
-  if (document.body.dataset.autostart) start();
+  // Placed here by a fleet host: the player already pressed Start there. The browser lets
+  // sound play only after a gesture on this page: the first click unmutes.
+  if (document.body.dataset.autostart) {
+    document.addEventListener("click", () => { $("video").muted = false; }, { once: true });
+    start();
+  }
 })();
