@@ -5,8 +5,8 @@ job's, so everything placement needs from it is read here, defensively (a missin
 malformed field reads as "not known"), and nowhere else. Keys read:
 
 - `version` (str): `GET /api/v1/host` -> `version`.
-- `sessions` (int, or a list whose length counts): live sessions, `GET /api/v1/status` ->
-  `active_sessions` (or `sessions[]`).
+- `sessions` or `live_sessions` (int, or a list whose length counts): live sessions,
+  `GET /api/v1/status` -> `active_sessions` (or `sessions[]`).
 - `free_slots` (int), else `max_sessions` (int) minus `sessions`: the member's `max_sessions`
   key (`GET /api/v1/host/config`). Neither given: no slot is known to be free.
 - `gpus` (list of objects): `GET /api/v1/gpus` -> `gpus[]` (`name`, `vendor`); a GPU encoder is
@@ -71,7 +71,7 @@ def read(view) -> Capacity:
     """The placement figures of one member's view (`Member.view`)."""
     if not isinstance(view, dict):
         return Capacity()
-    sessions = _count(view.get("sessions")) or 0
+    sessions = _count(view.get("sessions", view.get("live_sessions"))) or 0
     free = _count(view.get("free_slots"))
     if free is None:
         most = _count(view.get("max_sessions"))

@@ -96,6 +96,7 @@ def test_read_takes_the_documented_keys():
     assert cap == Capacity("1.2.3", 1, 2, True, {"steam:570": "Dota 2", "custom:2": "X"})
     assert read({"sessions": [{}, {}], "free_slots": 4}).free_slots == 4
     assert read({"sessions": [{}, {}], "free_slots": 4}).sessions == 2
+    assert read({"live_sessions": 1, "max_sessions": 2}) == Capacity(sessions=1, free_slots=1)
     assert read({"encoder": "nvenc"}).gpu_encoder is True
     assert read({"encoder": "software", "gpus": [{"encoder": "software"}]}).gpu_encoder is False
     assert read({"sessions": 5, "max_sessions": 2}).free_slots == 0
