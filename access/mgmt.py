@@ -143,6 +143,8 @@ PLUGIN_DENIED: dict[str, str] = {
     "streams/<str:session_id>/thumbnail": "the screen's contents (operator only)",
     # The fleet principal's (a fleet host vouching for a player it places here), never a plugin's.
     "fleet/tickets": "fleet placement",
+    "fleet/members/<int:member_id>/sessions": "fleet administration",
+    "fleet/members/<int:member_id>/sessions/<str:session_id>": "fleet administration",
 }
 
 

@@ -332,7 +332,8 @@ PLAYING_JS = (
 def test_a_browser_placed_by_the_fleet_host_plays_on_the_member(live_host, member_host, joined):
     """Headless Chromium opens the fleet host's /play, picks the member's title, is approved
     by the fleet host's operator, lands on the member's /play and plays there: decoded video
-    at the asked size."""
+    at the asked size. The fleet host's API then lists that session on the member and ends
+    it."""
     from playwright.sync_api import sync_playwright
 
     from tests.native.browserkit import ARGS, CHROMIUM, page_wait, wait_for
@@ -375,10 +376,19 @@ def test_a_browser_placed_by_the_fleet_host_plays_on_the_member(live_host, membe
         # Another identity per origin: the member paired the member page's own certificate.
         assert member_fp != fleet_fp
         with live_host.mgmt() as api:
-            assert not any(
-                g.get("client") == name for g in api.get("/api/v1/status").json()["games"]
-            )
-        page.click("#stop")
+            games = api.get("/api/v1/status").json()["games"]
+            assert not any(g.get("client") == name for g in games), games
+            # The fleet host's operator sees the session on the member and ends it there.
+            listed = api.get(f"/api/v1/fleet/members/{joined}/sessions")
+            assert listed.status_code == 200, listed.text
+            (session,) = [x for x in listed.json() if x["client"] == name]
+            assert (session["plane"], session["app_title"]) == ("native", "Desktop"), session
+            r = api.delete(f"/api/v1/fleet/members/{joined}/sessions/{session['id']}")
+            assert r.status_code == 204, r.text
+        page_wait(page, "() => window.nativePlayer.state === 'ended'", 20)
+        with member_host.mgmt() as api:
+            sessions = api.get("/api/v1/status").json()["sessions"]
+            assert not any(x["id"] == session["id"] for x in sessions), sessions
     finally:
         browser.close()
         pw.stop()
@@ -386,3 +396,32 @@ def test_a_browser_placed_by_the_fleet_host_plays_on_the_member(live_host, membe
             unpair_on(member_host, member_fp)
         if fleet_fp:
             unpair_on(live_host, fleet_fp)
+
+
+def test_member_sessions_from_the_fleet_host_say_why_not(live_host, member_host, fleet, joined):
+    with live_host.mgmt() as api:
+        r = api.get(f"/api/v1/fleet/members/{joined}/sessions")
+        assert r.status_code == 200 and r.json() == [], r.text
+        base = f"/api/v1/fleet/members/{joined}/sessions"
+        r = api.delete(f"{base}/deadbeef")
+        assert r.status_code == 404 and "no live session deadbeef on den" in r.json()["error"]
+        assert api.delete(f"{base}/not-an-id").status_code == 400
+        assert api.get("/api/v1/fleet/members/999999/sessions").status_code == 404
+        tokenless = fleet.add(
+            member_host.url.replace("127.0.0.1", "localhost"),
+            fingerprint_of(member_host),
+            "bare",
+            view(),
+        )
+        r = api.get(f"/api/v1/fleet/members/{tokenless}/sessions")
+        assert r.status_code == 503 and "holds no token for bare" in r.json()["error"]
+        gone = f"https://127.0.0.1:{free_base_port()}"
+        down = fleet.add(gone, "00" * 32, "gone", view(), token="44" * 32)
+        r = api.delete(f"/api/v1/fleet/members/{down}/sessions/deadbeef")
+        assert r.status_code == 503 and r.json()["error"].startswith("gone: cannot connect")
+        assert "44" * 32 not in r.text and r.headers.get("Retry-After")
+    with live_host.client() as c:
+        plugin = {"Authorization": f"Bearer {live_host.plugin_token}"}
+        path = f"/api/v1/fleet/members/{joined}/sessions"
+        assert c.get(path, headers=plugin).status_code == 403
+        assert c.get(path).status_code == 401
