@@ -57,7 +57,8 @@ def _mint(member: Candidate, pin: str, token: str, body: dict, timeout: float) -
             said = answer.json().get("error")
         except (MemberError, AttributeError):
             said = None
-        why = f": {_shown(said)}" if said else ""
+        # A member that echoes the token back must not get it shown to the player.
+        why = f": {_shown(said.replace(token, '[token]'))}" if isinstance(said, str) else ""
         raise MemberError(f"refused the ticket ({answer.status}{why})")
     data = answer.json()
     ticket = data.get("ticket") if isinstance(data, dict) else None
