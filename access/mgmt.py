@@ -155,6 +155,10 @@ PLUGIN_DENIED: dict[str, str] = {
     "fleet/identity": "fleet administration",
     "fleet/members": "fleet administration",
     "fleet/members/<int:member_id>": "fleet administration",
+    # The fleet principal's (a fleet host vouching for a player it places here), never a plugin's.
+    "fleet/tickets": "fleet placement",
+    "fleet/members/<int:member_id>/sessions": "fleet administration",
+    "fleet/members/<int:member_id>/sessions/<str:session_id>": "fleet administration",
 }
 
 # The fleet token's whole reach (docs/fleet.md): what a fleet host shows of its members and the
@@ -179,6 +183,8 @@ FLEET_ALLOWED: dict[str, frozenset[str]] = {
     "session/settings": frozenset({"GET"}),
     "streams": frozenset({"GET"}),
     "streams/<str:session_id>": frozenset({"DELETE"}),
+    # placement: a one-time approval for a browser player the fleet host places here
+    "fleet/tickets": frozenset({"POST"}),
 }
 
 

@@ -19,6 +19,7 @@ PREFIX = "native:rate:"
 WINDOW_S = 10
 PER_IP = 60  # offers per address per window (several browsers behind one NAT)
 PER_DEVICE = 20  # offers per fingerprint per window
+PER_IP_PLACE = 20  # placements per address per window (`/play/place`; the page asks every 1.5 s)
 
 
 class Limited(TooMany):
@@ -32,7 +33,7 @@ class OfferLimiter:
     def __init__(self, client: redis.Redis, clock=time.time, per_ip=PER_IP, per_device=PER_DEVICE):
         self.r = client
         self.clock = clock
-        self.limits = {"ip": per_ip, "dev": per_device}
+        self.limits = {"ip": per_ip, "dev": per_device, "place": PER_IP_PLACE}
 
     def hit(self, kind: str, who: str) -> None:
         """Count one offer; raises Limited once `who` is over its window's allowance."""
@@ -46,8 +47,9 @@ class OfferLimiter:
         limit = self.limits[kind]
         if count > limit:
             retry = max(1, int((window + 1) * WINDOW_S - now + 0.999))
-            what = "this address" if kind == "ip" else "this device"
+            what = "this device" if kind == "dev" else "this address"
+            asked = "placements" if kind == "place" else "offers"
             raise Limited(
-                f"too many offers from {what} ({limit} per {WINDOW_S} s); retry in {retry} s",
+                f"too many {asked} from {what} ({limit} per {WINDOW_S} s); retry in {retry} s",
                 retry,
             )

@@ -12,6 +12,8 @@ import re
 
 from common import redis_client
 from common.errors import Invalid, NotFound
+from fleet import place as fleet
+from fleet import tickets
 from native import sessions
 from native.ratelimit import OfferLimiter
 from pairing import native as pairing
@@ -38,6 +40,19 @@ def sdp_fingerprint(sdp: str) -> str:
     if len(found) != 1:
         raise Invalid("the offer must carry exactly one a=fingerprint:sha-256 line")
     return found.pop()
+
+
+def vouched(cookie, fingerprint: str, app: str) -> bool:
+    """A fleet placement's approval (the `fleet_approval` cookie, fleet/tickets.py) used by
+    this offer: the device is paired as by an operator's approval, once. False, and the
+    offer goes on as any other (pending), when there is no valid approval for this app."""
+    if not cookie:
+        return False
+    held = tickets.take(cookie, app)
+    if held is None:
+        return False
+    pairing.pair_vouched(fingerprint, held.name)
+    return True
 
 
 def offer(o: dict, ip: str) -> dict:
@@ -83,3 +98,24 @@ def offer(o: dict, ip: str) -> dict:
         "codec": answer["codec"],
         "transport": o["transport"],
     }
+
+
+def place(o: dict, ip: str) -> dict:
+    """A validated placement (`PlaceSerializer`) from `ip`: this host vouches only for a device
+    it has paired, so the device knocks here as an offer does (`pending` while the operator
+    decides; a PIN pairs it), then `fleet.place` finds it a member: `{"status": "placed",
+    member, handoff, skipped}`. The fingerprint is the page's claim (no DTLS follows here),
+    as an offer's is until its DTLS proof: docs/fleet.md says what that allows."""
+    fp = o["fingerprint"]
+    limit("dev", fp)
+    name = pairing.clean_name(o["name"], fp)
+    decision = pairing.knock(fp, name, ip, o["pin"])
+    if decision.state == "pending":
+        return {
+            "status": "pending",
+            "id": decision.pending_id,
+            "fingerprint": fp,
+            "message": "waiting for the operator to approve this device",
+        }
+    placed = fleet.place(o["app"], o["title"], decision.client.name or name)
+    return {"status": "placed", **placed}

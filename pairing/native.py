@@ -70,6 +70,17 @@ def store(fingerprint: str, name: str) -> PairedClient:
     return client
 
 
+def pair_vouched(fingerprint: str, name: str) -> bool:
+    """Pair a device another host vouched for (a fleet placement), as an operator approval
+    would: True when it was paired here; False when a record exists (paired, disabled or on
+    the compat plane), which the vouching never changes."""
+    if PairedClient.objects.filter(fingerprint=fingerprint).exists():
+        return False
+    queue().drop(fingerprint)
+    store(fingerprint, clean_name(name, fingerprint))
+    return True
+
+
 def knock(fingerprint: str, name: str, ip: str, pin: str | None = None) -> Knock:
     """A browser offers a session: paired, newly paired by PIN, pending, or refused (403, 429)."""
     client = PairedClient.objects.filter(fingerprint=fingerprint).first()

@@ -1,10 +1,11 @@
 """Management API views of the fleet (docs/fleet.md). Thin: `fleet.membership`,
-`access.fleet_tokens` and `fleet.identity` do the work.
+`access.fleet_tokens`, `fleet.identity`, `fleet.tickets` and `fleet.member_sessions` do the work.
 
-Member side: the fleet tokens this host's admin mints, `whoami` and the identity a joining
-operator pins. Fleet side: the members. Every route but `whoami` is the admin's only (the
-plugin and fleet tokens get 403, `access/mgmt.py`); the console calls them with its login
-session (`ConsoleMgmtAPIView`, CSRF on writes).
+Member side: the fleet tokens this host's admin mints, `whoami`, the identity a joining operator
+pins, and the placement ticket a fleet host asks for. Fleet side: the members and their
+sessions. Every route but `whoami` and `tickets` is the admin's only (the plugin and fleet
+tokens get 403, `access/mgmt.py`); the console calls them with its login session
+(`ConsoleMgmtAPIView`, CSRF on writes).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from access import fleet_tokens, mgmt
 from apikit.base import ConsoleMgmtAPIView, MgmtAPIView, json_object
 from apikit.errors import ApiError
 from apikit.schema import error
-from fleet import identity, membership, view
+from fleet import identity, member_sessions, membership, tickets, view
 from fleet.models import Member
 
 
@@ -198,3 +199,77 @@ class WhoamiView(MgmtAPIView):
     def get(self, request):
         role = request.user.role
         return Response({"role": role, "reach": _reach(role)})
+
+
+_TicketRequest = inline_serializer(
+    "FleetTicketRequest",
+    {
+        "app": serializers.CharField(help_text="the app's id as this host's /play offers it"),
+        "name": serializers.CharField(help_text="the player's device name"),
+        "by": serializers.CharField(required=False, help_text="the fleet host's name (shown)"),
+    },
+)
+_Ticket = inline_serializer(
+    "FleetTicket",
+    {"ticket": serializers.CharField(), "expires_in_secs": serializers.IntegerField()},
+)
+
+
+class TicketsView(MgmtAPIView):
+    """A fleet host vouches for one player: a one-use ticket for one app and player name."""
+
+    needs_redis = True
+
+    @extend_schema(
+        request=_TicketRequest,
+        responses={201: _Ticket, 404: error("no such app on this host")},
+        summary="Mint a placement ticket",
+    )
+    def post(self, request):
+        response = Response(tickets.vouch(json_object(request)), status=201)
+        response["Cache-Control"] = "no-store"
+        return response
+
+
+_MemberSessions = inline_serializer(
+    "FleetMemberSession",
+    {
+        "id": serializers.CharField(help_text="the member's session id, 8 hex digits"),
+        "plane": serializers.CharField(),
+        "client": serializers.CharField(allow_blank=True),
+        "app_title": serializers.CharField(allow_blank=True),
+        "mode": serializers.CharField(allow_blank=True),
+        "state": serializers.CharField(allow_blank=True),
+    },
+    many=True,
+)
+_MEMBER_DOWN = {503: error("the member could not be asked (why, and `Retry-After`)")}
+
+
+class MemberSessionsView(ConsoleMgmtAPIView):
+    """A member's live sessions, read from the member (the console's fleet page too)."""
+
+    @extend_schema(
+        responses={200: _MemberSessions, 404: error("no such member"), **_MEMBER_DOWN},
+        summary="A member's live sessions",
+    )
+    def get(self, request, member_id: int):
+        return Response(member_sessions.live(member_id))
+
+
+class MemberSessionView(ConsoleMgmtAPIView):
+    """End one session on a member."""
+
+    @extend_schema(
+        request=None,
+        responses={
+            204: None,
+            400: error("malformed session id"),
+            404: error("no such member, or no such live session on it"),
+            **_MEMBER_DOWN,
+        },
+        summary="End a session on a member",
+    )
+    def delete(self, request, member_id: int, session_id: str):
+        member_sessions.end(member_id, session_id)
+        return Response(status=204)

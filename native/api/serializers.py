@@ -13,6 +13,7 @@ from common.errors import Invalid
 from displays.machine import DisplayError, parse_mode
 from native.services import sdp_fingerprint
 
+FP_RE = re.compile(r"[0-9a-f]{64}")
 PIN_RE = re.compile(r"[0-9]{4}")  # not \d: that matches every script's digits
 TRANSPORTS = ("webrtc", "webcodecs")
 DECODES = ("h264", "hevc", "av1")  # what a page's WebCodecs may say it decodes
@@ -101,3 +102,34 @@ class OfferSerializer(serializers.Serializer):
         except Invalid as exc:
             raise serializers.ValidationError({"sdp": str(exc)}) from None
         return attrs
+
+
+def _text(name: str, most: int) -> serializers.CharField:
+    return serializers.CharField(
+        max_length=most,
+        error_messages={
+            "required": f"{name} is required",
+            "blank": f"{name} is required",
+            "null": f"{name} is required",
+            "invalid": f"{name} must be text",
+            "max_length": f"{name} must be at most {most} characters",
+        },
+    )
+
+
+class PlaceSerializer(serializers.Serializer):
+    """`{app, title, name?, fingerprint, pin?}`: a member's title (its id and name as the
+    picker lists them) for this page's device (its DTLS certificate's SHA-256)."""
+
+    app = _text("app", 200)
+    title = _text("title", 200)
+    fingerprint = _text("fingerprint", 128)
+    name = serializers.JSONField(required=False, allow_null=True, default=None)
+    pin = serializers.JSONField(required=False, allow_null=True, default=None)
+    validate_pin = OfferSerializer.validate_pin
+
+    def validate_fingerprint(self, raw: str) -> str:
+        fp = raw.strip().lower().replace(":", "")
+        if not FP_RE.fullmatch(fp):
+            raise serializers.ValidationError("fingerprint must be a SHA-256 (64 hex digits)")
+        return fp

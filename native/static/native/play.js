@@ -82,6 +82,8 @@
 
   async function start(ev) {
     if (ev) ev.preventDefault();
+    const chosen = $("app").selectedOptions[0];
+    if (chosen && chosen.dataset.fleetApp) return placeElsewhere(chosen);
     stop("restart");
     state.clip.on = false; $("clip").hidden = true;
     localStorage.setItem("native-name", $("name").value);
@@ -105,7 +107,7 @@
     pc.addTransceiver("audio", { direction: "recvonly" });
     const media = new MediaStream();
     pc.ontrack = (e) => { media.addTrack(e.track); $("video").srcObject = media; };
-    $("video").muted = false;  // Start was a click: sound may play
+    if (ev) $("video").muted = false;  // Start was a click: sound may play
     pc.onconnectionstatechange = () => {
       const s = pc.connectionState;
       if (s === "connected") { say(`Playing ${w}x${h}@${fps}.`, "playing"); $("fullscreen").disabled = false; }
@@ -147,7 +149,73 @@
     }
   }
 
+  // This page's device identity as an offer names it (SHA-256 of the DTLS certificate).
+  async function ownFingerprint() {
+    const cert = await certificate();
+    const listed = cert.getFingerprints ? cert.getFingerprints() : [];
+    const fp = listed.find((f) => f.algorithm === "sha-256");
+    if (fp) return fp.value;
+    const pc = new RTCPeerConnection({ certificates: [cert] });
+    pc.createDataChannel("id");
+    const offer = await pc.createOffer();
+    pc.close();
+    const m = offer.sdp.match(/^a=fingerprint:sha-256 ([0-9A-Fa-f:]+)/m);
+    return m ? m[1] : "";
+  }
+
+  // A title of another host (a fleet member): this host picks the member and vouches for this
+  // device there (it must be paired here first: pending, or a PIN, as for an offer); the page
+  // then posts the member's one-use ticket to the member (a form POST: never in a URL), which
+  // opens its own player with the title chosen.
+  async function placeElsewhere(opt) {
+    stop("restart");
+    localStorage.setItem("native-name", $("name").value);
+    const token = {};
+    state.placing = token;
+    say("Finding a host for this title…", "placing");
+    const body = { app: opt.dataset.fleetApp, title: opt.dataset.fleetTitle,
+                   name: $("name").value, fingerprint: await ownFingerprint(),
+                   pin: $("pin").value || undefined };
+    $("stop").disabled = false;
+    while (state.placing === token) {
+      let r;
+      try {
+        r = await fetch("/play/place", { method: "POST", credentials: "same-origin",
+          headers: { "Content-Type": "application/json", "X-CSRFToken": csrf() },
+          body: JSON.stringify(body) });
+      } catch (e) { say(`Host unreachable: ${e}`, "error"); return; }
+      const data = await r.json().catch(() => ({ error: `HTTP ${r.status}` }));
+      if (state.placing !== token) return;
+      if (r.status === 202) {
+        say(`Waiting for the operator to approve this device (request ${data.id}).`, "pending");
+        await new Promise((res) => setTimeout(res, 1500));
+        continue;
+      }
+      if (!r.ok) { say(`Not placed: ${data.error}`, "refused"); return; }
+      const url = data.handoff && data.handoff.url;
+      if (typeof url !== "string" || !url.startsWith("https://")) {
+        say("Not placed: the host answered without a member to go to.", "refused");
+        return;
+      }
+      state.placed = data.member;
+      say(`Placed on ${data.member.name} (${data.member.url}). Opening it…`, "placed");
+      const form = document.createElement("form");
+      form.method = "POST";
+      form.action = url;
+      const fields = { ticket: data.handoff.ticket, mode: $("mode").value, fps: $("fps").value };
+      for (const [k, v] of Object.entries(fields)) {
+        const input = document.createElement("input");
+        input.type = "hidden"; input.name = k; input.value = v;
+        form.appendChild(input);
+      }
+      document.body.appendChild(form);
+      form.submit();
+      return;
+    }
+  }
+
   function stop(why) {
+    state.placing = null;
     const told = why !== "restart" && state.dc && state.dc.readyState === "open";
     if (told) send({ t: "stop" });  // a deliberate end: the host closes the game
     closeWs();
@@ -392,5 +460,11 @@
     pc.close();
   });
   $("setup").addEventListener("submit", start);
-  $("name").value = localStorage.getItem("native-name") || "";
+  $("name").value = $("name").value || localStorage.getItem("native-name") || "";
+  // Placed here by a fleet host: the player already pressed Start there. The browser lets
+  // sound play only after a gesture on this page: the first click unmutes.
+  if (document.body.dataset.autostart) {
+    document.addEventListener("click", () => { $("video").muted = false; }, { once: true });
+    start();
+  }
 })();
