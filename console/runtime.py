@@ -37,6 +37,7 @@ def snapshot() -> dict:
         "paired_clients": int(pairing.get("paired_clients", 0)),
         "native_paired_clients": int(pairing.get("native_paired_clients", 0)),
         "active_sessions": int(stream.get("active_sessions", 0)),
+        "max_sessions": stream.get("max_sessions"),
         "session": stream.get("session"),
         "stream": stream.get("stream"),
         "games": list(stream.get("games", [])),

@@ -7,14 +7,14 @@ malformed field reads as "not known"), and nowhere else. Keys read:
 - `version` (str): `GET /api/v1/host` -> `version`.
 - `sessions` or `live_sessions` (int, or a list whose length counts): live sessions,
   `GET /api/v1/status` -> `active_sessions` (or `sessions[]`).
-- `free_slots` (int), else `max_sessions` (int) minus `sessions`: the member's `max_sessions`
-  key (`GET /api/v1/host/config`). Neither given: no slot is known to be free.
+- `free_slots` (int), else `max_sessions` (int) minus `sessions`: `GET /api/v1/status` ->
+  `max_sessions`. Neither given: no slot is known to be free.
 - `gpus` (list of objects): `GET /api/v1/gpus` -> `gpus[]` (`name`, `vendor`); a GPU encoder is
   available when an entry says `encoder: true` (or names one that is not software), or the
   view's `encoder` (`GET /api/v1/host` -> `encoder`, the backend a session would encode on)
   names a hardware backend.
-- `library` (list of `{id, name}`; `title` read as `name`): the titles a player may pick, from
-  `GET /api/v1/library` (`id`, `title`) and the catalog apps the member's `/play` offers.
+- `library` (list of `{id, name}`; `title` read as `name`): the titles a player may pick, the
+  Desktop and `GET /api/v1/library` (`id`, `title`), `fleet/view.py` `titles()`.
 
 Nothing here imports Django.
 """

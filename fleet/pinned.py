@@ -138,8 +138,11 @@ class MemberClient:
             **(extra or {}),
         }
 
-    def request(self, method: str, path: str, body: object = None) -> Answer:
-        """One request on the kept connection (a GET retried once on a stale one)."""
+    def request(
+        self, method: str, path: str, body: object = None, max_bytes: int = MAX_ANSWER_BYTES
+    ) -> Answer:
+        """One request on the kept connection (a GET retried once on a stale one); an answer
+        over `max_bytes` is refused."""
         payload = None if body is None else json.dumps(body).encode()
         extra = {"Content-Type": "application/json"} if payload is not None else None
         with self._lock:
@@ -150,15 +153,15 @@ class MemberClient:
                 try:
                     self._conn.request(method, path, body=payload, headers=self.headers(extra))
                     response = self._conn.getresponse()
-                    data = response.read(MAX_ANSWER_BYTES + 1)
+                    data = response.read(max_bytes + 1)
                 except (OSError, http.client.HTTPException) as exc:
                     self._drop()
                     if attempt == 0 and not fresh and method == "GET":
                         continue  # the member closed an idle keep-alive connection
                     raise MemberError(f"request failed: {_reason(exc)}") from None
-                if len(data) > MAX_ANSWER_BYTES:
+                if len(data) > max_bytes:
                     self._drop()
-                    raise MemberError(f"answer larger than {MAX_ANSWER_BYTES} bytes")
+                    raise MemberError(f"answer larger than {max_bytes} bytes")
                 if response.will_close:
                     self._drop()
                 return Answer(response.status, dict(response.getheaders()), data)

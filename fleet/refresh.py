@@ -1,7 +1,7 @@
 """Refreshing the members' state (docs/fleet.md): a job of `supervisor/periodic.py` every
 `HOST_FLEET_REFRESH_S` asks each member, in parallel on a bounded pool, for `/host`, `/status`,
-`/gpus` and `/display/state`, and writes the member's row (view, reachable, error,
-refreshed_at, refresh_ms).
+`/gpus` and `/display/state` (and every LIBRARY_EVERY rounds `/library`), and writes the
+member's row (view, reachable, error, refreshed_at, refresh_ms).
 
 A run only hands out work and returns: a member still being asked from an earlier run is
 skipped, so one slow member never delays the others or the next round. A member that fails is
@@ -23,7 +23,7 @@ from django.utils import timezone
 from common.errors import DomainError
 from fleet import member_tokens, view
 from fleet.models import Member
-from fleet.pinned import MemberClient, MemberError
+from fleet.pinned import MAX_ANSWER_BYTES, MemberClient, MemberError
 
 log = logging.getLogger("fleet.refresh")
 
@@ -31,6 +31,10 @@ REQUEST_TIMEOUT_S = 4.0
 POOL_SIZE = 8
 BACKOFF_MAX_S = 300.0
 PATHS = ("/api/v1/host", "/api/v1/status", "/api/v1/gpus", "/api/v1/display/state")
+LIBRARY_PATH = "/api/v1/library"
+# The library is large (thousands of entries) and changes rarely: asked every this many rounds.
+LIBRARY_EVERY = 6
+LIBRARY_MAX_BYTES = 16 * 1024 * 1024
 
 
 def interval_s() -> float:
@@ -48,6 +52,7 @@ class Refresher:
         self._inflight: dict[int, Future] = {}
         self._failures: dict[int, int] = {}
         self._next_at: dict[int, float] = {}
+        self._library_rounds: dict[int, int] = {}
         self._clients: dict[int, tuple[tuple[str, str, str], MemberClient]] = {}
         self._closed = False
 
@@ -87,7 +92,7 @@ class Refresher:
         with self._lock:
             for member_id in [m for m in self._clients if m not in present]:
                 self._clients.pop(member_id)[1].close()
-            for table in (self._failures, self._next_at):
+            for table in (self._failures, self._next_at, self._library_rounds):
                 for member_id in [m for m in table if m not in present]:
                     table.pop(member_id, None)
 
@@ -116,11 +121,12 @@ class Refresher:
                     if self._closed:
                         return  # the host is stopping: no more requests
                     answers.append(_ask(client, path))
+                library = self._library(client, member)
             except (MemberError, DomainError) as exc:
                 self._failed(member, str(exc), started)
                 return
             answers = [a if isinstance(a, dict) else {} for a in answers]
-            self._succeeded(member, view.summarise(*answers), started)
+            self._succeeded(member, view.summarise(*answers, library), started)
         except Exception:  # a bug here must not end the pool's thread or the member's turn
             log.exception("refresh of fleet member %s failed", member.id)
             self._failed(member, "internal error while refreshing (see the host log)", started)
@@ -128,6 +134,17 @@ class Refresher:
             with self._lock:
                 self._inflight.pop(member.id, None)
             close_old_connections()
+
+    def _library(self, client: MemberClient, member: Member) -> list[dict]:
+        """The member's titles: asked every LIBRARY_EVERY rounds (and until first known),
+        else the last ones kept in its view."""
+        kept = (member.view or {}).get("library")
+        with self._lock:
+            round_no = self._library_rounds.get(member.id, 0)
+            self._library_rounds[member.id] = round_no + 1
+        if isinstance(kept, list) and kept and round_no % LIBRARY_EVERY:
+            return kept
+        return view.titles(_ask(client, LIBRARY_PATH, LIBRARY_MAX_BYTES))
 
     def _succeeded(self, member: Member, shown: dict, started: float) -> None:
         with self._lock:
@@ -164,8 +181,8 @@ class Refresher:
         )
 
 
-def _ask(client: MemberClient, path: str):
-    answer = client.request("GET", path)
+def _ask(client: MemberClient, path: str, max_bytes: int = MAX_ANSWER_BYTES):
+    answer = client.request("GET", path, max_bytes=max_bytes)
     if answer.status == 401:
         raise MemberError("the member refused the token (401: revoked?); remove and join again")
     if answer.status == 403:

@@ -31,8 +31,30 @@ def _int(value: object) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
-def summarise(host: dict, status: dict, gpus: dict, displays: dict) -> dict:
-    """The member's view from `GET /host`, `/status`, `/gpus` and `/display/state`."""
+TITLES_MAX = 1000
+DESKTOP = {"id": "desktop", "name": "Desktop"}
+
+
+def titles(library: object) -> list[dict]:
+    """`[{id, name}]` a player may pick on the member: the Desktop (every host's `/play` offers
+    it) and its library (`GET /library`: `id`, `title`), at most TITLES_MAX."""
+    out = [dict(DESKTOP)]
+    for entry in library if isinstance(library, list) else []:
+        if len(out) > TITLES_MAX:
+            break
+        if not isinstance(entry, dict):
+            continue
+        key, name = clean_text(entry.get("id"), 200), clean_text(entry.get("title"), 200)
+        if key and name:
+            out.append({"id": key, "name": name})
+    return out
+
+
+def summarise(
+    host: dict, status: dict, gpus: dict, displays: dict, library: list[dict] | None = None
+) -> dict:
+    """The member's view from `GET /host`, `/status`, `/gpus`, `/display/state` and the titles
+    of `/library` (`titles()`; None: not asked this round)."""
     sessions = status.get("sessions") if isinstance(status.get("sessions"), list) else []
     gpu_list = gpus.get("gpus") if isinstance(gpus.get("gpus"), list) else []
     active = gpus.get("active") if isinstance(gpus.get("active"), dict) else {}
@@ -43,6 +65,10 @@ def summarise(host: dict, status: dict, gpus: dict, displays: dict) -> dict:
         "name": clean_name(host.get("hostname")),
         "version": clean_text(host.get("version"), 40),
         "live_sessions": _int(status.get("active_sessions")) or len(sessions),
+        "max_sessions": _int(status.get("max_sessions")),
+        # The backend a session would encode on (`software`, `nvenc`, ...; `none`).
+        "encoder": clean_text(host.get("encoder"), 32),
+        "library": library if library is not None else [],
         "gpus": [
             {
                 "id": clean_text(g.get("id"), 64),

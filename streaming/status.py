@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 
 from games import lifecycle
-from streaming.sessions import registry
+from streaming.sessions import admission, registry
 
 log = logging.getLogger("streaming.sessions")
 
@@ -45,6 +45,8 @@ def runtime_status() -> dict:
         "video_streaming": bool(streaming),
         "audio_streaming": bool(streaming),
         "active_sessions": len(streaming),
+        # The most sessions both planes admit at once (a fleet host places players by it).
+        "max_sessions": admission.max_sessions(),
         "session": _size(first) if first else None,
         "stream": _stream(first) if first and _streaming(first) else None,
         "games": games,

@@ -257,6 +257,9 @@ _RuntimeStatus = inline_serializer(
         "paired_clients": serializers.IntegerField(),
         "native_paired_clients": serializers.IntegerField(),
         "active_sessions": serializers.IntegerField(help_text="streaming sessions, both planes"),
+        "max_sessions": serializers.IntegerField(
+            allow_null=True, help_text="the most sessions both planes admit at once"
+        ),
         "session": inline_serializer(
             "SessionInfo", _Size, allow_null=True, help_text="one representative live session"
         ),

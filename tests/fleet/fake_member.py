@@ -31,8 +31,13 @@ class FakeMember:
     def answers(self) -> dict[str, object]:
         return {
             "/api/v1/fleet/whoami": {"role": self.role, "reach": []},
-            "/api/v1/host": {"hostname": self.name, "version": "9.9.9"},
-            "/api/v1/status": {"active_sessions": 1, "sessions": [{"id": "0000abcd"}]},
+            "/api/v1/host": {"hostname": self.name, "version": "9.9.9", "encoder": "nvenc"},
+            "/api/v1/status": {
+                "active_sessions": 1,
+                "max_sessions": 2,
+                "sessions": [{"id": "0000abcd"}],
+            },
+            "/api/v1/library": [{"id": "steam:570", "title": "Dota 2", "store": "steam"}],
             "/api/v1/gpus": {
                 "gpus": [{"id": "10de-2684-0", "name": "RTX", "vendor": "nvidia", "vram_mb": 24}],
                 "selected": {"id": "10de-2684-0"},

@@ -12,7 +12,7 @@ from django.test import Client, RequestFactory
 from django.urls import resolve
 
 from access import fleet_tokens, mgmt, tokens
-from fleet import member_tokens, refresh
+from fleet import member_tokens, member_view, refresh
 from fleet.models import Member
 from tests.access.v1_routes import sample_path, v1_routes
 from tests.fleet import fake_member
@@ -147,6 +147,10 @@ def test_join_refresh_and_remove(member, caplog):
     assert got["gpus"][0]["id"] == "10de-2684-0" and got["gpu_selected"] == "10de-2684-0"
     assert got["displays"] == {"total": 2, "active": 1, "lingering": 0, "pinned": 1}
     assert got["refresh_ms"] is not None and got["refreshed_at"]
+    # What placement reads of the refreshed view: titles, a free slot, a GPU encoder.
+    capacity = member_view.read(Member.objects.get(pk=shown["id"]).view)
+    assert capacity.titles == {"desktop": "Desktop", "steam:570": "Dota 2"}
+    assert capacity.free_slots == 1 and capacity.gpu_encoder is True
 
     member.name = "evil\x1b[31m" + "n" * 100  # renamed, with control characters
     for f in runner.run():
