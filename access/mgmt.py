@@ -141,6 +141,7 @@ PLUGIN_DENIED: dict[str, str] = {
     "plugins/<str:plugin_id>/ui-credential": "another plugin's UI credential (own id only)",
     "store/runtime": "plugin store",
     "streams/<str:session_id>/thumbnail": "the screen's contents (operator only)",
+    "fleet/events": "the fleet's events: other hosts' (operator only)",
 }
 
 

@@ -17,6 +17,7 @@ v1_patterns = [
     path("", include("streaming.api.urls_v1")),
     path("", include("displays.api.urls_v1")),
     path("", include("plugins.api.urls_v1")),
+    path("", include("fleet.urls_events")),
 ]
 
 admin_api_patterns = [

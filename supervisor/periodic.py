@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 from console import logfile, telemetry, updater
 from displays import reaper
+from fleet.relay import relays as fleet_relays
 from games import lifecycle
 from hooks import events
 from library import conf as library_conf
@@ -51,6 +52,9 @@ def jobs() -> list[Job]:
         Job("telemetry", telemetry.INTERVAL_S, telemetry.Housekeeping(), first_s=0),
         # host.log above its size limit moves to host.log.1 (one process rotates: this one).
         Job("log-rotation", telemetry.INTERVAL_S, logfile.rotate_if_needed),
+        # One relay per fleet member, started and stopped as members come and go: here
+        # because the supervisor exists once per host (fleet/relay.py, docs/fleet.md).
+        Job("fleet-relays", 2.0, fleet_relays.sync, first_s=0),
         # Store files and apps.json hand edits; a change enqueues a rescan.
         Job("library-poll", library_conf.poll_interval_s(), StorePoller(), first_s=0),
         # The signed release manifest (every 6 h, counted from the last check across restarts).
