@@ -78,7 +78,11 @@ class Reader(threading.Thread):
     def run(self):
         headers = {"Authorization": f"Bearer {self.fleet.mgmt_token}"}
         with (
-            self.fleet.client(timeout=httpx.Timeout(30, read=None)) as c,
+            httpx.Client(
+                base_url=self.fleet.url,
+                verify=self.fleet.ssl_context(),
+                timeout=httpx.Timeout(30, read=None),
+            ) as c,  # fmt: skip
             c.stream("GET", "/api/v1/fleet/events", headers=headers) as r,
         ):
             for line in r.iter_lines():

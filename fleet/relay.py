@@ -29,6 +29,7 @@ import json
 import logging
 import random
 import re
+import socket
 import threading
 import time
 
@@ -74,7 +75,7 @@ class FrameReader:
             raw = self.readline(MAX_LINE + 1)
             if not raw:
                 return  # the member closed the stream
-            if len(raw) > MAX_LINE or (len(raw) == MAX_LINE + 1 and not raw.endswith(b"\n")):
+            if len(raw) > MAX_LINE:
                 raise Garbage(f"a line longer than {MAX_LINE} bytes")
             size += len(raw)
             if size > MAX_FRAME:
@@ -132,6 +133,8 @@ class Relay:
         self.tag = host_tag(member_id, name, url)
         self._stop = threading.Event()
         self._conn: http.client.HTTPSConnection | None = None
+        # The stream's socket: the connection lets go of it once the response is open.
+        self._sock = None
         self._lock = threading.Lock()
         self.thread = threading.Thread(
             target=self._run, name=f"fleet-relay-{member_id}", daemon=True
@@ -149,10 +152,10 @@ class Relay:
     def stop(self) -> None:
         self._stop.set()
         with self._lock:
-            conn = self._conn
-        if conn is not None and conn.sock is not None:
+            sock = self._sock
+        if sock is not None:
             try:  # wakes the thread out of its read
-                conn.sock.shutdown(2)
+                sock.shutdown(socket.SHUT_RDWR)
             except OSError:
                 pass
 
@@ -200,9 +203,11 @@ class Relay:
 
     def _close(self) -> None:
         with self._lock:
-            conn, self._conn = self._conn, None
+            conn, self._conn, sock, self._sock = self._conn, None, self._sock, None
         if conn is not None:
             conn.close()
+        if sock is not None:
+            sock.close()
 
     def _session(self) -> int:
         token = member_tokens.get(self.member_id)
@@ -216,7 +221,7 @@ class Relay:
             if self._stop.is_set():
                 conn.close()
                 return 0
-            self._conn = conn
+            self._conn, self._sock = conn, conn.sock
         headers = client.headers({"Accept": "text/event-stream"})
         if start is not None and start > 0:
             headers["Last-Event-ID"] = str(start)

@@ -86,7 +86,11 @@ class Reader:
             headers["Last-Event-ID"] = self.last_id
         try:
             with (
-                self.host.client(timeout=httpx.Timeout(30, read=60)) as c,
+                httpx.Client(
+                    base_url=self.host.url,
+                    verify=self.host.ssl_context(),
+                    timeout=httpx.Timeout(30, read=60),
+                ) as c,  # fmt: skip
                 c.stream("GET", "/api/v1/fleet/events", headers=headers) as r,
             ):
                 self.status = r.status_code

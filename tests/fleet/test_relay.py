@@ -122,9 +122,10 @@ def test_a_bad_member_is_cut_and_backed_off_and_others_flow(redis_db, members, m
         assert buffer.relay_states()[bad_row.id]["state"] == "backing_off"
         assert len(buffered(bad_row.id)) < 400  # the flood got little more than its burst in
         # Removing a member stops its relay and forgets its cursor.
+        bad_id = bad_row.id
         bad_row.delete()
         relays.sync()
-        assert set(relays.running) == {good_row.id} and buffer.cursor(bad_row.id) is None
+        assert set(relays.running) == {good_row.id} and buffer.cursor(bad_id) is None
         requests = bad.requests
         time.sleep(1.0)
         assert bad.requests == requests
