@@ -76,6 +76,12 @@ class Reader(threading.Thread):
         self.frames = 0
 
     def run(self):
+        try:
+            self._read()
+        except httpx.HTTPError:  # the fleet host stopped at the end of the run
+            pass
+
+    def _read(self):
         headers = {"Authorization": f"Bearer {self.fleet.mgmt_token}"}
         with (
             httpx.Client(
