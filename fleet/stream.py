@@ -87,7 +87,7 @@ class Position:
         if seq <= have:
             return None
         self.vector[member] = seq
-        if len(self.vector) > MAX_MEMBERS:  # members long gone leave the id first
+        if len(self.vector) > MAX_MEMBERS:  # the lowest ids leave (exact up to 64 members)
             for old in sorted(self.vector)[: len(self.vector) - MAX_MEMBERS]:
                 if old != member:
                     del self.vector[old]
