@@ -159,6 +159,7 @@ PLUGIN_DENIED: dict[str, str] = {
     "fleet/tickets": "fleet placement",
     "fleet/members/<int:member_id>/sessions": "fleet administration",
     "fleet/members/<int:member_id>/sessions/<str:session_id>": "fleet administration",
+    "fleet/events": "the fleet's events: other hosts' (operator only)",
 }
 
 # The fleet token's whole reach (docs/fleet.md): what a fleet host shows of its members and the

@@ -402,7 +402,8 @@ class _Peer:
         _abort(self.get())
 
 
-def _authenticate(request):
+def authenticate(request):
+    """The principal of an SSE request (bearer token, or the tokenless admin); None: 401."""
     header = request.META.get("HTTP_AUTHORIZATION", "").encode("latin-1", "replace")
     if mgmt.tokenless() and not header:
         return mgmt.TOKENLESS_ADMIN
@@ -415,7 +416,7 @@ def _authenticate(request):
 async def events_view(request):
     if request.method != "GET":
         return json_error(request.path, 405, "method not allowed", {"Allow": "GET"})
-    principal = _authenticate(request)
+    principal = authenticate(request)
     if principal is None:
         return json_error(
             request.path, 401, "invalid or missing bearer token", {"WWW-Authenticate": mgmt.REALM}

@@ -201,7 +201,10 @@ REST_FRAMEWORK = {
 }
 
 # Plain Django views the schema generator never visits: route -> {method: operation factory}.
-HOST_HAND_WRITTEN_ROUTES = {"/api/v1/events": {"get": "hooks.api.schema.events_operation"}}
+HOST_HAND_WRITTEN_ROUTES = {
+    "/api/v1/events": {"get": "hooks.api.schema.events_operation"},
+    "/api/v1/fleet/events": {"get": "fleet.schema.fleet_events_operation"},
+}
 SPECTACULAR_SETTINGS = {
     "TITLE": "Streaming host APIs",
     "DESCRIPTION": (

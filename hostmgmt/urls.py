@@ -18,6 +18,7 @@ v1_patterns = [
     path("", include("displays.api.urls_v1")),
     path("", include("plugins.api.urls_v1")),
     path("", include("fleet.api.urls_v1")),
+    path("", include("fleet.urls_events")),
 ]
 
 admin_api_patterns = [

@@ -413,6 +413,7 @@ class Supervisor:
     def shutdown(self) -> None:
         if self.periodic is not None:  # no countdown or grace window acts on a stopping host
             self.periodic.stop()
+            periodic.fleet_relays.stop_all()  # their cursors are in Redis: nothing is lost
         # Hooks first: the hooks worker runs them, daphne carries the event to SSE consumers.
         # A host stopped before it announced host.started announces no host.stopping either.
         if self._announced:

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from console import logfile, telemetry, update_auto, updater
 from displays import reaper
 from fleet import refresh as fleet_refresh
+from fleet.relay import relays as fleet_relays
 from games import lifecycle
 from hooks import events
 from library import conf as library_conf
@@ -52,6 +53,9 @@ def jobs() -> list[Job]:
         Job("telemetry", telemetry.INTERVAL_S, telemetry.Housekeeping(), first_s=0),
         # host.log above its size limit moves to host.log.1 (one process rotates: this one).
         Job("log-rotation", telemetry.INTERVAL_S, logfile.rotate_if_needed),
+        # One relay per fleet member, started and stopped as members come and go: here
+        # because the supervisor exists once per host (fleet/relay.py, docs/fleet.md).
+        Job("fleet-relays", 2.0, fleet_relays.sync, first_s=0),
         # Store files and apps.json hand edits; a change enqueues a rescan.
         Job("library-poll", library_conf.poll_interval_s(), StorePoller(), first_s=0),
         # The fleet's members: their state from their own APIs (fleet/refresh.py).

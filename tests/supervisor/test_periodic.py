@@ -25,6 +25,7 @@ def test_registry_holds_every_periodic_job_with_its_interval(monkeypatch):
     jobs = {job.name: job for job in periodic.jobs()}
     assert {name: job.interval_s for name, job in jobs.items()} == {
         "events-spool": 2.0,
+        "fleet-relays": 2.0,
         "display-countdowns": 1.0,
         "game-lifecycle": 1.0,
         "telemetry": 2.0,
@@ -38,9 +39,10 @@ def test_registry_holds_every_periodic_job_with_its_interval(monkeypatch):
     # What runs at once at host start: countdowns and grace windows that ran out while the
     # host was down, the telemetry counters' priming, the start rescan and the store
     # signatures' baseline, the events a process kept on disk before it died while Redis was
-    # away.
+    # away, the fleet members' event relays.
     assert {n for n, j in jobs.items() if j.first_s == 0} == {
-        "events-spool", "display-countdowns", "game-lifecycle", "telemetry", "library-poll"
+        "events-spool", "display-countdowns", "game-lifecycle", "telemetry", "library-poll",
+        "fleet-relays",
     }  # fmt: skip
 
 
