@@ -183,8 +183,10 @@ async def fleet_events_view(request):
     if principal is None:
         challenge = {"WWW-Authenticate": sse.mgmt.REALM}
         return json_error(request.path, 401, "invalid or missing bearer token", challenge)
-    if not principal.is_admin:
-        return json_error(request.path, 403, "only the operator may read the fleet's events")
+    refusal = sse.mgmt.scope_refusal(request, principal)  # plugin and fleet tokens: their words
+    if refusal or not principal.is_admin:
+        why = refusal or "only the operator may read the fleet's events"
+        return json_error(request.path, 403, why)
     if _open >= MAX_STREAMS:
         busy = "too many fleet event streams open; retry shortly"
         return json_error(request.path, 503, busy, {"Retry-After": "2"})
@@ -199,7 +201,7 @@ async def fleet_events_view(request):
             {"Retry-After": str(REDIS_RETRY_AFTER_S)},
         )
     slot = _Slot()
-    content = _stream(vector, request.scope.get("client"), slot)
+    content = _stream(vector, getattr(request, "scope", {}).get("client"), slot)
     weakref.finalize(content, slot.release)
     response = StreamingHttpResponse(content, content_type="text/event-stream")
     response["Cache-Control"] = "no-cache"
