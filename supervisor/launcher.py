@@ -71,6 +71,7 @@ def follow(argv: list[str]) -> None:
         _say(f"{target} (the applied update) cannot run: it lacks manage.py or .venv; running "
              f"{THIS_TREE}")  # fmt: skip
         return
+    os.chdir(target)  # children started as `python -m ...` import from the working directory
     os.execve(_argv(target, argv)[0], _argv(target, argv), _tree_env())
 
 
@@ -85,6 +86,7 @@ def _again(argv: list[str]) -> None:
     """Start over as a fresh `runhost` of this tree: a restart asked of a tree running as this
     process's child (another apply switched since, or the applied tree now runs directly)."""
     env = {k: v for k, v in os.environ.items() if k != PROBATION_ENV}
+    os.chdir(THIS_TREE)
     os.execve(_argv(THIS_TREE, argv)[0], _argv(THIS_TREE, argv), env)
 
 

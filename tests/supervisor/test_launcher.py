@@ -50,6 +50,8 @@ def rig(tmp_path, monkeypatch):
     monkeypatch.setenv("HOST_STATE_DIR", str(state))
     monkeypatch.delenv(launcher.PROBATION_ENV, raising=False)
     monkeypatch.delenv(update_journal.CHECKOUT_ENV, raising=False)
+    moved = []
+    monkeypatch.setattr(launcher.os, "chdir", moved.append)  # the exec's, not this process's
     conn = sqlite3.connect(state / "db.sqlite3")
     conn.execute("create table t (v text)")
     conn.execute("insert into t values ('kept')")
@@ -156,9 +158,13 @@ def test_after_a_passed_gate_later_starts_exec_the_new_tree(rig, monkeypatch):
     update_journal.save(journal)
     calls = []
     monkeypatch.setattr(launcher.os, "execve", lambda path, argv, env: calls.append(argv))
+    moved = []
+    monkeypatch.setattr(launcher.os, "chdir", moved.append)
     launcher.follow(["manage.py", "runhost", "--no-mgmt-token"])
     assert calls == [[str(new / ".venv/bin/python"), str(new / "manage.py"), "runhost",
                       "--no-mgmt-token"]]  # fmt: skip
+    # In the new tree: its children started as `python -m daphne ...` import from there.
+    assert moved == [new]
 
 
 def test_a_checkout_updated_by_hand_since_wins_over_the_applied_tree(rig, monkeypatch):
