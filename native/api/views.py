@@ -20,6 +20,7 @@ from rest_framework.response import Response
 from rest_framework.throttling import BaseThrottle
 from rest_framework.views import APIView
 
+from access import identity
 from access.admin import client_ip
 from access.mgmt import csrf_failure
 from common.errors import DomainError, Invalid, TooLarge
@@ -54,6 +55,7 @@ def play(request):
         "rates": RATES,
         "fleet_titles": fleet.member_titles(),
         "placed": placed,
+        "here": identity.host_name() if placed else "",
         "chosen_app": placed.app if placed else query.get("app", ""),
         "chosen_mode": query.get("mode", "") if query.get("mode") in MODES else MODES[0],
         "chosen_fps": int(query["fps"]) if query.get("fps") in {str(r) for r in RATES} else 60,

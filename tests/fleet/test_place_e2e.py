@@ -159,7 +159,7 @@ def test_the_fleet_host_places_a_paired_player_on_the_member(live_host, member_h
             with live_host.mgmt() as fleet_api:
                 fleet_name = fleet_api.get("/api/v1/host").json()["hostname"]
             page_html = browser.get(r.headers["Location"]).text
-            assert f"Placed here by {fleet_name}." in page_html
+            assert f"by {fleet_name}." in page_html and "Placed on <strong>" in page_html
             assert 'value="den tv"' in page_html and 'data-autostart="1"' in page_html
             csrf = browser.cookies["csrftoken"]
             headers = {"X-CSRFToken": csrf, "Referer": f"{member_host.url}/play"}
@@ -337,6 +337,7 @@ def test_a_browser_placed_by_the_fleet_host_plays_on_the_member(live_host, membe
     from playwright.sync_api import sync_playwright
 
     from tests.native.browserkit import ARGS, CHROMIUM, page_wait, wait_for
+    from tests.support.consolepage import shot
 
     name = "placed browser"
     pw = sync_playwright().start()
@@ -349,6 +350,7 @@ def test_a_browser_placed_by_the_fleet_host_plays_on_the_member(live_host, membe
         page.select_option("#app", "fleet:desktop")
         page.select_option("#mode", "1280x720")
         page.select_option("#fps", "30")
+        shot(page, "play-fleet-choice")  # the "On other hosts" group, the member's title chosen
         page.click("#start")
         with live_host.mgmt() as api:
             entry = wait_for(
@@ -365,8 +367,9 @@ def test_a_browser_placed_by_the_fleet_host_plays_on_the_member(live_host, membe
 
         page.wait_for_url(member_host.url + "/play?*", timeout=30_000)
         assert page.url == member_host.url + "/play?app=desktop&mode=1280x720&fps=30"
-        assert page.text_content("#placed").startswith("Placed here by ")
+        assert page.text_content("#placed").startswith("Placed on ")
         page_wait(page, PLAYING_JS, 60)
+        shot(page, "play-fleet-placed")  # on the member: where it went, and the picture
         with member_host.mgmt() as api:
             clients = [c for c in api.get("/api/v1/native/clients").json() if c["name"] == name]
             assert len(clients) == 1, clients

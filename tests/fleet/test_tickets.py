@@ -131,7 +131,9 @@ def test_handoff_page_sets_the_cookie_and_redirects_without_the_ticket(member):
 
     page = web.get("/play?app=desktop&mode=1920x1080&fps=30", secure=True)
     html = page.content.decode()
-    assert "Placed here by fleet-host." in html and 'data-autostart="1"' in html
+    assert (
+        "by fleet-host." in html and "Placed on <strong>" in html and 'data-autostart="1"' in html
+    )
     assert 'value="Den TV"' in html and "<option selected>1920x1080</option>" in html
 
     again = web.post("/play/fleet", {"ticket": ticket}, secure=True)
@@ -139,4 +141,4 @@ def test_handoff_page_sets_the_cookie_and_redirects_without_the_ticket(member):
     assert web.post("/play/fleet", {}, secure=True).status_code == 403
     assert web.get("/play/fleet", {"ticket": ticket}, secure=True).status_code == 405
     plain = Client().get("/play", secure=True).content.decode()
-    assert "Placed here" not in plain and "data-autostart" not in plain
+    assert "Placed on" not in plain and "data-autostart" not in plain
