@@ -226,7 +226,11 @@ def test_three_members_join_and_show_in_the_fleet_view(joined):
         titled = [
             mid for mid, m in shown.items() if TITLE in {t["name"] for t in m.get("titles", [])}
         ]
-        if all(m["reachable"] for m in shown.values()) and titled or time.monotonic() > deadline:
+        refreshed = all(
+            m["reachable"] and m["refreshed_at"] and (m["name"], m["version"]) == expected[mid]
+            for mid, m in shown.items()
+        )
+        if refreshed and titled or time.monotonic() > deadline:
             break
         time.sleep(0.5)
     assert set(shown) == set(fleet.ids.values())
