@@ -103,6 +103,7 @@ def public(member, backoff_s: float | None = None) -> dict:
         "error": member.error,
         "version": shown.get("version"),
         "live_sessions": shown.get("live_sessions"),
+        "titles": shown.get("library", []),
         "gpus": shown.get("gpus", []),
         "gpu_selected": shown.get("gpu_selected"),
         "gpu_active": shown.get("gpu_active"),

@@ -36,6 +36,11 @@ class FleetDisplaysSerializer(serializers.Serializer):
     pinned = serializers.IntegerField()
 
 
+class FleetTitleSerializer(serializers.Serializer):
+    id = serializers.CharField(help_text="the member's own id (`desktop`, `custom:3`, ...)")
+    name = serializers.CharField()
+
+
 class FleetMemberSerializer(serializers.Serializer):
     id = serializers.IntegerField()
     name = serializers.CharField(help_text="what the member reports (not its identity)")
@@ -48,6 +53,9 @@ class FleetMemberSerializer(serializers.Serializer):
     error = serializers.CharField(help_text="why the last refresh failed; '' when it did not")
     version = serializers.CharField(allow_null=True)
     live_sessions = serializers.IntegerField(allow_null=True)
+    titles = FleetTitleSerializer(
+        many=True, help_text="what a player may pick there: the Desktop and its library"
+    )
     gpus = FleetGpuSerializer(many=True)
     gpu_selected = serializers.CharField(allow_null=True)
     gpu_active = serializers.CharField(allow_null=True)

@@ -144,6 +144,10 @@ def test_join_refresh_and_remove(member, caplog):
     assert got["reachable"] is True and got["error"] == ""
     assert got["name"] == "member-a" and got["version"] == "9.9.9"
     assert got["live_sessions"] == 1
+    assert got["titles"] == [
+        {"id": "desktop", "name": "Desktop"},
+        {"id": "steam:570", "name": "Dota 2"},
+    ]
     assert got["gpus"][0]["id"] == "10de-2684-0" and got["gpu_selected"] == "10de-2684-0"
     assert got["displays"] == {"total": 2, "active": 1, "lingering": 0, "pinned": 1}
     assert got["refresh_ms"] is not None and got["refreshed_at"]

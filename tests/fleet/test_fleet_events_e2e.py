@@ -13,13 +13,11 @@ import os
 import ssl
 import subprocess
 import sys
-import threading
-import time
 
-import httpx
 import pytest
 
 from fleet import pinned
+from tests.fleet.fleet_stream import Reader
 from tests.support.fakemember import FakeMember
 from tests.support.livehost import ROOT, start_host
 
@@ -66,69 +64,6 @@ def emit(member, first: int, count: int) -> None:
 def fingerprint_of(host) -> str:
     der = ssl.PEM_cert_to_DER_cert(host.cert_path.read_text())
     return pinned.certificate_fingerprint(der)
-
-
-class Reader:
-    """One fleet stream read in a thread: its frames (dicts) as they come."""
-
-    def __init__(self, host, last_id: str | None = None):
-        self.frames: list[dict] = []
-        self.host = host
-        self.last_id = last_id
-        self.done = threading.Event()
-        self.status = None
-        self.thread = threading.Thread(target=self._read, daemon=True)
-        self.thread.start()
-
-    def _read(self):
-        headers = {"Authorization": f"Bearer {self.host.mgmt_token}"}
-        if self.last_id:
-            headers["Last-Event-ID"] = self.last_id
-        try:
-            with (
-                httpx.Client(
-                    base_url=self.host.url,
-                    verify=self.host.ssl_context(),
-                    timeout=httpx.Timeout(30, read=60),
-                ) as c,  # fmt: skip
-                c.stream("GET", "/api/v1/fleet/events", headers=headers) as r,
-            ):
-                self.status = r.status_code
-                frame: dict = {}
-                for line in r.iter_lines():
-                    if self.done.is_set():
-                        return
-                    if not line:
-                        if "data" in frame:
-                            self.frames.append(frame)
-                        frame = {}
-                    elif not line.startswith(":"):
-                        key, _, value = line.partition(": ")
-                        frame[key] = value
-        except (httpx.HTTPError, OSError):
-            pass
-
-    def events(self, member_id: int) -> list[dict]:
-        out = []
-        for f in self.frames:
-            data = json.loads(f["data"])
-            if data.get("host", {}).get("id") == member_id:
-                out.append({**data, "_event": f.get("event"), "_id": f.get("id")})
-        return out
-
-    def numbered(self, member_id: int) -> list[int]:
-        return [e["n"] for e in self.events(member_id) if "n" in e]
-
-    def wait(self, check, timeout=60.0):
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if check():
-                return
-            time.sleep(0.1)
-        raise AssertionError(f"timed out; frames: {self.frames[-10:]}")
-
-    def close(self):
-        self.done.set()
 
 
 def test_fleet_stream_across_member_and_fleet_restarts(tmp_path):
