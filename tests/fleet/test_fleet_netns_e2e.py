@@ -362,7 +362,7 @@ def test_a_browser_is_placed_on_the_member_with_the_title_and_plays_there(joined
             assert r.status_code == 200, r.text
 
         page.wait_for_url(member.url + "/play?*", timeout=30_000)
-        assert page.text_content("#placed").startswith("Placed here by ")
+        assert page.text_content("#placed").startswith("Placed on ")
         page_wait(page, PLAYING_JS, 90)
         with member.mgmt() as api:
             clients = [c for c in api.get("/api/v1/native/clients").json() if c["name"] == PLAYER]
