@@ -22,6 +22,7 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
+from datetime import datetime
 
 import pytest
 
@@ -396,6 +397,50 @@ def test_a_browser_is_placed_on_the_member_with_the_title_and_plays_there(joined
             _unpair(member, member_fp)
         if fleet_fp:
             _unpair(host, fleet_fp)
+
+
+def _until(check, seconds: float, what: str):
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if got := check():
+            return got
+        time.sleep(0.5)
+    raise AssertionError(f"not within {seconds} s: {what}")
+
+
+def test_a_member_that_disappears_is_shown_unreachable_and_the_others_are_not(joined):
+    """Member 0's link goes down (no reset: its connections hang): the fleet view says it is
+    unreachable and why within a few refreshes, the other two stay reachable and refreshed;
+    with the link back it is reachable again (after its backoff)."""
+    fleet = joined
+    gone, gone_id = fleet.members[0], fleet.ids[0]
+    others = [fleet.ids[1], fleet.ids[2]]
+    gone.cut()
+    try:
+        cut_at = time.time()
+
+        def unreachable():
+            member = fleet.shown()[gone_id]
+            return None if member["reachable"] else member
+
+        down = _until(
+            unreachable,
+            6 * REFRESH_S + 20,
+            "the cut member shown unreachable",
+        )
+        assert down["error"] and "next try in" in down["error"], down
+        shown = fleet.shown()
+        for mid in others:
+            assert shown[mid]["reachable"] and shown[mid]["error"] == "", shown[mid]
+            refreshed = datetime.fromisoformat(shown[mid]["refreshed_at"]).timestamp()
+            assert refreshed >= cut_at, shown[mid]  # still refreshed while one hangs
+    finally:
+        gone.restore()
+    _until(
+        lambda: fleet.shown()[gone_id]["reachable"],
+        120,
+        "the member reachable again once its link is back",
+    )
 
 
 def test_no_token_in_any_log(joined):
