@@ -75,13 +75,13 @@ def rig(tmp_path):
         [python, str(ROOT / SCRIPT), "keygen", str(key)], check=True, capture_output=True, text=True
     ).stdout.strip()
 
-    def release(extra_patch=None):
-        src = tmp_path / "release-src"
+    def release(extra_patch=None, version=NEW_VERSION, serial=5):
+        src = tmp_path / f"release-src-{version}"
         _export_head(src)
         version_py = src / "common" / "version.py"
         text = version_py.read_text()
         assert f'VERSION = "{OLD_VERSION}"' in text
-        version_py.write_text(text.replace(OLD_VERSION, NEW_VERSION))
+        version_py.write_text(text.replace(OLD_VERSION, version))
         if extra_patch:
             extra_patch(src)
         _git(src, "init", "-q")
@@ -89,7 +89,7 @@ def rig(tmp_path):
         _git(src, "commit", "-q", "-m", "release")
         base = f"http://127.0.0.1:{server.server_port}/"
         subprocess.run(
-            [python, str(src / SCRIPT), "build", str(key), NEW_VERSION, "5", base, str(out)],
+            [python, str(src / SCRIPT), "build", str(key), version, str(serial), base, str(out)],
             check=True, capture_output=True,
         )  # fmt: skip
 
@@ -196,6 +196,10 @@ def _wait_ports_free(host, timeout: float = 60) -> None:
 def _apply(host) -> None:
     with host.mgmt() as c:
         r = c.post("/api/v1/update/check")
+        deadline = time.monotonic() + 40
+        while r.status_code == 429 and time.monotonic() < deadline:  # one check per 30 s
+            time.sleep(float(r.headers.get("Retry-After", "2")))
+            r = c.post("/api/v1/update/check")
         assert r.status_code == 200 and r.json()["available"], r.text
         r = c.post("/api/v1/update/apply", json={})
         assert r.status_code == 202, r.text
@@ -240,6 +244,63 @@ def test_apply_restarts_into_the_new_version_and_announces_it_once(rig):
         ), steps
         venv = host_tree.parent / "host.releases" / NEW_VERSION / ".venv"
         assert venv.is_dir() and not venv.is_symlink()  # its own, not the checkout's
+    finally:
+        assert host.stop() == 0, host.log_tail(120)
+
+
+THIRD_VERSION = "v2099.102.0-test"
+FOURTH_VERSION = "v2099.103.0-test"
+
+
+def _settled(host, version: str, states: set[str], timeout: float = 400) -> dict:
+    """The update status once the job for `version` is in one of `states`."""
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        if host.proc.poll() is not None:
+            raise AssertionError(f"host exited {host.proc.returncode}:\n{host.log_tail()}")
+        last = _status(host)
+        job = (last or {}).get("job") or {}
+        if job.get("to") == version and job.get("state") in states:
+            return last
+        time.sleep(1)
+    raise AssertionError(f"{version} did not reach {states}: {json.dumps(last)}")
+
+
+def test_an_applied_release_applies_the_next_and_a_broken_one_returns_to_it(rig):
+    """OLD -> NEW -> THIRD, each applied by the one running (the second from a tree the
+    launcher runs as its child); then a FOURTH that crashes at start is rolled back to THIRD,
+    never to the checkout's older code on data THIRD migrated."""
+    host_tree, release, env = rig
+    release()
+    host = start_host(tree=host_tree, env=env)
+    releases = host_tree.parent / "host.releases"
+    try:
+        with host.mgmt() as c:
+            assert c.post("/api/v1/library/custom", json={"title": "Kept Game"}).status_code == 201
+        _apply(host)
+        assert _settled(host, NEW_VERSION, {"done"})["current_version"] == NEW_VERSION
+        host.wait_ready(timeout=200)
+
+        release(version=THIRD_VERSION, serial=6)
+        _apply(host)
+        status = _settled(host, THIRD_VERSION, {"done", "failed", "rolled_back"})
+        assert status["job"]["state"] == "done", json.dumps(status["job"])
+        host.wait_ready(timeout=200)
+        assert _status(host)["current_version"] == THIRD_VERSION
+        assert (releases / THIRD_VERSION).is_dir()  # beside the checkout, not inside NEW's
+        assert not (releases / f"{NEW_VERSION}.releases").exists()
+
+        release(_crash_at_start, version=FOURTH_VERSION, serial=7)
+        _apply(host)
+        status = _settled(host, FOURTH_VERSION, {"done", "failed", "rolled_back"})
+        assert status["job"]["state"] == "rolled_back", json.dumps(status["job"])
+        host.wait_ready(timeout=200)
+        assert _status(host)["current_version"] == THIRD_VERSION
+        with host.mgmt() as c:
+            assert "Kept Game" in json.dumps(c.get("/api/v1/library").json())
+        active = (host.state_dir / "updates" / "active-tree").read_text().strip()
+        assert active == str(releases / THIRD_VERSION)
     finally:
         assert host.stop() == 0, host.log_tail(120)
 
