@@ -11,6 +11,7 @@ import io
 import json
 import os
 import sqlite3
+import subprocess
 import sys
 import tarfile
 import threading
@@ -193,6 +194,42 @@ def test_disk_full_mid_stage_leaves_no_partial_tree(tmp_path, monkeypatch):
         update_apply.stage(archive, tmp_path / VERSION)
     assert not (tmp_path / VERSION).exists()
     assert not (tmp_path / f"{VERSION}.partial").exists()
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    """A real 1 MiB file system (tmpfs): writes past it fail with ENOSPC from the kernel."""
+    where = tmp_path / "disk"
+    where.mkdir()
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(where)], capture_output=True
+    )
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.decode().strip()}")
+    yield where
+    subprocess.run(["umount", "-l", str(where)], check=False)
+
+
+def test_a_real_full_disk_mid_stage_leaves_no_partial_tree(tmp_path, small_disk):
+    archive = tmp_path / "a.tar.gz"
+    big = os.urandom(700 * 1024)  # two of these do not fit on the 1 MiB disk
+    archive.write_bytes(_archive({"a": big, "b": big, "c": b"3"}))
+    with pytest.raises(update_apply.ApplyError, match="No space left"):
+        update_apply.stage(archive, small_disk / VERSION)
+    assert list(small_disk.iterdir()) == []  # neither the tree nor its partial
+    free = os.statvfs(small_disk)
+    assert free.f_bfree * free.f_frsize > 900 * 1024  # what it wrote is given back
+
+
+def test_a_backup_on_a_real_full_disk_fails_and_leaves_nothing(tmp_path, small_disk):
+    where = tmp_path / "state"
+    where.mkdir()
+    with contextlib.closing(sqlite3.connect(where / "db.sqlite3")) as conn, conn:
+        conn.execute("create table t (v blob)")
+        conn.executemany("insert into t values (?)", [(os.urandom(4096),) for _ in range(400)])
+    with pytest.raises(update_backup.BackupError, match="No space left|database or disk is full"):
+        update_backup.backup_state(where, small_disk / "backup-job")
+    assert list(small_disk.iterdir()) == []
 
 
 def test_backup_and_restore_bring_back_the_database_and_files(tmp_path):
