@@ -55,6 +55,26 @@ def vouched(cookie, fingerprint: str, app: str) -> bool:
     return True
 
 
+def _knock(o: dict, ip: str):
+    """The device asks to play here (an offer, or a placement this host vouches for):
+    `(name, decision, None)`, or the `pending` answer while the operator decides."""
+    fp = o["fingerprint"]
+    name = pairing.clean_name(o["name"], fp)
+    decision = pairing.knock(fp, name, ip, o["pin"])
+    if decision.state != "pending":
+        return name, decision, None
+    return (
+        name,
+        decision,
+        {
+            "status": "pending",
+            "id": decision.pending_id,
+            "fingerprint": fp,
+            "message": "waiting for the operator to approve this device",
+        },
+    )
+
+
 def offer(o: dict, ip: str) -> dict:
     """A validated offer (`OfferSerializer`) from `ip`: `{"status": "pending", ...}` while the
     operator decides, `{"status": "paired", "sdp", ...}` with the peer's answer once paired.
@@ -64,15 +84,9 @@ def offer(o: dict, ip: str) -> dict:
     chosen = apps.resolve(o["app"])
     if chosen is None:
         raise NotFound(f"no app {o['app'][:64]!r} in the catalog or library")
-    name = pairing.clean_name(o["name"], fp)
-    decision = pairing.knock(fp, name, ip, o["pin"])
-    if decision.state == "pending":
-        return {
-            "status": "pending",
-            "id": decision.pending_id,
-            "fingerprint": fp,
-            "message": "waiting for the operator to approve this device",
-        }
+    name, decision, waiting = _knock(o, ip)
+    if waiting:
+        return waiting
     answer = sessions.start(
         {
             "sdp": o["sdp"],
@@ -106,16 +120,9 @@ def place(o: dict, ip: str) -> dict:
     decides; a PIN pairs it), then `fleet.place` finds it a member: `{"status": "placed",
     member, handoff, skipped}`. The fingerprint is the page's claim (no DTLS follows here),
     as an offer's is until its DTLS proof: docs/fleet.md says what that allows."""
-    fp = o["fingerprint"]
-    limit("dev", fp)
-    name = pairing.clean_name(o["name"], fp)
-    decision = pairing.knock(fp, name, ip, o["pin"])
-    if decision.state == "pending":
-        return {
-            "status": "pending",
-            "id": decision.pending_id,
-            "fingerprint": fp,
-            "message": "waiting for the operator to approve this device",
-        }
+    limit("dev", o["fingerprint"])
+    name, decision, waiting = _knock(o, ip)
+    if waiting:
+        return waiting
     placed = fleet.place(o["app"], o["title"], decision.client.name or name)
     return {"status": "placed", **placed}

@@ -52,7 +52,9 @@ class FakeMember:
             self.server.server_close()
 
 
-def start(tmp: Path, token: str, seed: int = 7, **kw) -> FakeMember:
+def serve_tls(handler, tmp: Path, seed: int = 7):
+    """A threaded HTTPS server on loopback with test certificate `seed`, serving `handler`;
+    (server, the certificate's SHA-256 fingerprint)."""
     key, cert = identity(seed)
     (tmp / f"c{seed}.pem").write_bytes(pem(cert))
     (tmp / f"k{seed}.pem").write_bytes(
@@ -62,8 +64,18 @@ def start(tmp: Path, token: str, seed: int = 7, **kw) -> FakeMember:
             serialization.NoEncryption(),
         )
     )
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    server.daemon_threads = True
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(tmp / f"c{seed}.pem", tmp / f"k{seed}.pem")
+    server.socket = context.wrap_socket(server.socket, server_side=True)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
     der = cert.public_bytes(serialization.Encoding.DER)
-    member = FakeMember("", pinned.certificate_fingerprint(der), token, **kw)
+    return server, pinned.certificate_fingerprint(der)
+
+
+def start(tmp: Path, token: str, seed: int = 7, **kw) -> FakeMember:
+    member = FakeMember("", "", token, **kw)
 
     class Handler(http.server.BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
@@ -91,12 +103,7 @@ def start(tmp: Path, token: str, seed: int = 7, **kw) -> FakeMember:
         def log_message(self, *args):
             pass
 
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    server.daemon_threads = True
-    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    context.load_cert_chain(tmp / f"c{seed}.pem", tmp / f"k{seed}.pem")
-    server.socket = context.wrap_socket(server.socket, server_side=True)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    server, member.fingerprint = serve_tls(Handler, tmp, seed)
     member.server = server
     member.url = f"https://127.0.0.1:{server.server_address[1]}"
     return member

@@ -26,6 +26,7 @@ from datetime import datetime
 
 import pytest
 
+from tests.fleet import placing
 from tests.fleet.fleet_stream import Reader
 from tests.support import netns_hosts
 from tests.support.livehost import start_host
@@ -324,11 +325,6 @@ PLAYING_JS = (
 )
 
 
-def _unpair(host, fp: str) -> None:
-    with host.mgmt() as api:
-        api.delete(f"/api/v1/native/clients/{fp}")
-
-
 def test_a_browser_is_placed_on_the_member_with_the_title_and_plays_there(joined):
     from playwright.sync_api import sync_playwright
 
@@ -350,27 +346,11 @@ def test_a_browser_is_placed_on_the_member_with_the_title_and_plays_there(joined
         page.select_option("#mode", "1280x720")
         page.select_option("#fps", "30")
         page.click("#start")
-        with host.mgmt() as api:
-            entry = wait_for(
-                lambda: next(
-                    (p for p in api.get("/api/v1/native/pending").json() if p["name"] == PLAYER),
-                    None,
-                ),
-                what="the device waiting on the fleet host",
-            )
-            fleet_fp = entry["fingerprint"]
-            r = api.post(f"/api/v1/native/pending/{entry['id']}/approve", json={})
-            assert r.status_code == 200, r.text
-
+        fleet_fp = placing.approve_waiting(host, PLAYER, wait_for)
         page.wait_for_url(member.url + "/play?*", timeout=30_000)
         assert page.text_content("#placed").startswith("Placed on ")
-        page_wait(page, PLAYING_JS, 90)
-        with member.mgmt() as api:
-            clients = [c for c in api.get("/api/v1/native/clients").json() if c["name"] == PLAYER]
-            assert len(clients) == 1, clients
-            member_fp = clients[0]["fingerprint"]
-            games = api.get("/api/v1/status").json()["games"]
-            assert any(g.get("client") == PLAYER for g in games), games
+        page_wait(page, placing.PLAYING_JS, 90)
+        member_fp = placing.playing_on(member, PLAYER)
         for other in (fleet.members[0], fleet.members[2]):
             with other.mgmt() as api:
                 assert api.get("/api/v1/status").json()["sessions"] == []
@@ -379,24 +359,12 @@ def test_a_browser_is_placed_on_the_member_with_the_title_and_plays_there(joined
             timeout=4 * REFRESH_S + 10,
             what="the fleet view counting the session",
         )
-        with host.mgmt() as api:
-            listed = api.get(f"{MEMBERS}/{mid}/sessions")
-            assert listed.status_code == 200, listed.text
-            (session,) = [x for x in listed.json() if x["client"] == PLAYER]
-            assert (session["plane"], session["app_title"]) == ("native", TITLE), session
-            r = api.delete(f"{MEMBERS}/{mid}/sessions/{session['id']}")
-            assert r.status_code == 204, r.text
-        page_wait(page, "() => window.nativePlayer.state === 'ended'", 20)
-        with member.mgmt() as api:
-            sessions = api.get("/api/v1/status").json()["sessions"]
-            assert not any(x["id"] == session["id"] for x in sessions), sessions
+        placing.end_from_the_fleet_host(host, member, mid, PLAYER, TITLE, page, page_wait)
     finally:
         browser.close()
         pw.stop()
-        if member_fp:
-            _unpair(member, member_fp)
-        if fleet_fp:
-            _unpair(host, fleet_fp)
+        placing.unpair(member, member_fp)
+        placing.unpair(host, fleet_fp)
 
 
 def _until(check, seconds: float, what: str):

@@ -6,18 +6,15 @@ from __future__ import annotations
 
 import http.server
 import json
-import ssl
-import threading
 
 import pytest
-from cryptography.hazmat.primitives import serialization
 
 from common.errors import Unavailable
-from fleet import member_sessions, member_tokens, pinned
+from fleet import member_sessions, member_tokens
 from fleet import place as fleet_place
 from fleet.models import Member
+from tests.fleet.fake_member import serve_tls
 from tests.fleet.fleetkit import view
-from tests.support.certs import identity, pem
 
 TOKEN = "cd" * 32
 HOSTILE = "evil\u202e\x07" + "x" * 500
@@ -26,15 +23,6 @@ HOSTILE = "evil\u202e\x07" + "x" * 500
 @pytest.fixture
 def lying_member(tmp_path, monkeypatch, db):
     monkeypatch.setenv("HOST_STATE_DIR", str(tmp_path))
-    key, cert = identity(9)
-    (tmp_path / "c.pem").write_bytes(pem(cert))
-    (tmp_path / "k.pem").write_bytes(
-        key.private_bytes(
-            serialization.Encoding.PEM,
-            serialization.PrivateFormat.TraditionalOpenSSL,
-            serialization.NoEncryption(),
-        )
-    )
 
     class Handler(http.server.BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
@@ -58,12 +46,7 @@ def lying_member(tmp_path, monkeypatch, db):
         def log_message(self, *args):
             pass
 
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    context.load_cert_chain(tmp_path / "c.pem", tmp_path / "k.pem")
-    server.socket = context.wrap_socket(server.socket, server_side=True)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    fp = pinned.certificate_fingerprint(cert.public_bytes(serialization.Encoding.DER))
+    server, fp = serve_tls(Handler, tmp_path, seed=9)
     member = Member.objects.create(
         url=f"https://127.0.0.1:{server.server_address[1]}",
         fingerprint=fp,

@@ -3,29 +3,17 @@
 from __future__ import annotations
 
 import http.server
-import ssl
-import threading
 
 import pytest
-from cryptography.hazmat.primitives import serialization
 
 from fleet import pinned
-from tests.support.certs import identity, pem
+from tests.fleet.fake_member import serve_tls
 
 TOKEN = "ab" * 32
 
 
 @pytest.fixture
 def tls_server(tmp_path):
-    key, cert = identity(7)
-    (tmp_path / "c.pem").write_bytes(pem(cert))
-    (tmp_path / "k.pem").write_bytes(
-        key.private_bytes(
-            serialization.Encoding.PEM,
-            serialization.PrivateFormat.TraditionalOpenSSL,
-            serialization.NoEncryption(),
-        )
-    )
     seen: list[str | None] = []
 
     class Handler(http.server.BaseHTTPRequestHandler):
@@ -42,13 +30,8 @@ def tls_server(tmp_path):
         def log_message(self, *args):
             pass
 
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    context.load_cert_chain(tmp_path / "c.pem", tmp_path / "k.pem")
-    server.socket = context.wrap_socket(server.socket, server_side=True)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    der = cert.public_bytes(serialization.Encoding.DER)
-    yield f"https://127.0.0.1:{server.server_address[1]}", pinned.certificate_fingerprint(der), seen
+    server, fingerprint = serve_tls(Handler, tmp_path, seed=7)
+    yield f"https://127.0.0.1:{server.server_address[1]}", fingerprint, seen
     server.shutdown()
     server.server_close()
 

@@ -18,6 +18,7 @@ from fleet.place import MINT_TIMEOUT_S, PLACE_BUDGET_S
 from native.ratelimit import PER_IP_PLACE
 from native.services import sdp_fingerprint
 from tests.conftest import ADMIN_PASSWORD, ADMIN_USER
+from tests.fleet import placing
 from tests.fleet.fleetkit import Fleet, fingerprint_of, view
 from tests.native.helpers import device_events, fake_fp, last_seq, offer_sdp
 from tests.support.livehost import free_base_port, running_host
@@ -110,11 +111,6 @@ def approve_on(host, fp: str) -> None:
         assert r.status_code == 200, r.text
 
 
-def unpair_on(host, fp: str) -> None:
-    with host.mgmt() as api:
-        api.delete(f"/api/v1/native/clients/{fp}")
-
-
 def logs_of(host) -> bytes:
     files = [host.log_path, *sorted(p for p in host.state_dir.rglob("*.log") if p.is_file())]
     return b"".join(p.read_bytes() for p in files if p.exists())
@@ -197,8 +193,8 @@ def test_the_fleet_host_places_a_paired_player_on_the_member(live_host, member_h
         assert member_host.mgmt_token.encode() not in logs_of(live_host)
     finally:
         page.close()
-        unpair_on(member_host, fp)
-        unpair_on(live_host, fp)
+        placing.unpair(member_host, fp)
+        placing.unpair(live_host, fp)
 
 
 def test_failover_to_the_next_member_and_the_reasons_when_none_fits(
@@ -279,7 +275,7 @@ def test_failover_to_the_next_member_and_the_reasons_when_none_fits(
     finally:
         silent.close()
         page.close()
-        unpair_on(live_host, fp)
+        placing.unpair(live_host, fp)
 
 
 def test_place_is_same_origin_checked_and_limited_per_address(live_host, joined):
@@ -323,12 +319,6 @@ def test_the_ticket_route_on_the_member(member_host):
         assert r.status_code == 400 and set(r.json()) >= {"error"}
 
 
-PLAYING_JS = (
-    "() => window.nativePlayer.state === 'playing' && "
-    "document.getElementById('video').videoWidth === 1280"
-)
-
-
 def test_a_browser_placed_by_the_fleet_host_plays_on_the_member(live_host, member_host, joined):
     """Headless Chromium opens the fleet host's /play, picks the member's title, is approved
     by the fleet host's operator, lands on the member's /play and plays there: decoded video
@@ -352,53 +342,28 @@ def test_a_browser_placed_by_the_fleet_host_plays_on_the_member(live_host, membe
         page.select_option("#fps", "30")
         shot(page, "play-fleet-choice")  # the "On other hosts" group, the member's title chosen
         page.click("#start")
-        with live_host.mgmt() as api:
-            entry = wait_for(
-                lambda: next(
-                    (p for p in api.get("/api/v1/native/pending").json() if p["name"] == name),
-                    None,
-                ),
-                what="the device waiting on the fleet host",
-            )
-            fleet_fp = entry["fingerprint"]
-            assert page.evaluate("window.nativePlayer.state") == "pending"
-            r = api.post(f"/api/v1/native/pending/{entry['id']}/approve", json={})
-            assert r.status_code == 200, r.text
-
+        wait_for(lambda: page.evaluate("window.nativePlayer.state") == "pending", what="pending")
+        fleet_fp = placing.approve_waiting(live_host, name, wait_for)
         page.wait_for_url(member_host.url + "/play?*", timeout=30_000)
         assert page.url == member_host.url + "/play?app=desktop&mode=1280x720&fps=30"
         assert page.text_content("#placed").startswith("Placed on ")
-        page_wait(page, PLAYING_JS, 60)
+        page_wait(page, placing.PLAYING_JS, 60)
         shot(page, "play-fleet-placed")  # on the member: where it went, and the picture
-        with member_host.mgmt() as api:
-            clients = [c for c in api.get("/api/v1/native/clients").json() if c["name"] == name]
-            assert len(clients) == 1, clients
-            member_fp = clients[0]["fingerprint"]
-            games = api.get("/api/v1/status").json()["games"]
-            assert any(g.get("client") == name for g in games), games
+        member_fp = placing.playing_on(member_host, name)
         # Another identity per origin: the member paired the member page's own certificate.
         assert member_fp != fleet_fp
         with live_host.mgmt() as api:
             games = api.get("/api/v1/status").json()["games"]
             assert not any(g.get("client") == name for g in games), games
-            # The fleet host's operator sees the session on the member and ends it there.
-            listed = api.get(f"/api/v1/fleet/members/{joined}/sessions")
-            assert listed.status_code == 200, listed.text
-            (session,) = [x for x in listed.json() if x["client"] == name]
-            assert (session["plane"], session["app_title"]) == ("native", "Desktop"), session
-            r = api.delete(f"/api/v1/fleet/members/{joined}/sessions/{session['id']}")
-            assert r.status_code == 204, r.text
-        page_wait(page, "() => window.nativePlayer.state === 'ended'", 20)
-        with member_host.mgmt() as api:
-            sessions = api.get("/api/v1/status").json()["sessions"]
-            assert not any(x["id"] == session["id"] for x in sessions), sessions
+        # The fleet host's operator sees the session on the member and ends it there.
+        placing.end_from_the_fleet_host(
+            live_host, member_host, joined, name, "Desktop", page, page_wait
+        )
     finally:
         browser.close()
         pw.stop()
-        if member_fp:
-            unpair_on(member_host, member_fp)
-        if fleet_fp:
-            unpair_on(live_host, fleet_fp)
+        placing.unpair(member_host, member_fp)
+        placing.unpair(live_host, fleet_fp)
 
 
 def test_member_sessions_from_the_fleet_host_say_why_not(live_host, member_host, fleet, joined):
