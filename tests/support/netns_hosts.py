@@ -15,11 +15,8 @@ its supervisor and then anything still running in its namespace, and leaving the
 deletes namespaces, links and bridge whatever happened. A run killed before that leaves
 names whose pid is gone: the next run sweeps them.
 
-Impairments act on the host's root-side veth: `cut()` / `restore()` take the link down and
-up (connections hang, as on a pulled cable); `delay(ms, loss_pct)` uses `tc netem`, which
-some kernels lack (`netem_available()`: refused with `NetnsUnavailable` there). Where it is
-missing, `lan.relay(host, delay_ms)` is a user-space slow link to the host at another URL
-(tests/support/netem_relay.py).
+`cut()` / `restore()` take the host's root-side veth down and up (connections hang, as on a
+pulled cable).
 """
 
 from __future__ import annotations
@@ -45,7 +42,6 @@ import httpx
 
 from common.statedir import MGMT_TOKEN_FILE, PLUGIN_TOKEN_FILE, TLS_CERT_FILE
 from tests.support.livehost import ROOT, LiveHost, read_token, start_host
-from tests.support.netem_relay import DelayedTcpRelay
 
 BASE_PORT = 20000  # below the ephemeral range, so no outgoing socket takes a host's port
 PREFIX = "hm"
@@ -55,7 +51,7 @@ CMD_TIMEOUT_S = 20
 
 
 class NetnsUnavailable(Exception):
-    """This machine cannot run hosts in namespaces (not root, no `ip netns`, no netem)."""
+    """This machine cannot run hosts in namespaces (not root, no `ip netns`)."""
 
 
 def _ip(*args: str, check: bool = True) -> subprocess.CompletedProcess:
@@ -91,24 +87,6 @@ def require_netns() -> None:
     reason = unavailable_reason()
     if reason:
         pytest.skip(reason)
-
-
-_NETEM: bool | None = None
-
-
-def netem_available() -> bool:
-    """Whether the kernel has the netem qdisc (probed once, on a throw-away veth pair)."""
-    global _NETEM
-    if _NETEM is None:
-        a, b = f"{PREFIX}{os.getpid()}pa", f"{PREFIX}{os.getpid()}pb"
-        try:
-            _ip("link", "add", a, "type", "veth", "peer", "name", b)
-            _NETEM = _run(["tc", "qdisc", "add", "dev", a, "root", "netem"], False).returncode == 0
-        except (OSError, RuntimeError):
-            _NETEM = False
-        finally:
-            _ip("link", "del", a, check=False)
-    return _NETEM
 
 
 def _alive(pid: int) -> bool:
@@ -343,20 +321,6 @@ class NetnsHost:
         _run(["tc", "qdisc", "del", "dev", self.veth, "root"], check=False)
         _ip("link", "set", "dev", self.veth, "up")
 
-    def delay(self, ms: float, loss_pct: float = 0.0, jitter_ms: float = 0.0) -> None:
-        """tc netem on the host's outgoing and incoming path (root end of its veth: the delay
-        applies to what the root namespace and the other hosts receive from it)."""
-        if not netem_available():
-            raise NetnsUnavailable(
-                "the kernel has no netem qdisc (sch_netem); lan.relay(host, delay_ms) is a "
-                "user-space slow link to the host"
-            )
-        argv = ["tc", "qdisc", "replace", "dev", self.veth, "root", "netem"]
-        argv += ["delay", f"{ms}ms", *([f"{jitter_ms}ms"] if jitter_ms else [])]
-        if loss_pct:
-            argv += ["loss", f"{loss_pct}%"]
-        _run(argv)
-
 
 def stop_all(hosts: list[NetnsHost]) -> None:
     """Stop the hosts side by side: each supervisor gets its one SIGTERM (a second one would
@@ -389,22 +353,6 @@ class NetnsLan:
     bridge: str
     gateway: str
     hosts: list[NetnsHost]
-    relays: list[DelayedTcpRelay] = field(default_factory=list)
-
-    def relay(self, host: NetnsHost, delay_ms: float = 0.0) -> DelayedTcpRelay:
-        """A TCP relay on the gateway address to `host`'s management port, each chunk
-        `delay_ms` late (`relay.delay_ms` may change): join the host at `relay_url(relay)` to
-        reach it over a slow link. TLS passes through, so the fingerprint is the host's."""
-        relay = DelayedTcpRelay((self.gateway, 0), (host.ip, host.port), delay_ms)
-        self.relays.append(relay)
-        return relay
-
-    def relay_url(self, relay: DelayedTcpRelay) -> str:
-        return f"https://{self.gateway}:{relay.port}"
-
-    def close_relays(self) -> None:
-        while self.relays:
-            self.relays.pop().close()
 
 
 @contextmanager
@@ -424,7 +372,6 @@ def netns_hosts(count: int, *, start: bool = True, env: dict | None = None) -> I
     lan = NetnsLan(subnet, bridge, gateway, [])
     with ExitStack() as cleanup:
         cleanup.callback(shutil.rmtree, workdir, ignore_errors=True)
-        cleanup.callback(lan.close_relays)
         _ip("link", "add", bridge, "type", "bridge")
         cleanup.callback(_ip, "link", "del", bridge, check=False)
         _ip("addr", "add", f"{gateway}/{subnet.prefixlen}", "dev", bridge)
