@@ -90,9 +90,23 @@ def summarise(
     }
 
 
-def public(member, backoff_s: float | None = None) -> dict:
-    """A member as the API and the page show it: no token, only what it said and our verdict."""
+RELAY_STATES = ("connected", "backing_off", "stopped")
+
+
+def relay(state: object) -> dict | None:
+    """`{state, error}` of a member's relay from `fleet.buffer.relay_states()`; None when it
+    has none (not started yet, or the state could not be read)."""
+    if not isinstance(state, dict) or state.get("state") not in RELAY_STATES:
+        return None
+    return {"state": state["state"], "error": clean_text(state.get("error"), 300)}
+
+
+def public(member, relay_state: object = None) -> dict:
+    """A member as the API and the page show it: no token, only what it said and our verdict.
+    `relay_state`: the member's entry of `fleet.buffer.relay_states()`."""
     shown = member.view if isinstance(member.view, dict) else {}
+    live, most = _int(shown.get("live_sessions")), _int(shown.get("max_sessions"))
+    library = shown.get("library") if isinstance(shown.get("library"), list) else []
     return {
         "id": member.id,
         "name": member.name,
@@ -103,7 +117,12 @@ def public(member, backoff_s: float | None = None) -> dict:
         "error": member.error,
         "version": shown.get("version"),
         "live_sessions": shown.get("live_sessions"),
-        "titles": shown.get("library", []),
+        "max_sessions": most,
+        "free_slots": None if most is None else max(0, most - (live or 0)),
+        "encoder": shown.get("encoder") or None,
+        # The titles a player may pick there (the Desktop included); []: not asked yet.
+        "titles": library,
+        "relay": relay(relay_state),
         "gpus": shown.get("gpus", []),
         "gpu_selected": shown.get("gpu_selected"),
         "gpu_active": shown.get("gpu_active"),

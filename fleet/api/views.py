@@ -11,6 +11,7 @@ tokens get 403, `access/mgmt.py`); the console calls them with its login session
 from __future__ import annotations
 
 from drf_spectacular.utils import extend_schema, inline_serializer
+from redis.exceptions import RedisError
 from rest_framework import serializers
 from rest_framework.response import Response
 
@@ -18,6 +19,7 @@ from access import fleet_tokens, mgmt
 from apikit.base import ConsoleMgmtAPIView, MgmtAPIView, json_object
 from apikit.errors import ApiError
 from apikit.schema import error
+from fleet import buffer as fleet_buffer
 from fleet import identity, member_sessions, membership, tickets, view
 from fleet.models import Member
 
@@ -41,6 +43,11 @@ class FleetTitleSerializer(serializers.Serializer):
     name = serializers.CharField()
 
 
+class FleetRelaySerializer(serializers.Serializer):
+    state = serializers.ChoiceField(choices=["connected", "backing_off", "stopped"])
+    error = serializers.CharField(allow_blank=True, help_text="why it is not connected")
+
+
 class FleetMemberSerializer(serializers.Serializer):
     id = serializers.IntegerField()
     name = serializers.CharField(help_text="what the member reports (not its identity)")
@@ -53,8 +60,18 @@ class FleetMemberSerializer(serializers.Serializer):
     error = serializers.CharField(help_text="why the last refresh failed; '' when it did not")
     version = serializers.CharField(allow_null=True)
     live_sessions = serializers.IntegerField(allow_null=True)
+    max_sessions = serializers.IntegerField(allow_null=True, help_text="the member's own limit")
+    free_slots = serializers.IntegerField(
+        allow_null=True, help_text="max_sessions - live_sessions; null when the limit is unknown"
+    )
+    encoder = serializers.CharField(
+        allow_null=True, help_text="what a session there would encode on (nvenc, software, ...)"
+    )
     titles = FleetTitleSerializer(
         many=True, help_text="what a player may pick there: the Desktop and its library"
+    )
+    relay = FleetRelaySerializer(
+        allow_null=True, help_text="the member's event relay; null when it has none (yet)"
     )
     gpus = FleetGpuSerializer(many=True)
     gpu_selected = serializers.CharField(allow_null=True)
@@ -80,13 +97,23 @@ _JOIN = inline_serializer(
 )
 
 
+def _relay_states() -> dict[int, dict]:
+    """The relays' states; none shown (rather than the listing failing) when Redis is out of
+    reach."""
+    try:
+        return fleet_buffer.relay_states()
+    except RedisError:
+        return {}
+
+
 class MembersView(ConsoleMgmtAPIView):
     @extend_schema(
         responses=FleetMemberSerializer(many=True),
         summary="The fleet's members and their state",
     )
     def get(self, request):
-        return Response([view.public(m) for m in Member.objects.all()])
+        relays = _relay_states()
+        return Response([view.public(m, relays.get(m.id)) for m in Member.objects.all()])
 
     @extend_schema(
         request=_JOIN,
@@ -106,7 +133,7 @@ class MembersView(ConsoleMgmtAPIView):
     def post(self, request):
         member = membership.join(json_object(request))
         member.refresh_from_db()
-        return Response(view.public(member), status=201)
+        return Response(view.public(member, _relay_states().get(member.id)), status=201)
 
 
 class MemberView(ConsoleMgmtAPIView):
@@ -114,7 +141,8 @@ class MemberView(ConsoleMgmtAPIView):
         responses={200: FleetMemberSerializer, 404: error("no such member")}, summary="A member"
     )
     def get(self, request, member_id: int):
-        return Response(view.public(membership.get(member_id)))
+        member = membership.get(member_id)
+        return Response(view.public(member, _relay_states().get(member.id)))
 
     @extend_schema(
         responses={204: None, 404: error("no such member")},

@@ -1,5 +1,6 @@
-"""A member stand-in for in-process fleet tests: a real TLS HTTP server on loopback that
-answers the routes a fleet host asks, records every request, and can be slow or refuse."""
+"""A member stand-in for fleet tests: a real TLS HTTP server on loopback that answers the routes
+a fleet host asks (and `DELETE /api/v1/session?id=` for its live sessions), records every
+request, and can be slow or refuse."""
 
 from __future__ import annotations
 
@@ -26,6 +27,19 @@ class FakeMember:
     name: str = "member-a"
     delay_s: float = 0.0
     seen: list[tuple[str, str | None]] = field(default_factory=list)
+    sessions: list[dict] = field(
+        default_factory=lambda: [
+            {
+                "id": "0000abcd",
+                "plane": "webrtc",
+                "client": "Den TV",
+                "app_title": "Dota 2",
+                "mode": "1920x1080@60",
+                "state": "streaming",
+            }
+        ]
+    )
+    ended: list[str] = field(default_factory=list)
     server: http.server.ThreadingHTTPServer | None = None
 
     def answers(self) -> dict[str, object]:
@@ -33,9 +47,9 @@ class FakeMember:
             "/api/v1/fleet/whoami": {"role": self.role, "reach": []},
             "/api/v1/host": {"hostname": self.name, "version": "9.9.9", "encoder": "nvenc"},
             "/api/v1/status": {
-                "active_sessions": 1,
+                "active_sessions": len(self.sessions),
                 "max_sessions": 2,
-                "sessions": [{"id": "0000abcd"}],
+                "sessions": list(self.sessions),
             },
             "/api/v1/library": [{"id": "steam:570", "title": "Dota 2", "store": "steam"}],
             "/api/v1/gpus": {
@@ -90,10 +104,26 @@ def start(tmp: Path, token: str, seed: int = 7, **kw) -> FakeMember:
                 status, body = 200, member.answers()[self.path]
             else:
                 status, body = 404, {"error": "not found"}
-            data = json.dumps(body).encode()
+            self._answer(status, body)
+
+        def do_DELETE(self):
+            member.seen.append((f"DELETE {self.path}", self.headers.get("Authorization")))
+            live = [s["id"] for s in member.sessions]
+            session_id = self.path.removeprefix("/api/v1/session?id=")
+            if self.headers.get("Authorization") != f"Bearer {member.token}":
+                return self._answer(401, {"error": "invalid or missing bearer token"})
+            if not self.path.startswith("/api/v1/session?id=") or session_id not in live:
+                return self._answer(404, {"error": "no such session"})
+            member.sessions = [s for s in member.sessions if s["id"] != session_id]
+            member.ended.append(session_id)
+            self._answer(204, None)
+
+        def _answer(self, status, body):
+            data = b"" if body is None else json.dumps(body).encode()
             try:
                 self.send_response(status)
-                self.send_header("Content-Type", "application/json")
+                if body is not None:
+                    self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
                 self.wfile.write(data)

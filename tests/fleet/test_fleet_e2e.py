@@ -4,7 +4,9 @@ The member mints a fleet token (API and `manage.py mint_fleet_token`) and shows 
 (`manage.py fleet_identity`); the fleet host refuses a wrong fingerprint and the member's
 plugin and management tokens, accepts the fleet token, refreshes the member's version and
 sessions, shows it on its Fleet page (screenshots, light and dark), reports a revoked token,
-and forgets the member and its token on removal. No token reaches a page or a log.
+and forgets the member and its token on removal. No token reaches a page or a log. A stand-in
+member (tests/fleet/fake_member.py, real TLS) with a live session: the Fleet page lists the
+session, its capacity and relay state, and its End button ends the session on the member.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import pytest
 from playwright.sync_api import expect
 
 from access import mgmt
+from tests.fleet import fake_member
 from tests.support.console_live import console, shot
 from tests.support.livehost import ROOT, running_host
 
@@ -52,7 +55,7 @@ def wait_member(fleet, member_id, check, timeout=30.0) -> dict:
         time.sleep(0.5)
 
 
-def test_two_hosts_join_refresh_and_part():
+def test_two_hosts_join_refresh_and_part(tmp_path):
     with running_host() as member, console(env={"HOST_FLEET_REFRESH_S": "1"}) as (fleet, page):
         # the member: its identity and a fleet token
         ident = manage(member, "fleet_identity")
@@ -107,14 +110,62 @@ def test_two_hosts_join_refresh_and_part():
         assert shown["live_sessions"] == 0 and shown["displays"]["total"] >= 0
         assert shown["refresh_ms"] is not None and shown["name"]
 
-        page.goto("/fleet")
-        expect(page.locator(f"#members tr[data-id='{member_id}'] .badge.ok")).to_be_visible()
-        for theme in ("light", "dark"):
-            page.emulate_media(color_scheme=theme)
-            shot(page, f"fleet-{theme}")
-        page.emulate_media(color_scheme="light")
-        html = page.content()
-        assert token not in html and fingerprint in html
+        shown = wait_member(
+            fleet, member_id, lambda m: (m["relay"] or {}).get("state") == "connected"
+        )
+        assert shown["relay"] == {"state": "connected", "error": ""}, shown
+        assert shown["max_sessions"] >= 1 and shown["free_slots"] == shown["max_sessions"]
+        assert len(shown["titles"]) >= 1 and shown["encoder"], shown  # the Desktop at least
+
+        # a stand-in member with one live session: listed on the page, ended from it
+        stand_in_token = "ab" * 32
+        stand_in = fake_member.start(tmp_path, stand_in_token, seed=9, name="den")
+        try:
+            with fleet.mgmt() as c:
+                r = c.post(MEMBERS, json={"url": stand_in.url, "token": stand_in_token,
+                                          "fingerprint": stand_in.fingerprint})  # fmt: skip
+                assert r.status_code == 201, r.text
+                stand_in_id = r.json()["id"]
+            shown = wait_member(fleet, stand_in_id, lambda m: m["live_sessions"] == 1)
+            assert shown["free_slots"] == 1 and shown["encoder"] == "nvenc", shown
+            assert [t["name"] for t in shown["titles"]] == ["Desktop", "Dota 2"], shown
+            # it serves no event stream: its relay backs off and says why
+            shown = wait_member(fleet, stand_in_id, lambda m: m["relay"] and m["relay"]["error"])
+            assert shown["relay"]["state"] == "backing_off", shown
+
+            page.goto("/fleet")
+            expect(
+                page.locator(f"#members tr[data-id='{member_id}'] .badge.ok").first
+            ).to_be_visible()
+            stand_in_row = page.locator(f"#members tr[data-id='{stand_in_id}']")
+            expect(stand_in_row).to_contain_text("1 live, 1 of 2 free")
+            expect(stand_in_row).to_contain_text("nvenc, 2 titles")
+            expect(stand_in_row).to_contain_text("events: retrying")
+            session = page.locator(
+                f"tr.member-sessions[data-member='{stand_in_id}'] tr[data-session='0000abcd']"
+            )
+            expect(session).to_contain_text("Den TV")
+            expect(session).to_contain_text("Dota 2")
+            for theme in ("light", "dark"):
+                page.emulate_media(color_scheme=theme)
+                shot(page, f"fleet-{theme}")
+            page.emulate_media(color_scheme="light")
+            html = page.content()
+            assert token not in html and fingerprint in html and stand_in_token not in html
+
+            page.once("dialog", lambda d: d.accept())
+            session.get_by_role("button", name="End").click()
+            expect(page.locator("#flash")).to_contain_text("Ended the session on den")
+            assert stand_in.ended == ["0000abcd"]
+            ends = [a for p, a in stand_in.seen if p == "DELETE /api/v1/session?id=0000abcd"]
+            assert ends == [f"Bearer {stand_in_token}"]
+            expect(page.locator(f"tr.member-sessions[data-member='{stand_in_id}']")).to_have_count(
+                0
+            )
+            with fleet.mgmt() as c:
+                assert c.delete(f"{MEMBERS}/{stand_in_id}").status_code == 204
+        finally:
+            stand_in.stop()
 
         # revoked on the member: the fleet host says so
         with member.mgmt() as c:

@@ -1,8 +1,11 @@
-"""A stand-in fleet member: a real TLS server speaking the member's `GET /api/v1/events` SSE format
-(ids = seqs, `Last-Event-ID` resume, keep-alives) and `GET /api/v1/health`, with events held
-in memory. For the relay's fault tests (`mode`: `garbage` sends a line that is no SSE field,
-`flood` sends events as fast as the socket takes them, `bigline` one endless line) and for
-`bench/fleet.py`'s ten-member case, where ten real hosts do not fit on the machine.
+"""A stand-in fleet member: a real TLS server speaking the member's `GET /api/v1/events` SSE
+format (ids = seqs, `Last-Event-ID` resume, keep-alives) and `GET /api/v1/health`, with events
+held in memory, and (`refresh=True`) the routes the fleet host's join and refresh ask
+(`/api/v1/fleet/whoami` with role `fleet`, `/host`, `/status`, `/gpus`, `/display/state`,
+`/library`; the shapes of tests/fleet/fake_member.py). For the relay's fault tests (`mode`:
+`garbage` sends a line that is no SSE field, `flood` sends events as fast as the socket takes
+them, `bigline` one endless line) and for `bench/fleet.py`, where ten real hosts do not fit on
+the machine.
 """
 
 from __future__ import annotations
@@ -23,8 +26,30 @@ from tests.support.certs import identity, pem
 TOKEN = "cd" * 32
 
 
+def refresh_answers(name: str) -> dict[str, object]:
+    """What a fleet-token holder reads of a small member: one GPU, one display, two titles."""
+    return {
+        "/api/v1/fleet/whoami": {"role": "fleet", "reach": []},
+        "/api/v1/host": {"hostname": name, "version": "9.9.9", "encoder": "nvenc"},
+        "/api/v1/status": {"active_sessions": 0, "max_sessions": 2, "sessions": []},
+        "/api/v1/library": [
+            {"id": "steam:570", "title": "Dota 2", "store": "steam"},
+            {"id": "custom:1", "title": "Bench Title", "store": "custom"},
+        ],
+        "/api/v1/gpus": {
+            "gpus": [{"id": "10de-2684-0", "name": "RTX", "vendor": "nvidia", "vram_mb": 24}],
+            "selected": {"id": "10de-2684-0"},
+            "active": None,
+        },
+        "/api/v1/display/state": {"displays": [{"state": "active"}]},
+    }
+
+
 class FakeMember:
-    def __init__(self, mode: str = "normal", n: int = 11, keepalive_s: float = 1.0):
+    def __init__(
+        self, mode: str = "normal", n: int = 11, keepalive_s: float = 1.0, refresh: bool = False
+    ):
+        """`refresh`: also answer the join's and the refresh's routes (else they are 404)."""
         self.mode = mode
         self.token = TOKEN
         self.keepalive_s = keepalive_s
@@ -33,6 +58,7 @@ class FakeMember:
         self.cond = threading.Condition()
         self.closing = False
         self.requests = 0
+        self.answers = refresh_answers(f"stand-in-{n}") if refresh else {}
         key, cert = identity(n)
         tmp = Path(tempfile.mkdtemp(prefix="fake-member-"))
         (tmp / "c.pem").write_bytes(pem(cert))
@@ -50,6 +76,9 @@ class FakeMember:
 
         class Handler(http.server.BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+            # Headers and body go out in two writes: without this each answer waits out the
+            # peer's delayed ACK (~40 ms), which a real host's daphne does not.
+            disable_nagle_algorithm = True
 
             def do_GET(self):
                 member.requests += 1
@@ -57,6 +86,8 @@ class FakeMember:
                     return self._json(401, {"error": "invalid or missing bearer token"})
                 if self.path == "/api/v1/health":
                     return self._json(200, {"status": "ok"})
+                if self.path in member.answers:
+                    return self._json(200, member.answers[self.path])
                 if self.path != "/api/v1/events":
                     return self._json(404, {"error": "not found"})
                 self.send_response(200)
