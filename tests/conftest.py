@@ -20,9 +20,11 @@ ADMIN_PASSWORD = "correct horse battery staple"
 def live_host():
     """One real host for the whole session: runhost, daphne over TLS, Redis, Celery worker.
 
-    Admin credentials are set through the first-run route, as a newcomer would.
+    Admin credentials are set through the first-run route, as a newcomer would. Its fleet
+    refresh is off: the placement tests write its members' views by hand (tests/fleet/
+    fleetkit.py), and a refresh of those stand-ins would rewrite them mid-test.
     """
-    with running_host((ADMIN_USER, ADMIN_PASSWORD)) as host:
+    with running_host((ADMIN_USER, ADMIN_PASSWORD), env={"HOST_FLEET_REFRESH_S": "0"}) as host:
         yield host
 
 
