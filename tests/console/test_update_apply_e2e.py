@@ -213,10 +213,14 @@ def _restart(host) -> None:
 
 
 def test_apply_restarts_into_the_new_version_and_announces_it_once(rig):
+    """OLD -> NEW (restart, `update.applied` once, cleanup), then NEW -> THIRD, and a FOURTH
+    that crashes at start rolled back to THIRD with the data intact."""
     host_tree, release, env = rig
     release()
     host = start_host(tree=host_tree, env=env)
     try:
+        with host.mgmt() as c:
+            assert c.post("/api/v1/library/custom", json={"title": "Kept Game"}).status_code == 201
         _apply(host)
         status = _wait_job(host, {"done", "rolled_back", "failed"})
         assert status["job"]["state"] == "done", json.dumps(status["job"])
@@ -244,6 +248,28 @@ def test_apply_restarts_into_the_new_version_and_announces_it_once(rig):
         ), steps
         venv = host_tree.parent / "host.releases" / NEW_VERSION / ".venv"
         assert venv.is_dir() and not venv.is_symlink()  # its own, not the checkout's
+
+        # The applied release applies the next one (from a tree the launcher runs as its
+        # child); a fourth that crashes at start rolls back to the third, never to the
+        # checkout's older code on data the third migrated.
+        release(version=THIRD_VERSION, serial=6)
+        _apply(host)
+        status = _settled(host, THIRD_VERSION, {"done", "failed", "rolled_back"})
+        assert status["job"]["state"] == "done", json.dumps(status["job"])
+        host.wait_ready(timeout=200)
+        assert _status(host)["current_version"] == THIRD_VERSION
+        assert (releases / THIRD_VERSION).is_dir()  # beside the checkout, not inside NEW's
+        assert not (releases / f"{NEW_VERSION}.releases").exists()
+        release(_crash_at_start, version=FOURTH_VERSION, serial=7)
+        _apply(host)
+        status = _settled(host, FOURTH_VERSION, {"done", "failed", "rolled_back"})
+        assert status["job"]["state"] == "rolled_back", json.dumps(status["job"])
+        host.wait_ready(timeout=200)
+        assert _status(host)["current_version"] == THIRD_VERSION
+        with host.mgmt() as c:
+            assert "Kept Game" in json.dumps(c.get("/api/v1/library").json())
+        active = (host.state_dir / "updates" / "active-tree").read_text().strip()
+        assert active == str(releases / THIRD_VERSION)
     finally:
         assert host.stop() == 0, host.log_tail(120)
 
@@ -265,44 +291,6 @@ def _settled(host, version: str, states: set[str], timeout: float = 400) -> dict
             return last
         time.sleep(1)
     raise AssertionError(f"{version} did not reach {states}: {json.dumps(last)}")
-
-
-def test_an_applied_release_applies_the_next_and_a_broken_one_returns_to_it(rig):
-    """OLD -> NEW -> THIRD, each applied by the one running (the second from a tree the
-    launcher runs as its child); then a FOURTH that crashes at start is rolled back to THIRD,
-    never to the checkout's older code on data THIRD migrated."""
-    host_tree, release, env = rig
-    release()
-    host = start_host(tree=host_tree, env=env)
-    releases = host_tree.parent / "host.releases"
-    try:
-        with host.mgmt() as c:
-            assert c.post("/api/v1/library/custom", json={"title": "Kept Game"}).status_code == 201
-        _apply(host)
-        assert _settled(host, NEW_VERSION, {"done"})["current_version"] == NEW_VERSION
-        host.wait_ready(timeout=200)
-
-        release(version=THIRD_VERSION, serial=6)
-        _apply(host)
-        status = _settled(host, THIRD_VERSION, {"done", "failed", "rolled_back"})
-        assert status["job"]["state"] == "done", json.dumps(status["job"])
-        host.wait_ready(timeout=200)
-        assert _status(host)["current_version"] == THIRD_VERSION
-        assert (releases / THIRD_VERSION).is_dir()  # beside the checkout, not inside NEW's
-        assert not (releases / f"{NEW_VERSION}.releases").exists()
-
-        release(_crash_at_start, version=FOURTH_VERSION, serial=7)
-        _apply(host)
-        status = _settled(host, FOURTH_VERSION, {"done", "failed", "rolled_back"})
-        assert status["job"]["state"] == "rolled_back", json.dumps(status["job"])
-        host.wait_ready(timeout=200)
-        assert _status(host)["current_version"] == THIRD_VERSION
-        with host.mgmt() as c:
-            assert "Kept Game" in json.dumps(c.get("/api/v1/library").json())
-        active = (host.state_dir / "updates" / "active-tree").read_text().strip()
-        assert active == str(releases / THIRD_VERSION)
-    finally:
-        assert host.stop() == 0, host.log_tail(120)
 
 
 def _crash_at_start(src: Path) -> None:
