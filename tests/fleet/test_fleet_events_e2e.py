@@ -2,8 +2,8 @@
 `runhost`: daphne over TLS, Redis, Celery, the supervisor whose `fleet-relays` job runs the
 relays), plus a stand-in member that sends garbage. Events emitted on the member reach
 `GET /api/v1/fleet/events` on the fleet host tagged with the member, in the member's seq order;
-a restart of the member and a restart of the fleet host (resumed with the `Last-Event-ID`
-vector) lose nothing and repeat nothing; the garbage member is cut without touching them; the
+a restart of the fleet host (resumed with the `Last-Event-ID` vector) loses nothing and repeats
+nothing; the garbage member is cut without touching them; the
 plugin token is refused."""
 
 from __future__ import annotations
@@ -66,7 +66,10 @@ def fingerprint_of(host) -> str:
     return pinned.certificate_fingerprint(der)
 
 
-def test_fleet_stream_across_member_and_fleet_restarts(tmp_path):
+def test_fleet_stream_across_a_fleet_host_restart(tmp_path):
+    """A member's events tagged and in order beside a garbage-sending stand-in; the fleet host
+    restarts while the member emits and the stream resumes from its id, nothing lost or
+    repeated. (A member's restart: tests/fleet/test_fleet_netns_e2e.py.)"""
     member = start_host(state_dir=tmp_path / "member", wait=False)
     fleet = start_host(state_dir=tmp_path / "fleet", wait=False)
     garbage = FakeMember("garbage", n=13)
@@ -90,23 +93,18 @@ def test_fleet_stream_across_member_and_fleet_restarts(tmp_path):
         assert seqs == sorted(seqs) and len(set(seqs)) == len(seqs)
         assert garbage.requests >= 1 and not reader.events(bad_id)
 
-        # The member restarts (same state dir and port): what it emits after is relayed.
-        member.stop()
-        member = start_host(state_dir=member.state_dir, base_port=member.base_port)
-        emit(member, 4, 2)
-        reader.wait(lambda: reader.numbered(member_id) == [1, 2, 3, 4, 5])
         last_id = [f["id"] for f in reader.frames if "id" in f][-1]
         reader.close()
 
         # The fleet host restarts while the member emits; the stream resumes from its id.
         fleet.stop()
-        emit(member, 6, 2)
+        emit(member, 4, 2)
         fleet = start_host(state_dir=fleet.state_dir, base_port=fleet.base_port)
         resumed = Reader(fleet, last_id)
         readers.append(resumed)
-        resumed.wait(lambda: resumed.numbered(member_id) == [6, 7])
-        emit(member, 8, 1)
-        resumed.wait(lambda: resumed.numbered(member_id) == [6, 7, 8])
+        resumed.wait(lambda: resumed.numbered(member_id) == [4, 5])
+        emit(member, 6, 1)
+        resumed.wait(lambda: resumed.numbered(member_id) == [4, 5, 6])
         assert all(e["_event"] != "dropped" for e in resumed.events(member_id))
         seqs = [e["seq"] for e in resumed.events(member_id)]
         assert seqs == sorted(seqs) and len(set(seqs)) == len(seqs)
