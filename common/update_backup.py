@@ -27,7 +27,8 @@ class BackupError(RuntimeError):
 
 
 def copy_database(db: Path, dest: Path) -> None:
-    """A consistent copy of the database (sqlite3 backup API: other readers may run)."""
+    """A consistent copy of the database into `dest`, page by page (sqlite3 backup API: other
+    readers may run). Also how a backup is put back (the host is stopped then)."""
     source = sqlite3.connect(db)
     try:
         with contextlib.closing(sqlite3.connect(dest)) as target:
@@ -77,18 +78,9 @@ def backup_state(where: Path, dest: Path) -> None:
         shutil.rmtree(partial, ignore_errors=True)
 
 
-def restore_database(backup: Path, db: Path) -> None:
-    """The backup's content into the database file, page by page (the host is stopped)."""
-    with (
-        contextlib.closing(sqlite3.connect(backup)) as source,
-        contextlib.closing(sqlite3.connect(db)) as target,
-    ):
-        source.backup(target)
-
-
 def restore_state(backup: Path, where: Path) -> None:
     """Put back what a backup saved: the database and every saved top-level file."""
     if (backup / DB_FILE).exists():
-        restore_database(backup / DB_FILE, where / DB_FILE)
+        copy_database(backup / DB_FILE, where / DB_FILE)
     for path in sorted((backup / "files").iterdir()):
         atomic_write(where / path.name, path.read_bytes(), mode=path.stat().st_mode & 0o777)

@@ -175,7 +175,8 @@ def rotate_if_needed(max_bytes: int = MAX_BYTES) -> bool:
     return True
 
 
-def _read_tail(path: Path, max_bytes: int) -> bytes:
+def read_tail(path: Path, max_bytes: int) -> bytes:
+    """At most the last `max_bytes` of a file, from a line boundary; b"" when unreadable."""
     try:
         with open(path, "rb") as fh:
             fh.seek(0, os.SEEK_END)
@@ -193,9 +194,9 @@ def _read_tail(path: Path, max_bytes: int) -> bytes:
 
 def tail_text(max_bytes: int = TEXT_TAIL_BYTES) -> str:
     """The newest `max_bytes` of the log (newest last), whole lines only, redacted."""
-    data = _read_tail(log_path(0), max_bytes)
+    data = read_tail(log_path(0), max_bytes)
     if len(data) < max_bytes:
-        older = _read_tail(log_path(1), max_bytes - len(data))
+        older = read_tail(log_path(1), max_bytes - len(data))
         if older and not older.endswith(b"\n"):
             older += b"\n"
         data = older + data

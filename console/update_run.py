@@ -8,6 +8,8 @@ import signal
 import subprocess
 from pathlib import Path
 
+from console import logfile
+
 TAIL_LINES = 12
 TAIL_BYTES = 4096
 
@@ -18,12 +20,7 @@ class Timeout(RuntimeError):
 
 def tail(path: Path) -> str:
     """The last lines of the file's end (a bounded read, whatever its size)."""
-    try:
-        with open(path, "rb") as fh:
-            fh.seek(max(0, fh.seek(0, os.SEEK_END) - TAIL_BYTES))
-            text = fh.read().decode("utf-8", "replace")
-    except FileNotFoundError:
-        return ""
+    text = logfile.read_tail(path, TAIL_BYTES).decode("utf-8", "replace")
     return "\n".join(text.strip().splitlines()[-TAIL_LINES:])
 
 

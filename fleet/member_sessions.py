@@ -14,17 +14,11 @@ from common.errors import Invalid, NotFound, Unavailable
 from fleet import member_tokens
 from fleet.models import Member
 from fleet.pinned import MemberClient, MemberError
+from fleet.view import clean_text
 
 SESSION_ID_RE = re.compile(r"[0-9a-f]{8}")
 MAX_LISTED = 64
 RETRY_AFTER_S = 10
-
-
-def _text(value, limit: int = 120) -> str:
-    """Printable characters only (no control or bidi characters), at most `limit`."""
-    if not isinstance(value, str):
-        return ""
-    return "".join(ch for ch in value if ch.isprintable())[:limit]
 
 
 def _client(member_id: int) -> tuple[Member, MemberClient]:
@@ -58,11 +52,11 @@ def live(member_id: int) -> list[dict]:
         out.append(
             {
                 "id": row["id"],
-                "plane": _text(row.get("plane"), 16),
-                "client": _text(row.get("client"), 64),
-                "app_title": _text(row.get("app_title")),
-                "mode": _text(row.get("mode"), 32),
-                "state": _text(row.get("state"), 32),
+                "plane": clean_text(row.get("plane"), 16),
+                "client": clean_text(row.get("client"), 64),
+                "app_title": clean_text(row.get("app_title")),
+                "mode": clean_text(row.get("mode"), 32),
+                "state": clean_text(row.get("state"), 32),
             }
         )
     return out

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import re
 
+from fleet import member_view
+
 TOKEN_RE = re.compile(r"[0-9a-f]{64}")
 NAME_MAX = 64
 TEXT_MAX = 120
@@ -105,7 +107,7 @@ def public(member, relay_state: object = None) -> dict:
     """A member as the API and the page show it: no token, only what it said and our verdict.
     `relay_state`: the member's entry of `fleet.buffer.relay_states()`."""
     shown = member.view if isinstance(member.view, dict) else {}
-    live, most = _int(shown.get("live_sessions")), _int(shown.get("max_sessions"))
+    most = _int(shown.get("max_sessions"))
     library = shown.get("library") if isinstance(shown.get("library"), list) else []
     return {
         "id": member.id,
@@ -118,7 +120,7 @@ def public(member, relay_state: object = None) -> dict:
         "version": shown.get("version"),
         "live_sessions": shown.get("live_sessions"),
         "max_sessions": most,
-        "free_slots": None if most is None else max(0, most - (live or 0)),
+        "free_slots": member_view.read(shown).free_slots,  # what placement goes by
         "encoder": shown.get("encoder") or None,
         # The titles a player may pick there (the Desktop included); []: not asked yet.
         "titles": library,
