@@ -119,6 +119,11 @@ class NativePeer:
         if self.offer.get("transport") == "webcodecs":
             offered = await asyncio.to_thread(encoding.offered_or_h264, self.name)
             self.codec = encoding.pick(offered, self.offer.get("decodes") or ())
+            log.info(
+                "native %s: %s over WebCodecs (offered %s, the page decodes %s)",
+                self.fp[:12], self.codec, ",".join(offered),
+                ",".join(self.offer.get("decodes") or ()),
+            )  # fmt: skip
         self.plan = await asyncio.to_thread(encoding.plan, [self.codec])
         self.pc, video, self.audio_sender = rtc.sendonly()
         self.video_sender = video.sender

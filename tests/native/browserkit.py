@@ -77,12 +77,24 @@ def click_and_key_arrive(page, painter, surface: str) -> None:
     )
 
 
+# What the player knew when a wait ran out: the transport, the codec the host named, the
+# low-latency counters (frames received, decoded, skipped) and the canvas's size.
+PLAYER_STATE_JS = """() => {
+  const p = window.nativePlayer || {}, c = document.getElementById('canvas');
+  return {state: p.state, transport: p.transport, codec: p.codec, video_token: !!p.wsToken,
+          wc: p.wc, canvas: c ? [c.width, c.height] : null};
+}"""
+
+
 def page_wait(page, js: str, timeout: float) -> None:
     """Poll with evaluate: the page's CSP forbids the eval that wait_for_function uses."""
     try:
         wait_for(lambda: page.evaluate(js), timeout=timeout, interval=0.1, what=js)
     except AssertionError:
-        raise AssertionError(f"{js} never held; page says: {page.inner_text('#status')}") from None
+        raise AssertionError(
+            f"{js} never held; page says: {page.inner_text('#status')}; "
+            f"player: {page.evaluate(PLAYER_STATE_JS)}"
+        ) from None
 
 
 class Player:

@@ -100,11 +100,18 @@ def test_the_browser_plane_streams_the_codec_its_webcodecs_decodes_from_the_same
                  "libx265" if hevc_decodes else "libx264"),
             ):  # fmt: skip
                 conf.write_text(base + modes)
-                player.start(
-                    "() => window.nativePlayer.state === 'playing' && "
-                    f"window.nativePlayer.codec === '{want}' && "
-                    "document.getElementById('canvas').width === 1280"
-                )
+                try:
+                    player.start(
+                        "() => window.nativePlayer.state === 'playing' && "
+                        f"window.nativePlayer.codec === '{want}' && "
+                        "document.getElementById('canvas').width === 1280"
+                    )
+                except AssertionError as exc:
+                    peer_log = host.state_dir / "logs" / "native-peer.log"
+                    peer_tail = peer_log.read_text(errors="replace")[-6000:]
+                    raise AssertionError(
+                        f"{exc}\nhost log:\n{host.log_tail(60)}\nsession log:\n{peer_tail}"
+                    ) from None
                 x_name = next(
                     d["x_display"]
                     for d in player.api.get("/api/v1/display/state").json()["displays"]
