@@ -3,17 +3,17 @@
 Run by hand: .venv/bin/python bench/api_latency.py [--seconds 8] [--processes N]
 
 Starts a real host (runhost: supervisor, Redis, Celery, daphne, the planes) and, beside it, N
-daphnes (default 1) on one TLS port (SO_REUSEPORT, bench/bare_daphne.py) on the host's own
-certificate, serving the host's ASGI app plus /hello (raw ASGI, no Django; and with one more
-layer of a host route at a time: the hop to a view thread, the WSGI call) against the host's
-state and Redis: the bare app and the host's routes on the same server, in the same run, with
-the same number of processes (to compare with a host that runs N web processes). A separate
-client process opens C keep-alive TLS connections (default 10) and measures GET /hello and each
-read route with the bearer token; admin routes (`/api/...` outside `/api/v1`) go with HTTP
-Basic, so each request also pays the login throttle's check in Redis. Prints requests/s, p50
-and p99 per route, the server daphne's CPU per request and its share of a core (all N processes
-together), the client's CPU per request (which of the two ran out of CPU), the ratios host/bare
-of req/s, p50 and p99, whether the goal (>= 0.3x bare, p99 <= 20 ms) is met, and the load
+daphnes (default: the host's number of web processes) on one TLS port (SO_REUSEPORT,
+bench/bare_daphne.py) on the host's own certificate, serving the host's ASGI app plus /hello (raw
+ASGI, no Django; and with one more layer of a host route at a time: the hop to a view thread, the
+WSGI call) against the host's state and Redis: the bare app and the host's routes on the same
+server, in the same run, with the same number of processes (to compare with a host that runs N web
+processes). A separate client process opens C keep-alive TLS connections (default 10) and measures
+GET /hello and each read route with the bearer token; admin routes (`/api/...` outside `/api/v1`)
+go with HTTP Basic, so each request also pays the login throttle's check in Redis. Prints
+requests/s, p50 and p99 per route, the server daphne's CPU per request and its share of a core (all
+N processes together), the client's CPU per request (which of the two ran out of CPU), the ratios
+host/bare of req/s, p50 and p99, whether the goal (>= 0.3x bare, p99 <= 20 ms) is met, and the load
 average at the start and the end.
 """
 
