@@ -1,7 +1,8 @@
 """Take the README's console screenshots from the real pages of a live test host.
 
 Starts a throwaway host (the test suite's live host, its own state dir), signs in, pairs a
-real Moonlight client and streams from it, and saves docs/images/console-dashboard.png,
+real Moonlight client and streams from it (colour bars painted on the session's screen, so its
+thumbnail shows a captured frame), and saves docs/images/console-dashboard.png,
 console-phone-pin.png and console-streaming.png (palette PNGs, small enough for a README).
 
     .venv/bin/python scripts/readme_screenshots.py
@@ -14,6 +15,7 @@ import re
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -21,6 +23,7 @@ sys.path.insert(0, str(ROOT))  # run as a script: the test support modules live 
 
 from PIL import Image  # noqa: E402
 from playwright.sync_api import expect  # noqa: E402
+from Xlib import display as xdisplay  # noqa: E402
 
 from tests.support.console_live import PASSWORD, USER, console  # noqa: E402
 from tests.support.moonlight import Moonlight, post_pin  # noqa: E402
@@ -36,6 +39,47 @@ def save(page, name: str, **kwargs) -> Path:
     Image.open(path).convert("RGB").quantize(colors=128).save(path, optimize=True)
     sys.stdout.write(f"{path.relative_to(ROOT)}: {path.stat().st_size // 1024} KiB\n")
     return path
+
+
+# Colour bars (75 % SMPTE-like) and a dark lower band: what the session's screen shows in the
+# pictures, so the thumbnails show a real frame the host captured instead of an empty display.
+BARS = [(191, 191, 191), (191, 191, 0), (0, 191, 191), (0, 191, 0), (191, 0, 191), (191, 0, 0),
+        (0, 0, 191)]  # fmt: skip
+
+
+def paint_test_card(x_name: str):
+    """A full-screen X window with colour bars on the session's display; returns its display
+    connection (closing it takes the window away)."""
+    d = xdisplay.Display(x_name)
+    screen = d.screen()
+    w, h = screen.width_in_pixels, screen.height_in_pixels
+    win = screen.root.create_window(
+        0, 0, w, h, 0, screen.root_depth, background_pixel=0x101820, override_redirect=True
+    )
+    win.map()
+    d.sync()
+    gc = win.create_gc()
+    bar_w = -(-w // len(BARS))
+    for i, (r, g, b) in enumerate(BARS):
+        gc.change(foreground=(r << 16) | (g << 8) | b)
+        win.fill_rectangle(gc, i * bar_w, 0, bar_w, h * 2 // 3)
+    for i, grey in enumerate((16, 64, 128, 235)):
+        gc.change(foreground=(grey << 16) | (grey << 8) | grey)
+        win.fill_rectangle(gc, i * w // 8, h * 3 // 4, w // 8, h // 6)
+    d.sync()
+    return d
+
+
+def session_display(host) -> str:
+    """The X display of the one live session."""
+    with host.mgmt() as api:
+        for _ in range(100):
+            names = [d["x_display"] for d in api.get("/api/v1/display/state").json()["displays"]
+                     if d.get("x_display")]  # fmt: skip
+            if names:
+                return names[0]
+            time.sleep(0.2)
+    raise RuntimeError("the session's display never appeared")
 
 
 def main() -> None:
@@ -72,7 +116,9 @@ def main() -> None:
         client = subprocess.Popen(
             args, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
         )
+        card_display = None
         try:
+            card_display = paint_test_card(session_display(host))
             page.goto("/streaming")
             card = page.locator("article.stream")
             expect(card.locator("[data-figure=fps]")).to_have_text(
@@ -87,6 +133,8 @@ def main() -> None:
             page.wait_for_timeout(4000)  # a few load samples on the chart
             save(page, "console-dashboard.png", full_page=True)
         finally:
+            if card_display is not None:
+                card_display.close()
             client.terminate()
             client.wait(timeout=30)
 

@@ -137,6 +137,31 @@ def test_phone_pages_fit_the_screen_with_touch_sized_controls(site):
     assert not any(small.values()), {p: s for p, s in small.items() if s}
 
 
+NAV_ROWS_JS = """() => {
+  const links = [...document.querySelectorAll('nav[aria-label=Console] a')];
+  return new Set(links.map((a) => Math.round(a.getBoundingClientRect().top))).size;
+}"""
+
+
+def test_the_navigation_is_one_row_of_links_or_a_menu_never_two_rows(site):
+    """Every console page's link is in the bar: on a wide screen in one row, narrower behind
+    the menu button (a bar that wraps into two rows is what the fold is for)."""
+    page = new_page(site, viewport={"width": 1920, "height": 900})
+    log_in(page, site[0])
+    menu = page.locator("button.menu-button")
+    for width, folded in ((1920, False), (1366, False), (1280, False), (1200, True)):
+        page.set_viewport_size({"width": width, "height": 900})
+        page.goto("/")
+        if folded:
+            expect(menu).to_be_visible()
+            expect(page.locator("nav[aria-label=Console]")).to_be_hidden()
+        else:
+            expect(menu).to_be_hidden()
+            assert page.evaluate(NAV_ROWS_JS) == 1, f"the navigation wraps at {width} px"
+    shot(page, "design-nav-folded")
+    page.context.close()
+
+
 def test_the_phone_menu_opens_and_closes_with_the_keyboard(site):
     page = new_page(site, viewport=PHONE, is_mobile=True, has_touch=True)
     log_in(page, site[0])
