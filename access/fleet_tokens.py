@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from access.secrets import is_token_shaped, new_token, tokens_equal
-from common import statedir
+from common import filecache, statedir
 from common.files import atomic_write
 
 NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
@@ -31,7 +31,6 @@ NAME_RULE = "name must be 1-64 letters, digits, '.', '_', '-' (a letter or digit
 MAX_TOKENS = 64
 FILE = "issued.json"
 _lock = threading.Lock()
-_cache: dict[str, tuple[tuple[int, int, int], dict[str, dict]]] = {}
 
 
 class FleetTokenError(ValueError):
@@ -54,30 +53,19 @@ def _digest(token: str) -> str:
     return hashlib.sha256(token.encode("utf-8", "surrogateescape")).hexdigest()
 
 
-def _read() -> dict[str, dict]:
-    p = path()
-    try:
-        st = p.stat()
-    except FileNotFoundError:
-        return {}
-    # Each write is a fresh file (atomic rename): the inode tells writes within one mtime tick
-    # apart, so a revoked token is never served from the cache.
-    stamp = (st.st_ino, st.st_mtime_ns, st.st_size)
-    cached = _cache.get(str(p))
-    if cached and cached[0] == stamp:
-        return cached[1]
-    try:
-        data = json.loads(p.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        data = {}
-    entries = {
+def _parse(raw: bytes) -> dict[str, dict]:
+    data = json.loads(raw)
+    return {
         k: v
         for k, v in (data.items() if isinstance(data, dict) else [])
         if isinstance(k, str) and NAME_RE.fullmatch(k) and isinstance(v, dict)
         and isinstance(v.get("sha256"), str) and isinstance(v.get("created"), str)
     }  # fmt: skip
-    _cache[str(p)] = (stamp, entries)
-    return entries
+
+
+def _read() -> dict[str, dict]:
+    """The entries, parsed once per version of the file (shared: copy before changing)."""
+    return filecache.parsed(path(), _parse, {})
 
 
 def _write(entries: dict[str, dict]) -> None:

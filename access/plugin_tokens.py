@@ -20,7 +20,7 @@ import threading
 from pathlib import Path
 
 from access.secrets import is_token_shaped, new_token, tokens_equal
-from common import statedir
+from common import filecache, statedir
 from common.files import atomic_write
 
 # A plugin id: what a plugin's entry point names itself (plugins/env.py checks it too).
@@ -28,34 +28,25 @@ PLUGIN_ID = re.compile(r"[a-z][a-z0-9-]{0,63}")
 
 FILE = "tokens.json"
 _lock = threading.Lock()
-_cache: dict[str, tuple[int, dict[str, str]]] = {}
 
 
 def path() -> Path:
     return statedir.state_path("plugins", FILE)
 
 
-def _read() -> dict[str, str]:
-    p = path()
-    try:
-        mtime = p.stat().st_mtime_ns
-    except FileNotFoundError:
-        return {}
-    cached = _cache.get(str(p))
-    if cached and cached[0] == mtime:
-        return cached[1]
-    try:
-        data = json.loads(p.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        data = {}
-    tokens = {
+def _parse(raw: bytes) -> dict[str, str]:
+    data = json.loads(raw)
+    return {
         k: v
         for k, v in (data.items() if isinstance(data, dict) else [])
         if isinstance(k, str) and PLUGIN_ID.fullmatch(k) and isinstance(v, str)
         and is_token_shaped(v)
     }  # fmt: skip
-    _cache[str(p)] = (mtime, tokens)
-    return tokens
+
+
+def _read() -> dict[str, str]:
+    """The tokens, parsed once per version of the file (shared: copy before changing)."""
+    return filecache.parsed(path(), _parse, {})
 
 
 def _write(tokens: dict[str, str]) -> None:
