@@ -143,7 +143,8 @@ def _status(host) -> dict | None:
         return None
 
 
-def _wait_job(host, states: set[str], timeout: float = 400) -> dict:
+def _wait_status(host, holds, what: str, timeout: float) -> dict:
+    """The update status once `holds(status, job)` is true; fails at once if the host exits."""
     deadline = time.monotonic() + timeout
     last = None
     while time.monotonic() < deadline:
@@ -152,12 +153,27 @@ def _wait_job(host, states: set[str], timeout: float = 400) -> dict:
         status = _status(host)
         if status and status.get("job"):
             last = status
-            if status["job"]["state"] in states and status["current_version"] == (
-                NEW_VERSION if status["job"]["state"] == "done" else OLD_VERSION
-            ):
+            if holds(status, status["job"]):
                 return status
         time.sleep(1)
-    raise AssertionError(f"job did not reach {states}: {json.dumps(last)}\n{host.log_tail(120)}")
+    raise AssertionError(
+        f"{what} did not reach its state: {json.dumps(last)}\n{host.log_tail(120)}"
+    )
+
+
+def _wait_job(host, states: set[str], timeout: float = 400) -> dict:
+    """The status once the apply to NEW_VERSION is in one of `states`, and the host runs the
+    version that state means (the new one when done, the old one otherwise)."""
+    return _wait_status(
+        host,
+        lambda status, job: (
+            job["state"] in states
+            and status["current_version"]
+            == (NEW_VERSION if job["state"] == "done" else OLD_VERSION)
+        ),
+        f"the job ({sorted(states)})",
+        timeout,
+    )
 
 
 def _applied_events(host) -> list[dict]:
@@ -280,17 +296,12 @@ FOURTH_VERSION = "v2099.103.0-test"
 
 def _settled(host, version: str, states: set[str], timeout: float = 400) -> dict:
     """The update status once the job for `version` is in one of `states`."""
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        if host.proc.poll() is not None:
-            raise AssertionError(f"host exited {host.proc.returncode}:\n{host.log_tail()}")
-        last = _status(host)
-        job = (last or {}).get("job") or {}
-        if job.get("to") == version and job.get("state") in states:
-            return last
-        time.sleep(1)
-    raise AssertionError(f"{version} did not reach {states}: {json.dumps(last)}")
+    return _wait_status(
+        host,
+        lambda _status, job: job.get("to") == version and job.get("state") in states,
+        f"{version} ({sorted(states)})",
+        timeout,
+    )
 
 
 def _crash_at_start(src: Path) -> None:
